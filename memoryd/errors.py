@@ -1,0 +1,43 @@
+"""The exception hierarchy: one root, a few specific kinds, each with its exit code."""
+
+from __future__ import annotations
+
+
+class MemorydError(Exception):
+    """Root of every error memoryd raises on purpose; ``str(err)`` is one clear line."""
+
+    exit_code = 1
+
+
+class UsageError(MemorydError):
+    """Bad usage, bad configuration or bad input: exit code 2, nothing changed."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A configuration value, file or key was refused."""
+
+
+class InputError(UsageError):
+    """A file or argument given to memoryd cannot be used as it is."""
+
+
+class UnsafePathError(InputError):
+    """A path leaves its workspace, is a hard link, or is not a regular file."""
+
+
+class WorkspaceBusy(MemorydError):
+    """Another job (this daemon, another daemon or a one-shot command) holds the workspace."""
+
+
+class CommitAborted(MemorydError):
+    """A rewrite was abandoned before the rename; the original file is untouched."""
+
+
+class SummarizerError(MemorydError):
+    """The summarizer gave no usable summary (after its retries); nothing was changed."""
+
+
+class CheckpointParseError(SummarizerError):
+    """An LLM answer is not a valid structured checkpoint."""
