@@ -17,6 +17,10 @@ TEMP_MARK = ".memoryd-tmp-"
 """Every temporary file memoryd creates carries this in its name (the watcher ignores them)."""
 
 
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""Flags for a file memoryd creates: never an existing file, never through a symlink."""
+
+
 def temp_name(target: Path) -> Path:
     """A fresh temporary path beside ``target``, recognisable as memoryd's own."""
     return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
@@ -57,7 +61,7 @@ def atomic_write(target: Path, data: bytes, mode: int | None = None) -> None:
         except FileNotFoundError:
             mode = 0o644
     tmp = temp_name(target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = os.open(tmp, NEW_FILE_FLAGS, 0o600)
     try:
         try:
             write_all(fd, data)
@@ -115,7 +119,7 @@ def resolve_inside(workspace: Path, relative: str | Path) -> Path:
     candidate = workspace / relative
     real = candidate.resolve()
     if real != base and base not in real.parents:
-        raise UnsafePathError(f"{candidate}: is a symlink that leads outside the workspace ({real})")
+        raise UnsafePathError(f"{candidate}: is a symlink that leads outside the workspace")
     return candidate
 
 

@@ -1,0 +1,1 @@
+"""memoryd: keeps AI-agent conversations inside their context budget."""

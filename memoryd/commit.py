@@ -1,0 +1,440 @@
+"""The lossless rewrite of an append-only file (SPEC §3).
+
+A rewrite replaces the first ``snapshot.end`` bytes of a file with new content while
+writers keep appending. The protocol:
+
+1. check free space;
+2. write the bytes being replaced to a *pending* archive file and fsync it;
+3. write the new head to a temp file beside the original (``O_EXCL|O_NOFOLLOW``),
+   without the writers' lock;
+4. take the lock; check the original is still the same file (device, inode, regular,
+   one link, not shorter, sampled prefix unchanged); copy every byte appended since the
+   snapshot, a torn tail included; fsync (never rename after a failed fsync); rename;
+   fsync the folder; turn the pending archive into a final one; release the lock;
+5. keep the old inode open for a short drain window and carry over any line that a
+   writer which does not lock still put there.
+
+A crash at any point leaves either the old file (plus a pending archive and a temp file,
+both removed by :func:`recover`) or the new one (plus a pending archive that
+:func:`recover` finalises: the temp file's inode tells which happened).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import stat
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memoryd.errors import CommitAborted, UnsafePathError
+from memoryd.fsutil import (
+    NEW_FILE_FLAGS,
+    TEMP_MARK,
+    flocked,
+    fsync_dir,
+    is_enospc,
+    temp_name,
+    write_all,
+)
+from memoryd.workspace import CONVERSATION, Workspace
+
+Part = bytes | tuple[int, int]
+"""A piece of new content: literal bytes, or the byte range [start, end) of the snapshot."""
+
+FaultHook = Callable[[str], None]
+"""Called with the name of each step; tests raise or kill the process there."""
+
+SAMPLE = 64 * 1024
+"""Bytes compared at both ends of the replaced prefix to detect an in-place rewrite."""
+
+SPACE_MARGIN = 1 << 20
+PENDING_RE = re.compile(r"^(?P<name>.+\.jsonl)\.(?P<pid>\d+)\.(?P<ino>\d+)\.pending$")
+TEMP_PID_RE = re.compile(re.escape(TEMP_MARK) + r"(?P<pid>\d+)-")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a job read: the file's identity and the end of its last complete line."""
+
+    path: Path
+    dev: int
+    ino: int
+    mode: int
+    end: int
+    head_sample: bytes
+    tail_sample: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivePlan:
+    """Where the replaced bytes go: ``folder/name``, written from ``parts``."""
+
+    folder: Path
+    name: str
+    parts: Sequence[Part]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What a commit did, in sizes and counts."""
+
+    new_size: int
+    carried_bytes: int
+    salvaged_lines: int
+    archive: Path | None
+
+
+def open_regular(path: Path) -> int:
+    """Open ``path`` read-only, refusing symlinks, hard-linked and non-regular files."""
+    if path.is_symlink():
+        raise UnsafePathError(f"{path}: is a symlink; memoryd rewrites only regular files")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UnsafePathError(f"{path}: no such file") from None
+    except PermissionError:
+        raise UnsafePathError(f"{path}: permission denied") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"{path}: is not a regular file")
+    if st.st_nlink != 1:
+        os.close(fd)
+        raise UnsafePathError(
+            f"{path}: has {st.st_nlink} hard links; a rewrite would split them, refusing"
+        )
+    return fd
+
+
+def read_snapshot(path: Path) -> tuple[Snapshot, bytes]:
+    """Read the complete lines of ``path``; returns the snapshot and those bytes.
+
+    A last fragment without ``\\n`` is a write in progress: it is not part of the
+    snapshot and will be carried over, byte for byte, by the commit.
+    """
+    fd = open_regular(path)
+    try:
+        st = os.fstat(fd)
+        chunks: list[bytes] = []
+        while True:
+            chunk = os.read(fd, 1 << 22)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n") + 1
+    data = data[:end]
+    snapshot = Snapshot(
+        path=path,
+        dev=st.st_dev,
+        ino=st.st_ino,
+        mode=stat.S_IMODE(st.st_mode),
+        end=end,
+        head_sample=data[:SAMPLE],
+        tail_sample=data[max(0, end - SAMPLE) : end],
+    )
+    return snapshot, data
+
+
+def archive_name(kind: str, now: datetime | None = None) -> str:
+    """A new archive file name: ``<kind>-<UTC time>-<random>.jsonl``."""
+    moment = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S%fZ")
+    return f"{kind}-{moment}-{secrets.token_hex(3)}.jsonl"
+
+
+def _copy_range(src: int, dst: int, start: int, end: int) -> None:
+    """Copy bytes [start, end) of ``src`` to the current position of ``dst``."""
+    offset = start
+    while offset < end:
+        try:
+            copied = os.copy_file_range(src, dst, end - offset, offset)
+        except OSError as exc:
+            if is_enospc(exc):
+                raise
+            copied = -1
+        if copied <= 0:
+            chunk = os.pread(src, min(1 << 22, end - offset), offset)
+            if not chunk:
+                raise CommitAborted("the file became shorter while it was being copied")
+            write_all(dst, chunk)
+            copied = len(chunk)
+        offset += copied
+
+
+def _write_parts(src: int, dst: int, parts: Sequence[Part]) -> int:
+    total = 0
+    for part in parts:
+        if isinstance(part, bytes):
+            write_all(dst, part)
+            total += len(part)
+        else:
+            start, end = part
+            _copy_range(src, dst, start, end)
+            total += end - start
+    return total
+
+
+def _parts_size(parts: Sequence[Part]) -> int:
+    return sum(len(p) if isinstance(p, bytes) else p[1] - p[0] for p in parts)
+
+
+def _check_space(folder: Path, needed: int) -> None:
+    usage = shutil.disk_usage(folder)
+    if usage.free < needed + SPACE_MARGIN:
+        raise CommitAborted(
+            f"not enough free space in {folder}: need {needed + SPACE_MARGIN} bytes, "
+            f"{usage.free} free"
+        )
+
+
+def _same_file(fd: int, snapshot: Snapshot) -> None:
+    """Re-check the original under the lock; raises CommitAborted when it changed."""
+    try:
+        st = os.stat(snapshot.path, follow_symlinks=False)
+    except FileNotFoundError:
+        raise CommitAborted(f"{snapshot.path}: was deleted during the job") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CommitAborted(f"{snapshot.path}: is no longer a regular file")
+    if (st.st_dev, st.st_ino) != (snapshot.dev, snapshot.ino):
+        raise CommitAborted(f"{snapshot.path}: was replaced by another file during the job")
+    if st.st_nlink != 1:
+        raise CommitAborted(f"{snapshot.path}: gained a hard link during the job")
+    if st.st_size < snapshot.end:
+        raise CommitAborted(f"{snapshot.path}: was truncated during the job")
+    head = os.pread(fd, len(snapshot.head_sample), 0)
+    tail_start = snapshot.end - len(snapshot.tail_sample)
+    tail = os.pread(fd, len(snapshot.tail_sample), tail_start)
+    if head != snapshot.head_sample or tail != snapshot.tail_sample:
+        raise CommitAborted(f"{snapshot.path}: was rewritten in place during the job")
+
+
+def _carry_over(src: int, dst: int, start: int) -> int:
+    """Copy everything from ``start`` to EOF, until the file stops growing; returns EOF."""
+    position = start
+    while True:
+        size = os.fstat(src).st_size
+        if size <= position:
+            return position
+        _copy_range(src, dst, position, size)
+        position = size
+
+
+def rewrite(
+    snapshot: Snapshot,
+    head: Sequence[Part],
+    *,
+    lock: Path,
+    archive: ArchivePlan | None,
+    drain_seconds: float = 0.5,
+    fault: FaultHook | None = None,
+) -> CommitResult:
+    """Replace the snapshotted prefix of a file with ``head``, losing nothing.
+
+    ``head`` is the new content for bytes [0, snapshot.end); every byte appended after
+    ``snapshot.end`` is carried into the new file. ``archive`` receives the replaced
+    bytes before anything changes. Raises :class:`CommitAborted` (original untouched,
+    temp and pending archive removed) when the file changed under the job, on a full
+    disk, or when a write or fsync fails.
+    """
+    step = fault or (lambda _name: None)
+    path = snapshot.path
+    src = open_regular(path)
+    tmp = temp_name(path)
+    pending: Path | None = None
+    final: Path | None = None
+    renamed = False
+    try:
+        current = os.fstat(src).st_size
+        needed = _parts_size(head) + max(0, current - snapshot.end)
+        if archive is not None:
+            needed += _parts_size(archive.parts)
+        _check_space(path.parent, needed)
+        dst = os.open(tmp, NEW_FILE_FLAGS, 0o600)
+        try:
+            new_ino = os.fstat(dst).st_ino
+            if archive is not None:
+                archive.folder.mkdir(parents=True, exist_ok=True)
+                final = archive.folder / archive.name
+                pending = archive.folder / f"{archive.name}.{os.getpid()}.{new_ino}.pending"
+                _write_archive(src, pending, archive.parts)
+                step("archive_written")
+            _write_parts(src, dst, head)
+            step("head_written")
+            with flocked(lock):
+                step("locked")
+                _same_file(src, snapshot)
+                end = _carry_over(src, dst, snapshot.end)
+                step("tail_copied")
+                os.fchmod(dst, snapshot.mode)
+                os.fsync(dst)
+                step("fsynced")
+                os.rename(tmp, path)
+                renamed = True
+                step("renamed")
+                fsync_dir(path.parent)
+                if pending is not None and final is not None:
+                    os.rename(pending, final)
+                    fsync_dir(final.parent)
+                    step("archive_final")
+                new_size = os.fstat(dst).st_size
+        finally:
+            os.close(dst)
+        salvaged = _drain(src, end, path, lock, drain_seconds)
+        return CommitResult(
+            new_size=new_size,
+            carried_bytes=end - snapshot.end,
+            salvaged_lines=salvaged,
+            archive=final,
+        )
+    except OSError as exc:
+        if renamed:
+            raise
+        reason = "disk full" if is_enospc(exc) else exc.strerror or str(exc)
+        raise CommitAborted(f"{path}: rewrite abandoned, original untouched: {reason}") from exc
+    finally:
+        os.close(src)
+        if not renamed:
+            for leftover in (tmp, pending):
+                if leftover is not None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(leftover)
+
+
+def _write_archive(src: int, pending: Path, parts: Sequence[Part]) -> None:
+    fd = os.open(pending, NEW_FILE_FLAGS, 0o600)
+    try:
+        _write_parts(src, fd, parts)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(pending.parent)
+
+
+def _drain(old: int, copied_to: int, path: Path, lock: Path, seconds: float) -> int:
+    """Carry over lines that writers which do not lock put into the replaced inode.
+
+    Complete lines are carried as they appear; a fragment still open at the end of the
+    window is carried too, so that the rest of its line, if it ever comes, follows it.
+    Returns the number of complete lines carried.
+    """
+    deadline = time.monotonic() + seconds
+    salvaged = 0
+    while True:
+        expired = time.monotonic() >= deadline
+        size = os.fstat(old).st_size
+        if size > copied_to:
+            fresh = os.pread(old, size - copied_to, copied_to)
+            upto = size if expired else copied_to + fresh.rfind(b"\n") + 1
+            if upto > copied_to:
+                data = fresh[: upto - copied_to]
+                _append_locked(path, lock, data)
+                salvaged += data.count(b"\n")
+                copied_to = upto
+        if expired:
+            return salvaged
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+def _append_locked(path: Path, lock: Path, data: bytes) -> None:
+    with flocked(lock):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What :func:`recover` cleaned up."""
+
+    temp_files_removed: int
+    archives_finalised: int
+    archives_discarded: int
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def archive_target(workspace: Workspace, name: str) -> Path | None:
+    """The file an archive of ``name`` was cut from, by its kind prefix."""
+    if name.startswith("conversation-"):
+        return workspace.conversation
+    if name.startswith("memory-"):
+        store = name[len("memory-") :].split("-", 1)[0]
+        return workspace.store(store)
+    return None
+
+
+def recover(workspace: Workspace) -> Recovery:
+    """Clean up what an interrupted commit left in ``workspace``.
+
+    Temp files of dead processes are removed. A pending archive is finalised when its
+    commit reached the rename (the target now has the temp file's inode) and discarded
+    otherwise (its lines are still in the target). Leftovers of live processes — another
+    daemon or a one-shot command mid-commit — are left alone.
+    """
+    removed = finalised = discarded = 0
+    for folder in (workspace.path, workspace.memory_dir, workspace.meta):
+        if not folder.is_dir():
+            continue
+        for entry in os.scandir(folder):
+            match = TEMP_PID_RE.search(entry.name)
+            if match and not _pid_alive(int(match["pid"])):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed += 1
+    if workspace.archive_dir.is_dir():
+        for entry in os.scandir(workspace.archive_dir):
+            match = PENDING_RE.match(entry.name)
+            if not match or _pid_alive(int(match["pid"])):
+                continue
+            target = archive_target(workspace, match["name"])
+            try:
+                committed = target is not None and os.stat(target).st_ino == int(match["ino"])
+            except FileNotFoundError:
+                committed = False
+            if committed:
+                os.rename(entry.path, workspace.archive_dir / match["name"])
+                finalised += 1
+            else:
+                os.unlink(entry.path)
+                discarded += 1
+        if finalised or discarded:
+            fsync_dir(workspace.archive_dir)
+    if removed:
+        fsync_dir(workspace.path)
+    return Recovery(removed, finalised, discarded)
+
+
+__all__ = [
+    "CONVERSATION",
+    "ArchivePlan",
+    "CommitResult",
+    "Part",
+    "Recovery",
+    "Snapshot",
+    "archive_name",
+    "read_snapshot",
+    "recover",
+    "rewrite",
+]

@@ -1,0 +1,49 @@
+"""``.memoryd/events.jsonl``: one JSON event per line, for orchestrators and people."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from memoryd.fsutil import append_line
+from memoryd.workspace import Workspace
+
+
+def iso_ms(epoch_seconds: float) -> str:
+    """UTC ISO-8601 with milliseconds and a ``Z``: ``2026-11-22T10:00:00.000Z``."""
+    whole = time.gmtime(epoch_seconds)
+    millis = int(round((epoch_seconds % 1) * 1000)) % 1000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", whole) + f".{millis:03d}Z"
+
+
+def event_line(workspace: Workspace, type_: str, now: float, details: dict[str, Any]) -> bytes:
+    """The bytes of one event line (pure)."""
+    record = {"ts": iso_ms(now), "type": type_, "workspace": str(workspace.path), **details}
+    return json.dumps(record, separators=(",", ":"), sort_keys=False).encode() + b"\n"
+
+
+def emit(workspace: Workspace, type_: str, now: float | None = None, **details: Any) -> None:
+    """Append one event to the workspace's ``events.jsonl`` (created if missing).
+
+    ``details`` carry ids, counts and sizes only, never message text.
+    """
+    workspace.meta.mkdir(parents=True, exist_ok=True)
+    append_line(workspace.events, event_line(workspace, type_, time.time() if now is None else now, details))
+
+
+def read_events(path: Path) -> Iterator[dict[str, Any]]:
+    """The events in ``path``, oldest first; lines that are not JSON objects are skipped."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    for line in raw.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
