@@ -14,9 +14,9 @@ from memoryd.workspace import Workspace
 
 def iso_ms(epoch_seconds: float) -> str:
     """UTC ISO-8601 with milliseconds and a ``Z``: ``2026-11-22T10:00:00.000Z``."""
-    whole = time.gmtime(epoch_seconds)
-    millis = int(round((epoch_seconds % 1) * 1000)) % 1000
-    return time.strftime("%Y-%m-%dT%H:%M:%S", whole) + f".{millis:03d}Z"
+    total_ms = int(epoch_seconds * 1000)
+    whole = time.gmtime(total_ms // 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", whole) + f".{total_ms % 1000:03d}Z"
 
 
 def event_line(workspace: Workspace, type_: str, now: float, details: dict[str, Any]) -> bytes:
@@ -31,7 +31,8 @@ def emit(workspace: Workspace, type_: str, now: float | None = None, **details: 
     ``details`` carry ids, counts and sizes only, never message text.
     """
     workspace.meta.mkdir(parents=True, exist_ok=True)
-    append_line(workspace.events, event_line(workspace, type_, time.time() if now is None else now, details))
+    moment = time.time() if now is None else now
+    append_line(workspace.events, event_line(workspace, type_, moment, details))
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
