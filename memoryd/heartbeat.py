@@ -1,0 +1,224 @@
+"""HEARTBEAT.md: the current task status of a workspace (SPEC §2).
+
+Front matter between ``---`` lines, one ``key: value`` per line, then a short body for
+people. memoryd and agents both write it, each rewrite atomic and under a small lock
+of its own, so a read-modify-write by one never undoes the other's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
+
+from memoryd.events import iso_ms
+from memoryd.fsutil import atomic_write, flocked
+from memoryd.workspace import Workspace
+
+Status = Literal["idle", "active", "completed", "failed", "paused"]
+STATUSES: tuple[str, ...] = get_args(Status)
+FIELDS = (
+    "status",
+    "current_task",
+    "started_at",
+    "last_checkin",
+    "last_result",
+    "last_error",
+    "notes",
+    "blockers",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """The front matter of HEARTBEAT.md as values."""
+
+    status: Status = "idle"
+    current_task: str | None = None
+    started_at: str | None = None
+    last_checkin: str | None = None
+    last_result: str | None = None
+    last_error: str | None = None
+    notes: str | None = None
+    blockers: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        """The fields in file order."""
+        return {name: getattr(self, name) for name in FIELDS}
+
+
+def _scalar(value: str | None) -> str:
+    if value is None:
+        return "null"
+    plain = (
+        value
+        and value == value.strip()
+        and value not in ("null", "true", "false", "~")
+        and ": " not in value
+        and " #" not in value
+        and not value.endswith(":")
+        and not any(c in value for c in "\n\"'")
+        and value[0] not in "[]{}&*!|>%@`-,?"
+    )
+    return value if plain else json.dumps(value, ensure_ascii=False)
+
+
+def render(heartbeat: Heartbeat) -> str:
+    """The full text of HEARTBEAT.md for ``heartbeat`` (pure)."""
+    lines = ["---"]
+    for name, value in heartbeat.as_dict().items():
+        if value is None and name in ("notes", "blockers"):
+            continue
+        lines.append(f"{name}: {_scalar(value)}")
+    lines.append("---")
+    lines.append("")
+    lines.append("# Heartbeat")
+    lines.append("")
+    if heartbeat.status == "active":
+        lines.append(f"**Active** since {heartbeat.started_at}: {heartbeat.current_task}.")
+        lines.append(f"Last check-in {heartbeat.last_checkin}.")
+    elif heartbeat.status == "completed":
+        lines.append(f"**Completed** at {heartbeat.last_checkin}: {heartbeat.last_result}.")
+    elif heartbeat.status == "failed":
+        lines.append(f"**Failed** at {heartbeat.last_checkin}: {heartbeat.last_error}.")
+    elif heartbeat.status == "paused":
+        lines.append(f"**Paused** at {heartbeat.last_checkin}: {heartbeat.current_task}.")
+        if heartbeat.notes:
+            lines.append(f"Notes: {heartbeat.notes}")
+        if heartbeat.blockers:
+            lines.append(f"Blockers: {heartbeat.blockers}")
+    else:
+        lines.append("**Idle**: no task is running.")
+    return "\n".join(lines) + "\n"
+
+
+def parse(text: str) -> Heartbeat | None:
+    """The heartbeat in ``text``, or None when it is missing, empty or garbled (pure)."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return None
+    try:
+        closing = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
+    except StopIteration:
+        return None
+    values: dict[str, str | None] = {}
+    for line in lines[1:closing]:
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, raw = line.partition(":")
+        key = key.strip()
+        if not sep or key not in FIELDS:
+            return None
+        values[key] = _parse_scalar(raw)
+    if values.get("status") not in STATUSES:
+        return None
+    return Heartbeat(**values)  # type: ignore[arg-type]  # status checked against STATUSES
+
+
+def _parse_scalar(raw: str) -> str | None:
+    raw = raw.strip()
+    if raw.startswith('"'):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw
+        return value if isinstance(value, str) else str(value)
+    if " #" in raw:
+        raw = raw.split(" #", 1)[0].rstrip()
+    if raw in ("", "null", "~"):
+        return None
+    return raw
+
+
+class HeartbeatManager:
+    """The HEARTBEAT.md lifecycle of one workspace: idle → active → completed|failed → idle.
+
+    Every call rewrites the file atomically; a missing, empty or garbled file is replaced
+    by a clean one. ``clock`` returns epoch seconds (tests pass a fixed one).
+    """
+
+    def __init__(self, workspace: Workspace, clock: Callable[[], float] = time.time) -> None:
+        self.workspace = workspace
+        self._clock = clock
+
+    def get_status(self) -> Heartbeat:
+        """The current heartbeat; idle when the file is missing or garbled."""
+        try:
+            text = self.workspace.heartbeat.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return Heartbeat()
+        return parse(text) or Heartbeat()
+
+    def _update(self, change: Callable[[Heartbeat, str], Heartbeat]) -> Heartbeat:
+        lock = self.workspace.meta / "heartbeat.lock"
+        with flocked(lock):
+            new = change(self.get_status(), iso_ms(self._clock()))
+            atomic_write(self.workspace.heartbeat, render(new).encode())
+        return new
+
+    def start_task(self, description: str) -> Heartbeat:
+        """Mark a task active from now."""
+        return self._update(
+            lambda old, now: replace(
+                old,
+                status="active",
+                current_task=description,
+                started_at=now,
+                last_checkin=now,
+                last_error=None,
+                notes=None,
+                blockers=None,
+            )
+        )
+
+    def checkin(self) -> Heartbeat:
+        """Advance ``last_checkin`` of an active task; other states are left as they are."""
+        return self._update(
+            lambda old, now: replace(old, last_checkin=now) if old.status == "active" else old
+        )
+
+    def complete_task(self, result: str | None = None) -> Heartbeat:
+        """Mark the task completed, with a one-line ``result``."""
+        return self._update(
+            lambda old, now: replace(
+                old,
+                status="completed",
+                last_checkin=now,
+                last_result=result if result is not None else old.current_task,
+                last_error=None,
+            )
+        )
+
+    def fail_task(self, error: str) -> Heartbeat:
+        """Mark the task failed with its reason."""
+        return self._update(
+            lambda old, now: replace(old, status="failed", last_checkin=now, last_error=error)
+        )
+
+    def pause_task(self, notes: str | None = None, blockers: str | None = None) -> Heartbeat:
+        """Mark the task paused, with what to resume from and what blocks it."""
+        return self._update(
+            lambda old, now: replace(
+                old, status="paused", last_checkin=now, notes=notes, blockers=blockers
+            )
+        )
+
+    def reset(self) -> Heartbeat:
+        """Back to a clean idle heartbeat."""
+        return self._update(lambda _old, now: Heartbeat(last_checkin=now))
+
+    def ensure_clean(self) -> bool:
+        """Replace a missing, empty or garbled HEARTBEAT.md by a clean idle one.
+
+        Returns True when the file was replaced.
+        """
+        try:
+            text = self.workspace.heartbeat.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            text = ""
+        if parse(text) is not None:
+            return False
+        self.reset()
+        return True

@@ -1,0 +1,510 @@
+"""A fake Anthropic Messages API server on 127.0.0.1, scripted reply by reply.
+
+It speaks enough of the real wire format for the official SDK to talk to it:
+``POST /v1/messages`` answers a Message (or an error in the API's error shape) and
+``POST /v1/messages/count_tokens`` answers ``{"input_tokens": n}``. Every request is
+recorded (path, lower-cased headers, JSON body) for assertions.
+
+In tests::
+
+    with FakeAnthropic() as server:
+        server.push(Reply.error(429, retry_after=1), Reply.ok("a summary"))
+        ...  # point a client at server.base_url
+
+As a process (end-to-end tests, benchmarks)::
+
+    python tests/fake_anthropic.py --port 0 --latency 0.2 --echo
+
+prints its base URL as the first line of stdout and serves until SIGTERM or SIGINT.
+
+Standard library only, so it runs in any interpreter without the project installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+TextSource = str | Callable[[Mapping[str, Any]], str]
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+_TRANSCRIPT = re.compile(r"<transcript>(.*?)</transcript>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer. Build it with the class methods, not the constructor."""
+
+    kind: str
+    text: TextSource = ""
+    status: int = 200
+    error_type: str | None = None
+    retry_after: str | None = None
+    stop_reason: str | None = "end_turn"
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    delay: float = 0.0
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def ok(
+        cls,
+        text: TextSource = "A fake summary.",
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        stop_reason: str = "end_turn",
+        delay: float = 0,
+    ) -> Reply:
+        """A Message whose one text block is ``text`` (or ``text(request_json)``).
+
+        Token counts default to an estimate from the request and the answer.
+        """
+        return cls(
+            kind="message",
+            text=text,
+            stop_reason=stop_reason,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            delay=delay,
+        )
+
+    @classmethod
+    def echo(cls, delay: float = 0) -> Reply:
+        """A Message whose text is :func:`echo_summary` of the request."""
+        return cls.ok(echo_summary, delay=delay)
+
+    @classmethod
+    def error(
+        cls,
+        status: int,
+        error_type: str | None = None,
+        retry_after: float | str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        """An error in the API's shape; ``error_type`` defaults to the API's type for ``status``.
+
+        ``retry_after`` is sent as the ``retry-after`` header (seconds, or an HTTP date string).
+        """
+        if retry_after is not None and not isinstance(retry_after, str):
+            retry_after = f"{retry_after:g}"
+        return cls(
+            kind="error",
+            status=status,
+            error_type=error_type or ERROR_TYPES.get(status, "api_error"),
+            retry_after=retry_after,
+            headers=dict(headers or {}),
+        )
+
+    @classmethod
+    def hang(cls, seconds: float) -> Reply:
+        """Send nothing for ``seconds`` (cut short when the server stops), then close."""
+        return cls(kind="hang", delay=seconds)
+
+    @classmethod
+    def empty(cls) -> Reply:
+        """A well-formed Message with ``content: []``."""
+        return cls(kind="message", text="", stop_reason="end_turn")
+
+    @classmethod
+    def refusal(cls, text: str = "") -> Reply:
+        """A Message with ``stop_reason: "refusal"`` (empty content unless ``text``)."""
+        return cls(kind="message", text=text, stop_reason="refusal")
+
+    @classmethod
+    def malformed(cls) -> Reply:
+        """HTTP 200, ``application/json``, with a body that is not JSON at all."""
+        return cls(kind="raw", body=b'{"type": "message", "content": [{"type": "te')
+
+    @classmethod
+    def not_a_message(cls) -> Reply:
+        """HTTP 200 with valid JSON that is not a Message."""
+        return cls(kind="raw", body=b'{"hello": "world", "content": "not a list"}')
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """What the server received: path, lower-cased headers and the decoded JSON body."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+    received_at: float
+
+
+def echo_summary(request_json: Mapping[str, Any]) -> str:
+    """A deterministic short digest of the transcript in the request's last user message."""
+    transcript = _request_text(request_json)
+    found = _TRANSCRIPT.search(transcript)
+    if found:
+        transcript = found.group(1)
+    transcript = transcript.strip()
+    words = " ".join(transcript.split()[:3])
+    return f"Summary of {len(transcript)} characters of transcript. It begins: {words}"
+
+
+def _request_text(request_json: Mapping[str, Any]) -> str:
+    messages = request_json.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return ""
+    content = messages[-1].get("content", "") if isinstance(messages[-1], dict) else ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(block.get("text", "")) for block in content if isinstance(block, dict)
+        )
+    return ""
+
+
+def _estimate_tokens(value: object) -> int:
+    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+        """Stay quiet: tests assert on recorded requests, not on an access log."""
+
+    def handle(self) -> None:
+        self.server.track(self.connection, add=True)
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError, OSError):
+            # The client went away (timeout, retry, shutdown): nothing to answer.
+            self.close_connection = True
+        finally:
+            self.server.track(self.connection, add=False)
+
+    def do_GET(self) -> None:
+        self._send_error(404, "not_found_error", f"no route for GET {self.path}")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        fake = self.server.fake
+        fake.record(RecordedRequest(self.path, _lower(self.headers.items()), body, time.monotonic()))
+        route = self.path.split("?", 1)[0]
+        if route not in ("/v1/messages", "/v1/messages/count_tokens"):
+            self._send_error(404, "not_found_error", f"no route for POST {route}")
+            return
+        if fake.api_key is not None and not _has_key(self.headers, fake.api_key):
+            self._send_error(401, "authentication_error", "invalid x-api-key")
+            return
+        problem = _request_problem(body, count_only=route.endswith("count_tokens"))
+        if problem:
+            self._send_error(400, "invalid_request_error", problem)
+            return
+        if route.endswith("count_tokens"):
+            tokens = _estimate_tokens([body.get("system"), body.get("messages")])
+            self._send_json(200, {"input_tokens": tokens})
+            return
+        self._answer(fake.next_reply(), body)
+
+    def _answer(self, reply: Reply, request_json: dict[str, Any]) -> None:
+        fake = self.server.fake
+        if fake.latency and fake.wait(fake.latency):
+            return
+        if reply.delay and fake.wait(reply.delay):
+            return
+        if reply.kind == "hang":
+            self.close_connection = True
+            return
+        if reply.kind == "error":
+            extra = dict(reply.headers)
+            if reply.retry_after is not None:
+                extra["retry-after"] = reply.retry_after
+            self._send_error(reply.status, reply.error_type or "api_error", "scripted", extra)
+            return
+        if reply.kind == "raw":
+            self._send_bytes(200, reply.body, {})
+            return
+        text = reply.text(request_json) if callable(reply.text) else reply.text
+        message = {
+            "id": f"msg_fake_{fake.next_id()}",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": text}] if text else [],
+            "model": request_json["model"],
+            "stop_reason": reply.stop_reason,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": (
+                    reply.input_tokens
+                    if reply.input_tokens is not None
+                    else _estimate_tokens([request_json.get("system"), request_json["messages"]])
+                ),
+                "output_tokens": (
+                    reply.output_tokens
+                    if reply.output_tokens is not None
+                    else max(1, len(text) // 4)
+                ),
+            },
+        }
+        self._send_json(200, message)
+
+    def _send_error(
+        self, status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        payload = {"type": "error", "error": {"type": error_type, "message": message}}
+        self._send_json(status, payload, headers)
+
+    def _send_json(
+        self, status: int, payload: object, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self._send_bytes(status, json.dumps(payload).encode(), headers or {})
+
+    def _send_bytes(self, status: int, data: bytes, headers: Mapping[str, str]) -> None:
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", f"req_fake_{self.server.fake.next_id()}")
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+def _lower(items: Any) -> dict[str, str]:
+    return {str(name).lower(): str(value) for name, value in items}
+
+
+def _has_key(headers: Any, api_key: str) -> bool:
+    return bool(
+        headers.get("x-api-key") == api_key
+        or headers.get("authorization") == f"Bearer {api_key}"
+    )
+
+
+def _request_problem(body: Any, count_only: bool) -> str | None:
+    if not isinstance(body, dict):
+        return "body must be a JSON object"
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "model: field required"
+    if not count_only and (
+        not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1
+    ):
+        return "max_tokens: a positive integer is required"
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        return "messages: a non-empty list is required"
+    return None
+
+
+class _Server(ThreadingHTTPServer):
+    # Handler threads are joined at close; stop() first unblocks every one of them.
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, address: tuple[str, int], fake: FakeAnthropic) -> None:
+        self.fake = fake
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def track(self, connection: socket.socket, add: bool) -> None:
+        with self._connections_lock:
+            if add:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    def cut_connections(self) -> None:
+        """Shut down every open connection so idle keep-alive handlers return."""
+        with self._connections_lock:
+            connections = list(self._connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Client disconnects are routine here; anything else still reaches stderr."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+class FakeAnthropic:
+    """The fake server: ``start()``/``stop()`` or a ``with`` block; ``base_url`` once started.
+
+    ``latency`` is added before every ``/v1/messages`` answer; ``default`` answers when the
+    queue of pushed replies is empty; ``api_key``, when given, is required (else 401).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency: float = 0.0,
+        default: Reply | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.latency = latency
+        self.api_key = api_key
+        self._default = default or Reply.ok()
+        self._replies: deque[Reply] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._counter = 0
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``, to pass as the client's ``base_url``."""
+        if self._server is None:
+            raise RuntimeError("the fake Anthropic server is not started")
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, oldest first (a copy)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def message_requests(self) -> list[RecordedRequest]:
+        """Only the ``POST /v1/messages`` requests."""
+        return [r for r in self.requests if r.path.split("?", 1)[0] == "/v1/messages"]
+
+    def push(self, *replies: Reply) -> None:
+        """Queue replies; each ``/v1/messages`` request consumes one."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    def set_default(self, reply: Reply) -> None:
+        """The reply used once the queue is empty."""
+        with self._lock:
+            self._default = reply
+
+    def start(self) -> FakeAnthropic:
+        """Bind and serve in a background thread."""
+        if self._server is not None:
+            raise RuntimeError("already started")
+        self._stopping.clear()
+        self._server = _Server((self.host, self.port), self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-anthropic",
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, end hangs and keep-alive connections, join every thread."""
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.cut_connections()
+        server.server_close()
+        thread.join()
+        self._server = self._thread = None
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def next_reply(self) -> Reply:
+        with self._lock:
+            return self._replies.popleft() if self._replies else self._default
+
+    def next_id(self) -> int:
+        with self._lock:
+            self._counter += 1
+            return self._counter
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds``; True when cut short because the server is stopping."""
+        return self._stopping.wait(seconds)
+
+
+@contextmanager
+def running(**options: Any) -> Iterator[FakeAnthropic]:
+    """``with running(latency=0.1) as server:`` — a started server, stopped on exit."""
+    with FakeAnthropic(**options) as server:
+        yield server
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT; the first stdout line is the base URL."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    answer = parser.add_mutually_exclusive_group()
+    answer.add_argument("--text", default="A fake summary.", help="the text of every answer")
+    answer.add_argument("--echo", action="store_true", help="answer a digest of the transcript")
+    args = parser.parse_args(argv)
+
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    # Blocked before the server thread starts, so that thread inherits the mask and the
+    # signals wait for sigwait() below instead of interrupting a handler.
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+    default = Reply.echo() if args.echo else Reply.ok(args.text)
+    server = FakeAnthropic(host=args.host, port=args.port, latency=args.latency, default=default)
+    server.start()
+    try:
+        print(server.base_url, flush=True)
+        signal.sigwait(stop_signals)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
