@@ -1,0 +1,229 @@
+"""Lines and messages of ``conversation.jsonl``, and the incremental reader.
+
+A message is one line: a JSON object ended by ``\\n``. A last fragment without ``\\n``
+is a write in progress: neither counted nor touched. A line that is not a JSON object
+(or not UTF-8) is *malformed*: it is kept, counted by its size, and reported. A line
+longer than ``max_line_bytes`` is *opaque*: never parsed, counted by its size, read in
+bounded memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
+
+READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One complete line of a conversation file and what the summarizer needs of it."""
+
+    index: int
+    offset: int
+    length: int
+    tokens: int
+    message: dict[str, Any] | None = None
+    problem: str | None = None
+    """Why the line is not a usable message (malformed, opaque), or None."""
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+    @property
+    def role(self) -> str | None:
+        role = self.message.get("role") if self.message else None
+        return role if isinstance(role, str) else None
+
+    @property
+    def is_summary(self) -> bool:
+        return bool(self.message and self.message.get("isSummary") is True)
+
+    @property
+    def blocks(self) -> list[Mapping[str, Any]]:
+        content = self.message.get("content") if self.message else None
+        if isinstance(content, list):
+            return [b for b in content if isinstance(b, Mapping)]
+        return []
+
+    @property
+    def tool_use_ids(self) -> frozenset[str]:
+        return frozenset(
+            str(b.get("id")) for b in self.blocks if b.get("type") == "tool_use" and "id" in b
+        )
+
+    @property
+    def tool_result_ids(self) -> frozenset[str]:
+        return frozenset(
+            str(b.get("tool_use_id"))
+            for b in self.blocks
+            if b.get("type") == "tool_result" and "tool_use_id" in b
+        )
+
+    @property
+    def is_genuine_user_turn(self) -> bool:
+        """A user message that is not a summary and not only tool results."""
+        if self.role != "user" or self.is_summary:
+            return False
+        blocks = self.blocks
+        return not blocks or any(b.get("type") != "tool_result" for b in blocks)
+
+
+def parse_line(raw: bytes, index: int, offset: int) -> Line:
+    """Parse one complete line (``raw`` ends with ``\\n``); never raises."""
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return Line(index, offset, len(raw), opaque_tokens(len(raw)), problem="not valid JSON")
+    if not isinstance(message, dict):
+        return Line(index, offset, len(raw), opaque_tokens(len(raw)), problem="not a JSON object")
+    return Line(index, offset, len(raw), estimate_message_tokens(message), message=message)
+
+
+def opaque_tokens(size: int) -> int:
+    """The estimate for a line that is not parsed: its bytes / 4 plus the message constant."""
+    return (size + 3) // 4 + MESSAGE_OVERHEAD
+
+
+def opaque_line(index: int, offset: int, size: int) -> Line:
+    """A line too long to parse: counted by its size, kept byte for byte."""
+    return Line(index, offset, size, opaque_tokens(size), problem="opaque")
+
+
+def split_lines(data: bytes, max_line_bytes: int, base_offset: int = 0) -> Iterator[Line]:
+    """The complete lines in ``data`` (which must end at a line boundary), parsed."""
+    offset = 0
+    index = 0
+    while offset < len(data):
+        newline = data.find(b"\n", offset)
+        if newline < 0:
+            return
+        end = newline + 1
+        if end - offset > max_line_bytes:
+            yield opaque_line(index, base_offset + offset, end - offset)
+        else:
+            yield parse_line(data[offset:end], index, base_offset + offset)
+        offset = end
+        index += 1
+
+
+@dataclass(slots=True)
+class Tally:
+    """Running totals of a conversation file."""
+
+    messages: int = 0
+    tokens: int = 0
+    malformed: int = 0
+
+    def add(self, line: Line) -> None:
+        self.messages += 1
+        self.tokens += line.tokens
+        if line.problem is not None and line.problem != "opaque":
+            self.malformed += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """What one :meth:`ConversationReader.update` found."""
+
+    reset: bool
+    new_lines: list[Line] = field(default_factory=list)
+    missing: bool = False
+
+
+class ConversationReader:
+    """Counts a conversation file incrementally, keyed by (device, inode, offset).
+
+    Each :meth:`update` reads only the bytes appended since the last one; a final
+    fragment without ``\\n`` is held (up to ``max_line_bytes``) and not counted. A
+    replaced, truncated or deleted file is detected and recounted from the start.
+    Memory stays bounded whatever the line sizes: an over-long line is scanned, not kept.
+    """
+
+    def __init__(self, path: Path, max_line_bytes: int = 8 << 20) -> None:
+        self.path = path
+        self.max_line_bytes = max_line_bytes
+        self.tally = Tally()
+        self.identity: tuple[int, int] | None = None
+        self.offset = 0
+        """End of the last complete line counted."""
+        self._read_pos = 0
+        self._fragment = bytearray()
+        self._fragment_size = 0
+
+    def adopt(self, identity: tuple[int, int], offset: int, tally: Tally) -> None:
+        """Take counts computed elsewhere (a commit) for the file up to ``offset``."""
+        self.identity = identity
+        self.offset = self._read_pos = offset
+        self.tally = tally
+        self._fragment.clear()
+        self._fragment_size = 0
+
+    def _reset(self) -> None:
+        self.identity = None
+        self.offset = self._read_pos = 0
+        self.tally = Tally()
+        self._fragment.clear()
+        self._fragment_size = 0
+
+    def update(self) -> Update:
+        """Read what was appended since the last call; see the class docstring."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except (FileNotFoundError, NotADirectoryError):
+            had = self.identity is not None
+            self._reset()
+            return Update(reset=had, missing=True)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self._reset()
+                return Update(reset=True, missing=True)
+            reset = False
+            if self.identity != (st.st_dev, st.st_ino) or st.st_size < self._read_pos:
+                reset = self.identity is not None
+                self._reset()
+                self.identity = (st.st_dev, st.st_ino)
+            return Update(reset=reset, new_lines=list(self._read_from(fd, st.st_size)))
+        finally:
+            os.close(fd)
+
+    def _read_from(self, fd: int, size: int) -> Iterator[Line]:
+        while self._read_pos < size:
+            chunk = os.pread(fd, min(READ_CHUNK, size - self._read_pos), self._read_pos)
+            if not chunk:
+                return
+            self._read_pos += len(chunk)
+            start = 0
+            while start < len(chunk):
+                newline = chunk.find(b"\n", start)
+                piece = chunk[start:] if newline < 0 else chunk[start : newline + 1]
+                self._fragment_size += len(piece)
+                if self._fragment_size <= self.max_line_bytes:
+                    self._fragment += piece
+                else:
+                    self._fragment.clear()
+                if newline < 0:
+                    break
+                start = newline + 1
+                yield self._finish_line()
+
+    def _finish_line(self) -> Line:
+        size = self._fragment_size
+        if size <= self.max_line_bytes:
+            line = parse_line(bytes(self._fragment), self.tally.messages, self.offset)
+        else:
+            line = opaque_line(self.tally.messages, self.offset, size)
+        self.tally.add(line)
+        self.offset += size
+        self._fragment.clear()
+        self._fragment_size = 0
+        return line

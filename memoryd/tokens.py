@@ -1,0 +1,53 @@
+"""Token estimates: about characters / 4 of a message's content, plus a constant (SPEC §4)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+MESSAGE_OVERHEAD = 4
+"""Tokens added per message for its role and framing."""
+
+CALIBRATION_BOUNDS = (0.5, 2.0)
+"""A workspace's calibration factor never leaves these bounds."""
+
+
+def content_chars(content: Any) -> int:
+    """Characters of a message's content: text as it is, non-text blocks as their JSON."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        total = 0
+        for block in content:
+            if isinstance(block, Mapping) and block.get("type") == "text":
+                text = block.get("text")
+                total += len(text) if isinstance(text, str) else 0
+            else:
+                total += len(json.dumps(block, ensure_ascii=False, separators=(",", ":")))
+        return total
+    if content is None:
+        return 0
+    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")))
+
+
+def estimate_message_tokens(message: Mapping[str, Any]) -> int:
+    """The estimated tokens of one message (pure)."""
+    return (content_chars(message.get("content")) + 3) // 4 + MESSAGE_OVERHEAD
+
+
+def estimate_text_tokens(text: str) -> int:
+    """The estimated tokens of a plain text (pure)."""
+    return (len(text) + 3) // 4
+
+
+def calibrate(previous: float, estimated: int, measured: int) -> float:
+    """A new calibration factor from one measurement, smoothed and bounded (pure).
+
+    ``estimated`` is what memoryd guessed for a text, ``measured`` what the API billed.
+    """
+    if estimated <= 0 or measured <= 0:
+        return previous
+    low, high = CALIBRATION_BOUNDS
+    observed = min(high, max(low, measured / estimated))
+    return round(min(high, max(low, 0.7 * previous + 0.3 * observed)), 4)
