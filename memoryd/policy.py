@@ -142,16 +142,18 @@ def valid_boundaries(messages: Sequence[MessageLike]) -> list[bool]:
     return valid
 
 
-def safe_split(messages: Sequence[MessageLike], proposed: int, lowest: int = 1) -> int | None:
-    """The valid boundary nearest to ``proposed`` (earlier on a tie), at least ``lowest``.
+def safe_split(
+    messages: Sequence[MessageLike], proposed: int, lowest: int = 1, highest: int | None = None
+) -> int | None:
+    """The valid boundary nearest to ``proposed`` (earlier on a tie) within [lowest, highest].
 
-    Returns None when no index in [lowest, len) is a valid boundary.
+    ``highest`` defaults to the last index. Returns None when no index in range is valid.
     """
     valid = valid_boundaries(messages)
-    n = len(messages)
-    for distance in range(n + 1):
+    top = len(messages) - 1 if highest is None else min(highest, len(messages) - 1)
+    for distance in range(len(messages) + 1):
         for k in (proposed - distance, proposed + distance):
-            if lowest <= k < n and valid[k]:
+            if lowest <= k <= top and valid[k]:
                 return k
     return None
 
@@ -201,3 +203,34 @@ def plan_for(messages: Sequence[MessageLike], keep_from: int) -> SplitPlan:
         kept_tokens=sum(m.tokens for m in messages[keep_from:]),
         folds_previous_summary=head == 1 and keep_from >= 1,
     )
+
+
+def rolling_split(
+    messages: Sequence[MessageLike],
+    *,
+    message_count_threshold: int,
+    messages_to_summarize: int,
+    recent_messages_to_keep: int,
+    token_threshold: int,
+    force: bool = False,
+) -> SplitPlan | None:
+    """The rolling trigger and split: the oldest ``messages_to_summarize`` messages.
+
+    Due when there are more than ``message_count_threshold`` messages AND those oldest
+    ones exceed ``token_threshold`` tokens (both strictly; ``force`` skips both). The
+    newest ``recent_messages_to_keep`` are always kept; a previous summary at the head is
+    folded in and not counted.
+    """
+    head = head_summary_count(messages)
+    real = len(messages) - head
+    oldest = messages[head : head + messages_to_summarize]
+    due = real > message_count_threshold and sum(m.tokens for m in oldest) > token_threshold
+    if not (due or force):
+        return None
+    highest = len(messages) - recent_messages_to_keep
+    if highest < head + 1:
+        return None
+    keep_from = safe_split(
+        messages, min(head + messages_to_summarize, highest), lowest=head + 1, highest=highest
+    )
+    return None if keep_from is None else plan_for(messages, keep_from)

@@ -1,0 +1,417 @@
+"""One summarization job: what runs in a worker process, or in the foreground.
+
+Picklable arguments in (:class:`JobRequest`), a small picklable result out
+(:class:`JobResult`). The same function serves the daemon and ``memoryd summarize``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+
+from memoryd import events
+from memoryd.commit import (
+    ArchivePlan,
+    FaultHook,
+    Snapshot,
+    archive_name,
+    read_snapshot,
+    recover,
+    rewrite,
+)
+from memoryd.config import Settings
+from memoryd.conversation import Line, split_lines
+from memoryd.errors import CommitAborted, InputError, MemorydError, SummarizerError
+from memoryd.fsutil import check_workspace, flocked
+from memoryd.heartbeat import HeartbeatManager
+from memoryd.policy import SplitPlan, narrative_split, over_trigger, rolling_split
+from memoryd.state import build_state, write_state
+from memoryd.summarizers.base import make_summarizer, summarize_messages
+from memoryd.tokens import calibrate, estimate_message_tokens
+from memoryd.workspace import Workspace
+
+log = structlog.get_logger()
+
+Outcome = Literal["completed", "nothing_to_do", "ineffective", "failed", "busy", "dry_run"]
+Progress = Callable[[str], None]
+SUMMARY_PREFIX = "[Summary of earlier conversation]\n\n"
+JOB_DEADLINE_FACTOR = 4
+"""A job's LLM deadline: this many times the configured request timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """Everything a job needs, as plain picklable values."""
+
+    workspace: Path
+    settings: Settings
+    force: bool = False
+    dry_run: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+    """The variables the summarizer honours (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)."""
+    heartbeat_started: bool = False
+    """True when the caller already set HEARTBEAT.md active (the daemon does, at dispatch)."""
+    calibration: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    """What a job did, in ids, counts and sizes (never message text)."""
+
+    workspace: Path
+    outcome: Outcome
+    reason: str
+    strategy: str = "narrative"
+    messages_before: int = 0
+    tokens_before: int = 0
+    messages_after: int = 0
+    tokens_after: int = 0
+    summarized_count: int = 0
+    summary_tokens: int = 0
+    archive: str | None = None
+    backend: str | None = None
+    llm_calls: int = 0
+    carried_bytes: int = 0
+    salvaged_lines: int = 0
+    calibration: float | None = None
+    ineffective: bool = False
+    duration_s: float = 0.0
+
+
+def _tokens(lines: Sequence[Line], calibration: float) -> int:
+    return round(sum(line.tokens for line in lines) * calibration)
+
+
+def plan_job(lines: Sequence[Line], settings: Settings, force: bool) -> SplitPlan | str:
+    """The split for the workspace's strategy, or the reason there is nothing to do (pure)."""
+    if settings.strategy == "rolling":
+        rolling = settings.rolling
+        plan = rolling_split(
+            lines,
+            message_count_threshold=rolling.message_count_threshold,
+            messages_to_summarize=rolling.messages_to_summarize,
+            recent_messages_to_keep=rolling.recent_messages_to_keep,
+            token_threshold=rolling.token_threshold,
+            force=force,
+        )
+        if plan is None:
+            return (
+                f"rolling trigger not met (more than {rolling.message_count_threshold} messages "
+                f"and the oldest {rolling.messages_to_summarize} over "
+                f"{rolling.token_threshold} tokens), or no safe split point"
+            )
+        return plan
+    tokens = sum(line.tokens for line in lines)
+    if not force and not over_trigger(tokens, settings.token_limit, settings.summarize_at):
+        return (
+            f"usage {tokens / settings.token_limit:.0%} is not above the "
+            f"{settings.summarize_at:.0%} trigger"
+        )
+    plan = narrative_split(lines, settings.keep_recent_ratio)
+    return (
+        plan
+        if plan is not None
+        else "no safe split point (the kept part must start at a user turn)"
+    )
+
+
+def summary_message(text: str, summarized_count: int, archive: str, now_ms: int) -> dict[str, Any]:
+    """The summary message that replaces the summarized prefix (SPEC §2)."""
+    return {
+        "id": str(uuid.uuid4()),
+        "role": "assistant",
+        "content": SUMMARY_PREFIX + text,
+        "timestamp": now_ms,
+        "isSummary": True,
+        "summarizedCount": summarized_count,
+        "archive": archive,
+    }
+
+
+def previous_summary_text(line: Line) -> str | None:
+    """The text of a summary message at the head, without its fixed prefix."""
+    if not line.is_summary or line.message is None:
+        return None
+    content = line.message.get("content")
+    if not isinstance(content, str):
+        return None
+    return content.removeprefix(SUMMARY_PREFIX)
+
+
+def transcript_messages(lines: Sequence[Line]) -> list[Mapping[str, Any]]:
+    """The messages to summarize; unreadable lines are named, not dropped silently."""
+    messages: list[Mapping[str, Any]] = []
+    for line in lines:
+        if line.message is not None:
+            messages.append(line.message)
+        else:
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"[line {line.index + 1}: {line.length} bytes, {line.problem}; "
+                    "kept byte for byte in the archive]",
+                }
+            )
+    return messages
+
+
+@contextlib.contextmanager
+def checkins(heartbeat: HeartbeatManager, interval: float) -> Iterator[None]:
+    """Advance HEARTBEAT.md's ``last_checkin`` every ``interval`` seconds while inside."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            with contextlib.suppress(OSError):
+                heartbeat.checkin()
+
+    thread = threading.Thread(target=beat, name="memoryd-checkin", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def run_job(
+    request: JobRequest, progress: Progress | None = None, fault: FaultHook | None = None
+) -> JobResult:
+    """Run one job on a workspace; never raises for a job that fails, but reports it.
+
+    Raises :class:`~memoryd.errors.InputError` only for a workspace that cannot be used
+    at all (missing folder, no conversation, unsafe file).
+    """
+    started = time.monotonic()
+    workspace = Workspace(check_workspace(request.workspace))
+    if not workspace.conversation.exists() and not workspace.conversation.is_symlink():
+        raise InputError(f"{workspace.path}: no conversation.jsonl in this workspace")
+    with flocked(workspace.meta / "job.lock", blocking=False) as acquired:
+        if not acquired:
+            return JobResult(workspace.path, "busy", "another job is running on this workspace")
+        result = _run_locked(workspace, request, progress or (lambda _stage: None), fault)
+    return replace(result, duration_s=round(time.monotonic() - started, 3))
+
+
+def _run_locked(
+    workspace: Workspace, request: JobRequest, progress: Progress, fault: FaultHook | None
+) -> JobResult:
+    settings = request.settings
+    recover(workspace)
+    progress("reading the conversation")
+    snapshot, data = read_snapshot(workspace.conversation)
+    lines = list(split_lines(data, settings.max_line_bytes))
+    del data
+    tokens_before = _tokens(lines, request.calibration)
+    base = JobResult(
+        workspace.path,
+        "nothing_to_do",
+        "",
+        strategy=settings.strategy,
+        messages_before=len(lines),
+        tokens_before=tokens_before,
+        messages_after=len(lines),
+        tokens_after=tokens_before,
+    )
+    plan = plan_job(lines, settings, request.force)
+    heartbeat = HeartbeatManager(workspace)
+    if isinstance(plan, str):
+        if request.heartbeat_started:
+            heartbeat.complete_task(f"nothing to do: {plan}")
+        return replace(base, reason=plan)
+    task = f"Summarizing {plan.summarized_count} messages (~{plan.summarized_tokens:,} tokens)"
+    if request.dry_run:
+        return replace(
+            base,
+            outcome="dry_run",
+            reason=f"would replace {plan.summarized_count} messages (~{plan.summarized_tokens:,} "
+            f"tokens) with one summary and keep {len(lines) - plan.keep_from} verbatim",
+            summarized_count=plan.summarized_count,
+        )
+    if not request.heartbeat_started:
+        heartbeat.start_task(task)
+    events.emit(
+        workspace,
+        "summarize_started",
+        strategy=settings.strategy,
+        messages=len(lines),
+        tokens=tokens_before,
+        summarizing=plan.summarized_count,
+    )
+    try:
+        with checkins(heartbeat, settings.checkin_interval):
+            return _summarize_and_commit(
+                workspace, request, lines, plan, snapshot, base, progress, fault
+            )
+    except (SummarizerError, CommitAborted) as exc:
+        reason = str(exc)
+        heartbeat.fail_task(reason)
+        events.emit(workspace, "summarize_failed", reason=reason, strategy=settings.strategy)
+        log.warning("summarize_failed", workspace=str(workspace.path), reason=reason)
+        return replace(base, outcome="failed", reason=reason)
+    except MemorydError:
+        raise
+    except OSError as exc:
+        reason = f"file error: {exc.strerror or exc}"
+        heartbeat.fail_task(reason)
+        events.emit(workspace, "summarize_failed", reason=reason, strategy=settings.strategy)
+        return replace(base, outcome="failed", reason=reason)
+
+
+def _summarize_and_commit(
+    workspace: Workspace,
+    request: JobRequest,
+    lines: Sequence[Line],
+    plan: SplitPlan,
+    snapshot: Snapshot,
+    base: JobResult,
+    progress: Progress,
+    fault: FaultHook | None,
+) -> JobResult:
+    settings = request.settings
+    budget = settings.summarizer.max_summary_tokens
+    prefix = lines[: plan.keep_from]
+    previous = previous_summary_text(prefix[0]) if plan.folds_previous_summary else None
+    to_summarize = prefix[1:] if previous is not None else prefix
+    for line in to_summarize:
+        if line.problem is not None and line.problem != "opaque":
+            events.emit(
+                workspace,
+                "malformed_line",
+                line=line.index + 1,
+                bytes=line.length,
+                problem=line.problem,
+                moved_to="archive",
+            )
+    style = "rolling" if settings.strategy == "rolling" else "narrative"
+    deadline = settings.anthropic.timeout * JOB_DEADLINE_FACTOR
+    summarizer = make_summarizer(settings, request.env, deadline)
+    progress(f"summarizing {plan.summarized_count} messages with the {summarizer.name} backend")
+    summary = summarize_messages(
+        summarizer,
+        transcript_messages(to_summarize),
+        previous,
+        budget,
+        settings.summarizer.max_input_tokens,
+        style,
+    )
+    if not summary.text.strip():
+        raise SummarizerError("the summarizer returned an empty summary")
+    name = archive_name("conversation")
+    previous_count = 0
+    if previous is not None and prefix[0].message is not None:
+        count = prefix[0].message.get("summarizedCount")
+        previous_count = count if isinstance(count, int) else 0
+    message = summary_message(
+        summary.text,
+        plan.summarized_count + previous_count,
+        f".memoryd/archive/{name}",
+        int(time.time() * 1000),
+    )
+    summary_line = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    cut = prefix[-1].end
+    progress("committing the new conversation")
+    committed = rewrite(
+        snapshot,
+        [summary_line, (cut, snapshot.end)],
+        lock=workspace.lock,
+        archive=ArchivePlan(workspace.archive_dir, name, [(0, cut)]),
+        drain_seconds=settings.drain_seconds,
+        fault=fault,
+    )
+    summary_tokens = estimate_message_tokens(message)
+    kept = lines[plan.keep_from :]
+    carried_lines = list(
+        split_lines(
+            _read_range(workspace.conversation, len(summary_line) + snapshot.end - cut),
+            settings.max_line_bytes,
+        )
+    )
+    messages_after = 1 + len(kept) + len(carried_lines)
+    tokens_after = round(
+        (summary_tokens + sum(x.tokens for x in kept) + sum(x.tokens for x in carried_lines))
+        * request.calibration
+    )
+    # Only a usage-triggered strategy can be ineffective: its trigger still holding after
+    # the job would start the same job again at the next append.
+    ineffective = settings.strategy != "rolling" and over_trigger(
+        tokens_after, settings.token_limit, settings.summarize_at
+    )
+    calibration = None
+    if summary.input_tokens:
+        calibration = calibrate(
+            request.calibration, summary.estimated_input_tokens, summary.input_tokens
+        )
+    result_text = (
+        f"replaced {plan.summarized_count} messages with a {summary_tokens:,}-token summary"
+    )
+    HeartbeatManager(workspace).complete_task(result_text)
+    details: dict[str, Any] = dict(
+        strategy=settings.strategy,
+        summarized=plan.summarized_count,
+        messages_before=base.messages_before,
+        messages_after=messages_after,
+        tokens_before=base.tokens_before,
+        tokens_after=tokens_after,
+        summary_tokens=summary_tokens,
+        archive=name,
+        backend=summary.backend,
+        llm_calls=summary.calls,
+    )
+    events.emit(workspace, "summarize_completed", **details)
+    if committed.salvaged_lines:
+        events.emit(workspace, "salvaged_lines", lines=committed.salvaged_lines)
+    if ineffective:
+        events.emit(
+            workspace,
+            "summarize_ineffective",
+            tokens_after=tokens_after,
+            trigger_tokens=int(settings.summarize_at * settings.token_limit),
+        )
+    write_state(
+        workspace,
+        build_state(
+            workspace,
+            settings,
+            messages=messages_after,
+            tokens=tokens_after,
+            summarizing=False,
+            last_summary_at=events.iso_ms(time.time()),
+            now=time.time(),
+            calibration=calibration or request.calibration,
+        ),
+    )
+    log.info("summarize_completed", workspace=str(workspace.path), **details)
+    return replace(
+        base,
+        outcome="ineffective" if ineffective else "completed",
+        reason=result_text,
+        messages_after=messages_after,
+        tokens_after=tokens_after,
+        summarized_count=plan.summarized_count,
+        summary_tokens=summary_tokens,
+        archive=f".memoryd/archive/{name}",
+        backend=summary.backend,
+        llm_calls=summary.calls,
+        carried_bytes=committed.carried_bytes,
+        salvaged_lines=committed.salvaged_lines,
+        calibration=calibration,
+        ineffective=ineffective,
+    )
+
+
+def _read_range(path: Path, start: int) -> bytes:
+    """The complete lines of ``path`` from ``start`` on (what was carried over)."""
+    with path.open("rb") as file:
+        file.seek(start)
+        data = file.read()
+    return data[: data.rfind(b"\n") + 1]

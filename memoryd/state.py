@@ -1,0 +1,85 @@
+"""``.memoryd/state.json``: the numbers of a workspace, for orchestrators that poll."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from memoryd.config import Settings
+from memoryd.events import iso_ms
+from memoryd.fsutil import atomic_write
+from memoryd.policy import Action, Level, detect_threshold, get_threshold_action, usage_ratio
+from memoryd.workspace import Workspace
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceState:
+    """What state.json holds (SPEC §2), plus the strategy and counters memoryd keeps."""
+
+    workspace: str
+    messages: int
+    tokens: int
+    token_limit: int
+    usage_ratio: float
+    level: Level
+    action: Action
+    summarizing: bool
+    last_summary_at: str | None
+    updated_at: str
+    strategy: str
+    malformed_lines: int = 0
+    calibration: float = 1.0
+
+    def numbers(self) -> tuple[Any, ...]:
+        """What must change for the file to be rewritten (everything but the time)."""
+        values = asdict(self)
+        values.pop("updated_at")
+        return tuple(values.values())
+
+
+def build_state(
+    workspace: Workspace,
+    settings: Settings,
+    *,
+    messages: int,
+    tokens: int,
+    summarizing: bool,
+    last_summary_at: str | None,
+    now: float,
+    malformed_lines: int = 0,
+    calibration: float = 1.0,
+) -> WorkspaceState:
+    """The state of a workspace from its counts (pure)."""
+    ratio = usage_ratio(tokens, settings.token_limit)
+    level = detect_threshold(ratio, settings.warning_at, settings.critical_at)
+    return WorkspaceState(
+        workspace=str(workspace.path),
+        messages=messages,
+        tokens=tokens,
+        token_limit=settings.token_limit,
+        usage_ratio=ratio,
+        level=level,
+        action=get_threshold_action(level).action,
+        summarizing=summarizing,
+        last_summary_at=last_summary_at,
+        updated_at=iso_ms(now),
+        strategy=settings.strategy,
+        malformed_lines=malformed_lines,
+        calibration=calibration,
+    )
+
+
+def write_state(workspace: Workspace, state: WorkspaceState) -> None:
+    """Rewrite state.json atomically."""
+    workspace.meta.mkdir(parents=True, exist_ok=True)
+    atomic_write(workspace.state, json.dumps(asdict(state), indent=2).encode() + b"\n")
+
+
+def read_state(workspace: Workspace) -> dict[str, Any] | None:
+    """The last state.json written, or None when there is none (or it is unreadable)."""
+    try:
+        value = json.loads(workspace.state.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,200 @@
+"""One interface over the backends, chunking of oversized input, and the ``auto`` choice."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from memoryd.config import Settings
+from memoryd.summarizers import prompts
+from memoryd.summarizers.anthropic import AnthropicBackend
+from memoryd.summarizers.extractive import extractive_summary
+from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
+
+log = structlog.get_logger()
+
+PROMPT_RESERVE = 2_000
+"""Tokens of an LLM input kept for the instructions and the previous summary."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A summary text and what producing it cost."""
+
+    text: str
+    backend: str
+    calls: int = 1
+    input_tokens: int | None = None
+    estimated_input_tokens: int = 0
+
+
+class Summarizer(Protocol):
+    """A backend: summarizes messages, and merges summaries of consecutive chunks."""
+
+    name: str
+
+    def summarize(
+        self, messages: Sequence[Mapping[str, Any]], previous: str | None, budget: int, style: str
+    ) -> Summary: ...
+
+    def merge(
+        self, parts: Sequence[str], previous: str | None, budget: int, style: str
+    ) -> Summary: ...
+
+
+class ExtractiveSummarizer:
+    """The offline backend (see :mod:`memoryd.summarizers.extractive`)."""
+
+    name = "extractive"
+
+    def summarize(
+        self, messages: Sequence[Mapping[str, Any]], previous: str | None, budget: int, style: str
+    ) -> Summary:
+        text = extractive_summary(messages, previous, budget, style)
+        return Summary(text, self.name)
+
+    def merge(self, parts: Sequence[str], previous: str | None, budget: int, style: str) -> Summary:
+        joined = "\n".join(parts)
+        return Summary(extractive_summary([], _join(previous, joined), budget, style), self.name)
+
+
+def _join(previous: str | None, text: str) -> str:
+    return f"{previous}\n{text}" if previous else text
+
+
+PROMPTS: dict[str, Callable[[str, str | None, int], tuple[str, str]]] = {
+    "narrative": prompts.narrative_prompt,
+    "rolling": prompts.rolling_prompt,
+}
+
+
+class LLMSummarizer:
+    """The Anthropic backend behind the prompts of :mod:`memoryd.summarizers.prompts`."""
+
+    name = "anthropic"
+
+    def __init__(self, backend: AnthropicBackend) -> None:
+        self.backend = backend
+
+    def summarize(
+        self, messages: Sequence[Mapping[str, Any]], previous: str | None, budget: int, style: str
+    ) -> Summary:
+        transcript = prompts.render_transcript(messages)
+        system, user = PROMPTS[style](transcript, previous, budget)
+        return self._complete(system, user, budget)
+
+    def merge(self, parts: Sequence[str], previous: str | None, budget: int, style: str) -> Summary:
+        system, user = prompts.merge_prompt(parts, previous, budget, style)
+        return self._complete(system, user, budget)
+
+    def _complete(self, system: str, user: str, budget: int) -> Summary:
+        completion = self.backend.complete(system, user, budget)
+        return Summary(
+            completion.text,
+            self.name,
+            input_tokens=completion.input_tokens,
+            estimated_input_tokens=estimate_text_tokens(system) + estimate_text_tokens(user),
+        )
+
+
+def chunk_messages(
+    messages: Sequence[Mapping[str, Any]], max_tokens: int
+) -> list[list[Mapping[str, Any]]]:
+    """Consecutive chunks whose estimated size stays within ``max_tokens`` (pure).
+
+    A single message larger than the budget is cut into text pieces of its rendering,
+    each a chunk of its own, so that nothing is left out.
+    """
+    chunks: list[list[Mapping[str, Any]]] = []
+    current: list[Mapping[str, Any]] = []
+    used = 0
+    for message in messages:
+        size = estimate_message_tokens(message)
+        if size > max_tokens:
+            if current:
+                chunks.append(current)
+                current, used = [], 0
+            chunks.extend([piece] for piece in _cut_message(message, max_tokens))
+            continue
+        if current and used + size > max_tokens:
+            chunks.append(current)
+            current, used = [], 0
+        current.append(message)
+        used += size
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _cut_message(message: Mapping[str, Any], max_tokens: int) -> list[Mapping[str, Any]]:
+    text = prompts.render_transcript([{**message, "role": message.get("role", "message")}])
+    width = max(1, (max_tokens - 8) * 4)
+    pieces = [text[i : i + width] for i in range(0, len(text), width)]
+    total = len(pieces)
+    return [
+        {"role": message.get("role", "user"), "content": f"(part {n} of {total}) {piece}"}
+        for n, piece in enumerate(pieces, start=1)
+    ]
+
+
+def summarize_messages(
+    summarizer: Summarizer,
+    messages: Sequence[Mapping[str, Any]],
+    previous: str | None,
+    budget: int,
+    max_input_tokens: int,
+    style: str,
+) -> Summary:
+    """Summarize ``messages`` into one summary, chunking what exceeds the input budget.
+
+    The chunk summaries are merged (in groups, as often as needed) with ``previous``
+    folded in. Raises :class:`~memoryd.errors.SummarizerError` when the backend fails.
+    """
+    room = max(256, max_input_tokens - PROMPT_RESERVE - budget)
+    chunks = chunk_messages(messages, room)
+    if len(chunks) <= 1:
+        return summarizer.summarize(messages, previous, budget, style)
+    log.info("summarize_chunked", chunks=len(chunks), backend=summarizer.name)
+    parts = [summarizer.summarize(chunk, None, budget, style) for chunk in chunks]
+    calls = len(parts)
+    texts = [p.text for p in parts]
+    per_merge = max(2, room // max(1, budget + 64))
+    while len(texts) > per_merge:
+        grouped = [texts[i : i + per_merge] for i in range(0, len(texts), per_merge)]
+        texts = [summarizer.merge(group, None, budget, style).text for group in grouped]
+        calls += len(grouped)
+    merged = summarizer.merge(texts, previous, budget, style)
+    return Summary(merged.text, summarizer.name, calls=calls + 1)
+
+
+def choose_backend(settings: Settings, env: Mapping[str, str]) -> tuple[str, str]:
+    """The backend to use and why: ``auto`` is anthropic when a key is configured."""
+    wanted = settings.summarizer.backend
+    has_key = bool(settings.anthropic.effective_api_key(env))
+    if wanted == "auto":
+        if has_key:
+            return "anthropic", "auto: an API key is configured"
+        return "extractive", "auto: no API key configured"
+    return wanted, "configured"
+
+
+def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float) -> Summarizer:
+    """Build the configured backend in this process (the SDK client is created lazily)."""
+    name, _why = choose_backend(settings, env)
+    if name == "extractive":
+        return ExtractiveSummarizer()
+    config = settings.anthropic
+    return LLMSummarizer(
+        AnthropicBackend(
+            api_key=config.effective_api_key(env) or "",
+            base_url=config.effective_base_url(env),
+            model=config.model,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+            default_headers=config.default_headers,
+            deadline=deadline,
+        )
+    )
