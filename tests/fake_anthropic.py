@@ -31,8 +31,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -179,9 +179,7 @@ def _request_text(request_json: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
-            str(block.get("text", "")) for block in content if isinstance(block, dict)
-        )
+        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
     return ""
 
 
@@ -193,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: tests assert on recorded requests, not on an access log."""
 
     def handle(self) -> None:
@@ -217,7 +215,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         fake = self.server.fake
-        fake.record(RecordedRequest(self.path, _lower(self.headers.items()), body, time.monotonic()))
+        fake.record(
+            RecordedRequest(self.path, _lower(self.headers.items()), body, time.monotonic())
+        )
         route = self.path.split("?", 1)[0]
         if route not in ("/v1/messages", "/v1/messages/count_tokens"):
             self._send_error(404, "not_found_error", f"no route for POST {route}")
@@ -306,8 +306,7 @@ def _lower(items: Any) -> dict[str, str]:
 
 def _has_key(headers: Any, api_key: str) -> bool:
     return bool(
-        headers.get("x-api-key") == api_key
-        or headers.get("authorization") == f"Bearer {api_key}"
+        headers.get("x-api-key") == api_key or headers.get("authorization") == f"Bearer {api_key}"
     )
 
 
@@ -316,9 +315,7 @@ def _request_problem(body: Any, count_only: bool) -> str | None:
         return "body must be a JSON object"
     if not isinstance(body.get("model"), str) or not body["model"]:
         return "model: field required"
-    if not count_only and (
-        not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1
-    ):
+    if not count_only and (not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1):
         return "max_tokens: a positive integer is required"
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         return "messages: a non-empty list is required"
@@ -348,10 +345,8 @@ class _Server(ThreadingHTTPServer):
         with self._connections_lock:
             connections = list(self._connections)
         for connection in connections:
-            try:
+            with suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Client disconnects are routine here; anything else still reaches stderr."""
@@ -471,13 +466,6 @@ class FakeAnthropic:
     def wait(self, seconds: float) -> bool:
         """Sleep ``seconds``; True when cut short because the server is stopping."""
         return self._stopping.wait(seconds)
-
-
-@contextmanager
-def running(**options: Any) -> Iterator[FakeAnthropic]:
-    """``with running(latency=0.1) as server:`` — a started server, stopped on exit."""
-    with FakeAnthropic(**options) as server:
-        yield server
 
 
 def main(argv: list[str] | None = None) -> int:

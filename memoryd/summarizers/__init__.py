@@ -1,0 +1,1 @@
+"""Summarizer backends (Anthropic, extractive) and the prompts they send."""

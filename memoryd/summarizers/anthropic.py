@@ -1,0 +1,329 @@
+"""The Anthropic Messages API backend: one completion, retried within a deadline.
+
+The SDK's own retries are switched off (``max_retries=0``) because they honour
+``retry-after`` without a cap and know nothing of our per-call deadline. Our loop:
+
+- Retried, up to ``max_retries`` times: HTTP 408, 409, 429, 5xx (529 included),
+  connection errors and timeouts. A server's ``x-should-retry: true|false`` overrides
+  the status code, as in the SDK.
+- Retried at most once (an answer costs tokens even when it is useless, and a server
+  that sends junk twice in a row is likely to go on): an empty answer (no text, or only
+  whitespace) and a malformed answer (a body that is not JSON or not a Message).
+- Never retried: other 4xx (400, 401, 403, 404, 413…), ``stop_reason == "refusal"``
+  and any stop reason other than ``end_turn``, ``max_tokens`` or ``stop_sequence``; the
+  same request would get the same answer.
+- Waits: ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) when the server
+  sends one, else exponential backoff from ``backoff_base`` with jitter. A wait that
+  would end past the deadline fails the call at once instead of sleeping.
+- Each request's timeout is ``min(timeout, time left before the deadline)``. It bounds
+  every network wait (connect, each read, each write) rather than the whole transfer,
+  so a server that trickles bytes can overrun the deadline by up to one such timeout.
+
+Every failure is a :class:`~memoryd.errors.SummarizerError` whose message is a short
+reason (status and error type, "timed out after N s", "empty answer", "refusal",
+"malformed answer"…): never the API key, never prompt or answer text. The SDK's
+exception is not chained, because its text embeds the response body.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import structlog
+from anthropic.types import Message
+
+from memoryd.errors import ConfigError, SummarizerError
+
+log = structlog.get_logger()
+
+ACCEPTED_STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence"})
+BAD_ANSWER_RETRIES = 1
+BACKOFF_MAX = 30.0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A usable answer: its text (stripped, never empty) and what the API reported."""
+
+    text: str
+    input_tokens: int | None
+    output_tokens: int | None
+    model: str
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """One failed attempt: why (safe to show), whether to retry, what the server asked."""
+
+    reason: str
+    retryable: bool
+    status: int | None = None
+    retry_after: float | None = None
+    bad_answer: bool = False
+
+
+class AnthropicBackend:
+    """Completions through the official SDK, with our own retries under a per-call deadline.
+
+    Built from plain values, so it can be made (or unpickled) inside a worker process; the
+    SDK client is created on first use in the process that uses it. ``deadline`` bounds a
+    whole :meth:`complete` call, retries and waits included. An empty ``base_url`` means
+    the SDK's choice (``ANTHROPIC_BASE_URL``, else the public API).
+    """
+
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str | None,
+        model: str,
+        timeout: float,
+        max_retries: int,
+        default_headers: Mapping[str, str],
+        deadline: float,
+        backoff_base: float = 1.0,
+    ) -> None:
+        if not api_key:
+            raise ConfigError("anthropic: no API key given")
+        if not model:
+            raise ConfigError("anthropic.model: must not be empty")
+        if timeout <= 0:
+            raise ConfigError(f"anthropic.timeout: {timeout!r} is not a positive number")
+        if max_retries < 0:
+            raise ConfigError(f"anthropic.max_retries: {max_retries!r} is negative")
+        if deadline <= 0:
+            raise ConfigError(f"summarizer deadline: {deadline!r} is not a positive number")
+        if backoff_base < 0:
+            raise ConfigError(f"backoff_base: {backoff_base!r} is negative")
+        self._api_key = api_key
+        self._base_url = base_url or None
+        self.model = model
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self._default_headers = dict(default_headers)
+        self.deadline = float(deadline)
+        self.backoff_base = float(backoff_base)
+        self._client: anthropic.Anthropic | None = None
+        self._client_pid: int | None = None
+        self._lock = threading.Lock()
+        self._random = random.Random()
+
+    def __repr__(self) -> str:
+        return (
+            f"AnthropicBackend(model={self.model!r}, base_url={self._base_url!r}, "
+            f"timeout={self.timeout}, max_retries={self.max_retries}, deadline={self.deadline})"
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the settings only: a client, its sockets and a lock do not cross processes."""
+        state = self.__dict__.copy()
+        for name in ("_client", "_client_pid", "_lock", "_random"):
+            del state[name]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._client = None
+        self._client_pid = None
+        self._lock = threading.Lock()
+        self._random = random.Random()
+
+    def close(self) -> None:
+        """Close the SDK client's connections, if this process opened any."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None and self._client_pid == os.getpid():
+            client.close()
+
+    def __enter__(self) -> AnthropicBackend:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def complete(self, system: str, user: str, max_tokens: int) -> Completion:
+        """Send one system + user prompt and return the answer, retrying transient failures.
+
+        Raises :class:`SummarizerError` with a short reason when no usable answer arrives
+        within ``max_retries`` retries and ``deadline`` seconds.
+        """
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, not {max_tokens!r}")
+        started = time.monotonic()
+        bad_answers = 0
+        for attempt in range(self.max_retries + 1):
+            left = self.deadline - (time.monotonic() - started)
+            if left <= 0:
+                raise SummarizerError(
+                    f"Anthropic API: no answer within the {_seconds(self.deadline)} s deadline"
+                )
+            outcome = self._attempt(system, user, max_tokens, min(self.timeout, left))
+            if isinstance(outcome, Completion):
+                return outcome
+            if outcome.bad_answer:
+                bad_answers += 1
+            retries_left = attempt < self.max_retries and (
+                not outcome.bad_answer or bad_answers <= BAD_ANSWER_RETRIES
+            )
+            if not outcome.retryable or not retries_left:
+                raise SummarizerError(
+                    f"Anthropic API: {outcome.reason} (after {_attempts(attempt + 1)})"
+                )
+            wait = self._wait_before_retry(attempt, outcome.retry_after)
+            left = self.deadline - (time.monotonic() - started)
+            if wait >= left:
+                raise SummarizerError(
+                    f"Anthropic API: {outcome.reason}; the next try in {_seconds(wait)} s would "
+                    f"pass the {_seconds(self.deadline)} s deadline "
+                    f"(after {_attempts(attempt + 1)})"
+                )
+            log.warning(
+                "llm_retry",
+                attempt=attempt + 1,
+                status=outcome.status,
+                reason=outcome.reason,
+                wait_s=round(wait, 3),
+            )
+            time.sleep(wait)
+        raise AssertionError("unreachable: the last attempt always returns or raises")
+
+    def _attempt(
+        self, system: str, user: str, max_tokens: int, request_timeout: float
+    ) -> Completion | _Failure:
+        try:
+            message: object = self._sdk_client().messages.create(
+                model=self.model,
+                max_tokens=max_tokens,
+                system=system,
+                messages=[{"role": "user", "content": user}],
+                timeout=request_timeout,
+            )
+        except anthropic.APITimeoutError:
+            return _Failure(f"timed out after {_seconds(request_timeout)} s", retryable=True)
+        except anthropic.APIConnectionError as error:
+            cause = type(error.__cause__).__name__ if error.__cause__ else "unknown"
+            return _Failure(f"connection error ({cause})", retryable=True)
+        except anthropic.APIStatusError as error:
+            return _status_failure(error)
+        except anthropic.APIResponseValidationError:
+            return _Failure("malformed answer (not a Message)", retryable=True, bad_answer=True)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _Failure("malformed answer (not JSON)", retryable=True, bad_answer=True)
+        return _read_message(message, self.model)
+
+    def _sdk_client(self) -> anthropic.Anthropic:
+        with self._lock:
+            if self._client is None or self._client_pid != os.getpid():
+                self._client = anthropic.Anthropic(
+                    api_key=self._api_key,
+                    base_url=self._base_url,
+                    timeout=self.timeout,
+                    max_retries=0,
+                    default_headers=self._default_headers,
+                    # Tracing could export prompt text; memoryd never lets it leave.
+                    open_telemetry=False,
+                )
+                self._client_pid = os.getpid()
+            return self._client
+
+    def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return max(0.0, retry_after)
+        backoff = min(self.backoff_base * 2.0**attempt, BACKOFF_MAX)
+        return backoff * self._random.uniform(0.5, 1.0)
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds the server asks us to wait: ``retry-after-ms``, else ``retry-after``.
+
+    ``retry-after`` may be seconds or an HTTP date (compared with ``now``, epoch seconds).
+    None when absent or unreadable; a date in the past gives 0.
+    """
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - now)
+
+
+def is_retryable_status(status: int, should_retry: str | None = None) -> bool:
+    """Whether an HTTP error status is worth another try (``x-should-retry`` wins)."""
+    if should_retry == "true":
+        return True
+    if should_retry == "false":
+        return False
+    return status in (408, 409, 429) or status >= 500
+
+
+def _status_failure(error: anthropic.APIStatusError) -> _Failure:
+    status = error.status_code
+    headers = error.response.headers
+    error_type = error.type if isinstance(error.type, str) else "error"
+    return _Failure(
+        f"HTTP {status} {error_type}",
+        retryable=is_retryable_status(status, headers.get("x-should-retry")),
+        status=status,
+        retry_after=parse_retry_after(headers, time.time()),
+    )
+
+
+def _read_message(message: object, requested_model: str) -> Completion | _Failure:
+    if not isinstance(message, Message) or message.type != "message":
+        return _Failure("malformed answer (not a Message)", retryable=True, bad_answer=True)
+    content: object = message.content
+    if not isinstance(content, list):
+        return _Failure("malformed answer (content is not a list)", retryable=True, bad_answer=True)
+    stop_reason = message.stop_reason
+    if stop_reason == "refusal":
+        return _Failure("refusal (the model declined to summarize)", retryable=False)
+    if stop_reason not in ACCEPTED_STOP_REASONS:
+        return _Failure(f"unexpected stop_reason {stop_reason!r}", retryable=False)
+    texts = [
+        block.text
+        for block in content
+        if getattr(block, "type", None) == "text" and isinstance(getattr(block, "text", None), str)
+    ]
+    text = "\n".join(texts).strip()
+    if not text:
+        return _Failure("empty answer", retryable=True, bad_answer=True)
+    usage: object = message.usage
+    return Completion(
+        text=text,
+        input_tokens=_token_count(usage, "input_tokens"),
+        output_tokens=_token_count(usage, "output_tokens"),
+        model=message.model if isinstance(message.model, str) else requested_model,
+    )
+
+
+def _token_count(usage: object, name: str) -> int | None:
+    value = getattr(usage, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _seconds(value: float) -> str:
+    return f"{round(value, 2):g}"
+
+
+def _attempts(count: int) -> str:
+    return "1 attempt" if count == 1 else f"{count} attempts"
