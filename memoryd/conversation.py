@@ -9,15 +9,21 @@ bounded memory.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
+import time
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd.errors import InputError, UnsafePathError
+from memoryd.fsutil import check_workspace, flocked, write_all
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
+from memoryd.workspace import Workspace
 
 READ_CHUNK = 1 << 20
 
@@ -227,3 +233,50 @@ class ConversationReader:
         self._fragment.clear()
         self._fragment_size = 0
         return line
+
+
+ROLES = ("user", "assistant")
+
+
+def new_message(role: str, content: Any, now_ms: int) -> dict[str, Any]:
+    """A message in the format of SPEC §2 with a fresh id (pure but for the id)."""
+    return {"id": str(uuid.uuid4()), "role": role, "content": content, "timestamp": now_ms}
+
+
+def append_message(workspace: Path, role: str, content: Any) -> dict[str, Any]:
+    """Append one message to ``workspace``'s conversation under the writers' lock.
+
+    Refuses (InputError, nothing written) an unknown role, a conversation that is a
+    symlink or not a regular file, and a file that ends with an incomplete line (a writer
+    died mid-line: appending would merge two messages). Returns the message written.
+    """
+    if role not in ROLES:
+        raise InputError(f"role {role!r} is not one of {', '.join(ROLES)}")
+    if not isinstance(content, str | list):
+        raise InputError("content must be a string or a list of content blocks")
+    ws = Workspace(check_workspace(workspace))
+    message = new_message(role, content, int(time.time() * 1000))
+    line = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    with flocked(ws.lock):
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(ws.conversation, flags | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePathError(
+                    f"{ws.conversation}: is a symlink; memoryd writes only regular files"
+                ) from None
+            raise InputError(f"{ws.conversation}: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafePathError(f"{ws.conversation}: is not a regular file")
+            if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+                raise InputError(
+                    f"{ws.conversation}: ends with an incomplete line; nothing appended"
+                )
+            write_all(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    return message
