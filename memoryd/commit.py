@@ -86,6 +86,8 @@ class CommitResult:
     """What a commit did, in sizes and counts."""
 
     new_size: int
+    identity: tuple[int, int]
+    """(device, inode) of the new file."""
     carried_bytes: int
     salvaged_lines: int
     archive: Path | None
@@ -247,7 +249,11 @@ def rewrite(
     """
     step = fault or (lambda _name: None)
     path = snapshot.path
-    src = open_regular(path)
+    try:
+        src = open_regular(path)
+    except UnsafePathError as exc:
+        # read_snapshot accepted this file: whatever open_regular refuses now changed since.
+        raise CommitAborted(f"{exc} (changed during the job; nothing was done)") from exc
     tmp = temp_name(path)
     pending: Path | None = None
     final: Path | None = None
@@ -285,12 +291,13 @@ def rewrite(
                     os.rename(pending, final)
                     fsync_dir(final.parent)
                     step("archive_final")
-                new_size = os.fstat(dst).st_size
+                new_stat = os.fstat(dst)
         finally:
             os.close(dst)
         salvaged = _drain(src, end, path, lock, drain_seconds)
         return CommitResult(
-            new_size=new_size,
+            new_size=new_stat.st_size,
+            identity=(new_stat.st_dev, new_stat.st_ino),
             carried_bytes=end - snapshot.end,
             salvaged_lines=salvaged,
             archive=final,

@@ -84,6 +84,14 @@ class JobResult:
     salvaged_lines: int = 0
     calibration: float | None = None
     ineffective: bool = False
+    identity: tuple[int, int] | None = None
+    """(device, inode) of the new conversation file."""
+    head_end: int = 0
+    """Bytes of the new file that the job wrote (summary + kept); the rest was carried."""
+    head_messages: int = 0
+    head_tokens: int = 0
+    """Uncalibrated token estimate of the head, for the daemon's incremental reader."""
+    head_malformed: int = 0
     duration_s: float = 0.0
 
 
@@ -330,9 +338,10 @@ def _summarize_and_commit(
     )
     summary_tokens = estimate_message_tokens(message)
     kept = lines[plan.keep_from :]
+    head_end = len(summary_line) + snapshot.end - cut
     carried_lines = list(
         split_lines(
-            _read_range(workspace.conversation, len(summary_line) + snapshot.end - cut),
+            _read_range(workspace.conversation, head_end),
             settings.max_line_bytes,
         )
     )
@@ -406,6 +415,11 @@ def _summarize_and_commit(
         salvaged_lines=committed.salvaged_lines,
         calibration=calibration,
         ineffective=ineffective,
+        identity=committed.identity,
+        head_end=head_end,
+        head_messages=1 + len(kept),
+        head_tokens=summary_tokens + sum(x.tokens for x in kept),
+        head_malformed=sum(1 for x in kept if x.problem not in (None, "opaque")),
     )
 
 

@@ -1,0 +1,150 @@
+"""The ``memoryd memory`` command group: write, read and compact memory stores (SPEC §6, §7).
+
+:func:`add_memory_parser` registers the group on the main parser's subparsers; every
+action sets ``handler(args, out) -> exit code``, which prints one JSON object to ``out``
+and raises :class:`~memoryd.errors.MemorydError` subclasses for the caller to report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from memoryd import stores
+from memoryd.errors import InputError
+
+_JSON_KINDS: dict[type, str] = {
+    list: "an array",
+    str: "a string",
+    bool: "true or false",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
+
+
+def memory_setting(args: argparse.Namespace, name: str, default: int) -> int:
+    """A ``[memory]`` setting: the flag when given, else ``args.settings.memory.<name>``.
+
+    The configuration object is optional (the lead's ``main`` attaches it as
+    ``args.settings``); without it the documented default applies.
+    """
+    given = getattr(args, name, None)
+    if given is not None:
+        return int(given)
+    memory = getattr(getattr(args, "settings", None), "memory", None)
+    configured = getattr(memory, name, None)
+    return configured if isinstance(configured, int) else default
+
+
+def parse_entry(text: str) -> dict[str, Any]:
+    """The ``--entry`` argument as a JSON object; InputError (exit 2) otherwise."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"--entry is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        kind = _JSON_KINDS.get(type(value), type(value).__name__)
+        raise InputError(f"--entry must be a JSON object, got {kind}")
+    return value
+
+
+def _print(out: TextIO, result: object) -> None:
+    out.write(json.dumps(result, ensure_ascii=False) + "\n")
+
+
+def handle_write(args: argparse.Namespace, out: TextIO) -> int:
+    """``memory write``: append one entry and print the write result."""
+    stores.check_store(args.store)
+    entry = parse_entry(args.entry)
+    threshold = memory_setting(args, "threshold", stores.DEFAULT_THRESHOLD)
+    _print(out, stores.write_entry(args.workspace, args.store, entry, threshold))
+    return 0
+
+
+def handle_read(args: argparse.Namespace, out: TextIO) -> int:
+    """``memory read``: print the store's entries (the ``--last`` newest) and malformed lines."""
+    entries = stores.load_store(args.workspace, args.store)
+    _print(
+        out,
+        {
+            "store": args.store,
+            "total": len(entries),
+            "entries": stores.newest_entries(entries, args.last),
+            "malformed_lines": [e.line_no for e in entries if e.value is None],
+        },
+    )
+    return 0
+
+
+def handle_compact(args: argparse.Namespace, out: TextIO) -> int:
+    """``memory compact``: compact one store or all that are not sacred; print the report."""
+    report = stores.compact(
+        args.workspace,
+        args.store,
+        threshold=memory_setting(args, "threshold", stores.DEFAULT_THRESHOLD),
+        keep_bookmarks=memory_setting(args, "keep_bookmarks", stores.DEFAULT_KEEP_BOOKMARKS),
+        dry_run=args.dry_run,
+    )
+    _print(out, report)
+    return 0
+
+
+def _add_workspace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path("."),
+        metavar="W",
+        help="the workspace folder (default: the current directory)",
+    )
+
+
+def _add_threshold(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--threshold",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"{what} (default: memory.threshold, 50)",
+    )
+
+
+def add_memory_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``memory write|read|compact`` on the main parser's ``subparsers``."""
+    store_help = f"the store: {', '.join(stores.STORES)}"
+    memory = subparsers.add_parser(
+        "memory",
+        help="memory stores: bookmarks, todos, decisions, lessons",
+        description="Append to, read and compact the memory stores of a workspace.",
+    )
+    actions = memory.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
+
+    write = actions.add_parser("write", help="append one entry to a store")
+    write.add_argument("--store", required=True, metavar="S", help=store_help)
+    write.add_argument("--entry", required=True, metavar="JSON", help="one JSON object")
+    _add_workspace(write)
+    _add_threshold(write, "entries past which compact_needed is reported")
+    write.set_defaults(handler=handle_write)
+
+    read = actions.add_parser("read", help="print a store's entries")
+    read.add_argument("--store", required=True, metavar="S", help=store_help)
+    read.add_argument("--last", type=int, default=None, metavar="N", help="only the N newest")
+    _add_workspace(read)
+    read.set_defaults(handler=handle_read)
+
+    compact = actions.add_parser(
+        "compact", help="compact bookmarks and todos (decisions and lessons are sacred)"
+    )
+    compact.add_argument("--store", default=None, metavar="S", help=f"{store_help} (default: all)")
+    _add_threshold(compact, "entries past which a store is compacted")
+    compact.add_argument(
+        "--dry-run", action="store_true", help="print the report and change nothing"
+    )
+    _add_workspace(compact)
+    compact.set_defaults(handler=handle_compact)
+
+
+__all__ = ["add_memory_parser", "handle_compact", "handle_read", "handle_write", "parse_entry"]
