@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import structlog
+
 from memoryd.errors import CommitAborted, UnsafePathError
 from memoryd.fsutil import (
     NEW_FILE_FLAGS,
@@ -44,6 +46,8 @@ from memoryd.fsutil import (
     write_all,
 )
 from memoryd.workspace import CONVERSATION, Workspace
+
+log = structlog.get_logger()
 
 Part = bytes | tuple[int, int]
 """A piece of new content: literal bytes, or the byte range [start, end) of the snapshot."""
@@ -294,7 +298,12 @@ def rewrite(
                 new_stat = os.fstat(dst)
         finally:
             os.close(dst)
-        salvaged = _drain(src, end, path, lock, drain_seconds)
+        try:
+            salvaged = _drain(src, end, path, lock, drain_seconds)
+        except OSError as exc:
+            # The rename is done and cannot be undone: report, don't fail a finished job.
+            log.warning("drain_failed", path=str(path), error=exc.strerror or str(exc))
+            salvaged = 0
         return CommitResult(
             new_size=new_stat.st_size,
             identity=(new_stat.st_dev, new_stat.st_ino),
@@ -416,8 +425,10 @@ def recover(workspace: Workspace) -> Recovery:
             if not match or _pid_alive(int(match["pid"])):
                 continue
             target = archive_target(workspace, match["name"])
+            if target is None:
+                continue  # not ours to judge: never delete lines we cannot place
             try:
-                committed = target is not None and os.stat(target).st_ino == int(match["ino"])
+                committed = os.stat(target).st_ino == int(match["ino"])
             except FileNotFoundError:
                 committed = False
             if committed:

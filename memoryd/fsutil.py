@@ -57,9 +57,12 @@ def atomic_write(target: Path, data: bytes, mode: int | None = None) -> None:
     """
     if mode is None:
         try:
-            mode = stat.S_IMODE(os.lstat(target).st_mode)
+            st = os.lstat(target)
         except FileNotFoundError:
             mode = 0o644
+        else:
+            # A symlink's own mode is 0o777: never hand that to the new regular file.
+            mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
     tmp = temp_name(target)
     fd = os.open(tmp, NEW_FILE_FLAGS, 0o600)
     try:
