@@ -15,6 +15,7 @@ import os
 import stat
 import time
 import uuid
+from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,15 +124,20 @@ def split_lines(data: bytes, max_line_bytes: int, base_offset: int = 0) -> Itera
 
 @dataclass(slots=True)
 class Tally:
-    """Running totals of a conversation file."""
+    """Running totals of a conversation file, and each line's tokens (8 bytes a line)."""
 
     messages: int = 0
     tokens: int = 0
     malformed: int = 0
+    line_tokens: array[int] = field(default_factory=lambda: array("q"))
+    starts_with_summary: bool = False
 
     def add(self, line: Line) -> None:
+        if self.messages == 0:
+            self.starts_with_summary = line.is_summary
         self.messages += 1
         self.tokens += line.tokens
+        self.line_tokens.append(line.tokens)
         if line.problem is not None and line.problem != "opaque":
             self.malformed += 1
 
@@ -188,6 +194,12 @@ class ConversationReader:
             had = self.identity is not None
             self._reset()
             return Update(reset=had, missing=True)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            # A symlink is never followed: like a non-regular file, there is no conversation.
+            self._reset()
+            return Update(reset=True, missing=True)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):

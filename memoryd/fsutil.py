@@ -48,12 +48,15 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def atomic_write(target: Path, data: bytes, mode: int | None = None) -> None:
+def atomic_write(
+    target: Path, data: bytes, mode: int | None = None, *, durable: bool = True
+) -> None:
     """Replace ``target`` with ``data`` atomically: temp file, fsync, rename, fsync folder.
 
     Readers see the old content or the new one, never a mix. The mode of an existing
     ``target`` is kept (``mode`` is used for a new file, default 0o644). A symlink at
-    ``target`` is replaced, never written through.
+    ``target`` is replaced, never written through. ``durable=False`` skips both fsyncs:
+    for derived files (state.json) that are rewritten often and rebuilt after a crash.
     """
     if mode is None:
         try:
@@ -69,7 +72,8 @@ def atomic_write(target: Path, data: bytes, mode: int | None = None) -> None:
         try:
             write_all(fd, data)
             os.fchmod(fd, mode)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, target)
@@ -77,7 +81,8 @@ def atomic_write(target: Path, data: bytes, mode: int | None = None) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    fsync_dir(target.parent)
+    if durable:
+        fsync_dir(target.parent)
 
 
 def append_line(path: Path, line: bytes) -> int:

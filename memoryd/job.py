@@ -88,9 +88,8 @@ class JobResult:
     """(device, inode) of the new conversation file."""
     head_end: int = 0
     """Bytes of the new file that the job wrote (summary + kept); the rest was carried."""
-    head_messages: int = 0
-    head_tokens: int = 0
-    """Uncalibrated token estimate of the head, for the daemon's incremental reader."""
+    head_line_tokens: tuple[int, ...] = ()
+    """Uncalibrated token estimate of each line of the head, for the daemon's reader."""
     head_malformed: int = 0
     duration_s: float = 0.0
 
@@ -417,8 +416,7 @@ def _summarize_and_commit(
         ineffective=ineffective,
         identity=committed.identity,
         head_end=head_end,
-        head_messages=1 + len(kept),
-        head_tokens=summary_tokens + sum(x.tokens for x in kept),
+        head_line_tokens=(summary_tokens, *(x.tokens for x in kept)),
         head_malformed=sum(1 for x in kept if x.problem not in (None, "opaque")),
     )
 

@@ -52,7 +52,11 @@ def build_state(
 ) -> WorkspaceState:
     """The state of a workspace from its counts (pure)."""
     ratio = usage_ratio(tokens, settings.token_limit)
-    level = detect_threshold(ratio, settings.warning_at, settings.critical_at)
+    # The level comes from the exact ratio: the rounded one would call 69,999 of 100,000
+    # tokens "warning".
+    level = detect_threshold(
+        tokens / settings.token_limit, settings.warning_at, settings.critical_at
+    )
     return WorkspaceState(
         workspace=str(workspace.path),
         messages=messages,
@@ -71,9 +75,10 @@ def build_state(
 
 
 def write_state(workspace: Workspace, state: WorkspaceState) -> None:
-    """Rewrite state.json atomically."""
+    """Rewrite state.json atomically (not fsynced: it is derived, and rebuilt at start)."""
     workspace.meta.mkdir(parents=True, exist_ok=True)
-    atomic_write(workspace.state, json.dumps(asdict(state), indent=2).encode() + b"\n")
+    data = json.dumps(asdict(state), indent=2).encode() + b"\n"
+    atomic_write(workspace.state, data, durable=False)
 
 
 def read_state(workspace: Workspace) -> dict[str, Any] | None:

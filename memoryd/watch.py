@@ -1,0 +1,117 @@
+"""Filesystem watching: watchdog observers whose handler only hands paths to a queue.
+
+Watchdog's handlers run in its observer thread, and an exception there kills the thread
+silently, so :class:`Enqueuer` does nothing but put the paths of an event on the queue,
+inside try/except. Deciding what a path means (:func:`classify`) is a pure function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import queue
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import structlog
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
+from watchdog.observers.polling import PollingObserver
+
+from memoryd.fsutil import is_temp_name
+from memoryd.workspace import CONVERSATION, META
+
+log = structlog.get_logger()
+
+Kind = Literal["conversation", "store", "folder", "ignore"]
+INOTIFY_LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
+RAISE_LIMIT_HINT = (
+    "raise the limit with: sudo sysctl fs.inotify.max_user_watches=524288 "
+    "(and fs.inotify.max_user_instances=1024)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FsChange:
+    """A path something happened to; ``is_folder`` when it is (or was) a folder."""
+
+    path: str
+    is_folder: bool
+
+
+class Enqueuer(FileSystemEventHandler):
+    """Puts every touched path on ``changes``; never raises."""
+
+    def __init__(self, changes: queue.SimpleQueue[object]) -> None:
+        self.changes = changes
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        try:
+            if event.event_type in ("opened", "closed_no_write"):
+                return
+            self.changes.put(FsChange(_text(event.src_path), event.is_directory))
+            dest = getattr(event, "dest_path", "")
+            if dest:
+                self.changes.put(FsChange(_text(dest), event.is_directory))
+        except Exception:  # one raised here would kill the observer thread
+            return
+
+
+def _text(path: str | bytes) -> str:
+    return path.decode(errors="surrogateescape") if isinstance(path, bytes) else path
+
+
+def classify(path: Path, is_folder: bool, root: Path, max_depth: int) -> tuple[Kind, Path]:
+    """What a changed path means for memoryd, and the workspace or folder it concerns (pure).
+
+    ``conversation``: a workspace's conversation.jsonl (the workspace is returned);
+    ``store``: a memory store file (the workspace); ``folder``: a folder that may hold new
+    workspaces (the folder); ``ignore``: memoryd's own files, temp files and the rest.
+    """
+    try:
+        relative = path.relative_to(root)
+    except ValueError:
+        return "ignore", path
+    parts = relative.parts
+    if any(part == META for part in parts) or is_temp_name(path.name):
+        return "ignore", path
+    if is_folder:
+        if any(part.startswith(".") for part in parts) or len(parts) > max_depth:
+            return "ignore", path
+        return "folder", path
+    if path.name == CONVERSATION and len(parts) - 1 <= max_depth:
+        return "conversation", path.parent
+    if len(parts) >= 2 and parts[-2] == "memory" and path.suffix == ".jsonl":
+        return "store", path.parent.parent
+    return "ignore", path
+
+
+def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[BaseObserver, bool]:
+    """Watch ``root`` recursively; returns the observer and whether it polls.
+
+    When inotify has run out of watches (or instances), the root is polled instead,
+    with one clear warning that says how to raise the limit.
+    """
+    handler = Enqueuer(changes)
+    observer: BaseObserver = Observer()
+    try:
+        observer.schedule(handler, str(root), recursive=True)
+        observer.start()
+        return observer, False
+    except OSError as exc:
+        if exc.errno not in INOTIFY_LIMIT_ERRNOS:
+            raise
+        with contextlib.suppress(Exception):
+            observer.stop()
+    log.warning(
+        "inotify_limit_reached",
+        root=str(root),
+        fallback="polling",
+        hint=RAISE_LIMIT_HINT,
+    )
+    poller = PollingObserver(timeout=1.0)
+    poller.schedule(handler, str(root), recursive=True)
+    poller.start()
+    return poller, True
