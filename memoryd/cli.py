@@ -66,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--root", action="append", type=Path, help="a root to watch (repeatable)")
     run.set_defaults(handler=cmd_run)
 
+    demo = commands.add_parser(
+        "demo", help="run the daemon on a demo root with the offline summarizer (no key)"
+    )
+    demo.add_argument(
+        "folder",
+        nargs="?",
+        type=Path,
+        default=Path("memoryd-demo"),
+        help="(default: ./memoryd-demo)",
+    )
+    demo.set_defaults(handler=cmd_demo)
+
     summarize = commands.add_parser("summarize", help="one summarization job now")
     summarize.add_argument("workspace", type=Path)
     summarize.add_argument("--force", action="store_true", help="even below the trigger")
@@ -126,7 +138,19 @@ def cmd_run(args: argparse.Namespace, out: TextIO) -> int:
 
     roots = [str(root) for root in args.root] if args.root else None
     loaded = _load(args, roots=roots)
-    return run_daemon(loaded, config_file=args.config, cli_roots=roots)
+    result: int = run_daemon(loaded, config_file=args.config, cli_roots=roots)
+    return result
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    """``memoryd demo``: prepare a demo root, then run the daemon on it."""
+    from memoryd.daemon import run_daemon
+    from memoryd.demo import prepare_demo
+
+    config = prepare_demo(args.folder)
+    loaded = load_settings(config, {"log_format": args.log_format})
+    result: int = run_daemon(loaded, config_file=config)
+    return result
 
 
 def cmd_summarize(args: argparse.Namespace, out: TextIO) -> int:

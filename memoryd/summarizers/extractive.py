@@ -32,6 +32,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 ROLE_LINE = re.compile(r"^\[(?P<role>[a-z_]+)\]\s*", re.IGNORECASE)
 MAX_SENTENCE_CHARS = 400
 PREVIOUS_BONUS = 4
+MIN_SCORE = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,9 @@ def extractive_summary(
     pool = candidates(messages, previous_summary)
     seen: set[str] = set()
     unique: list[Candidate] = []
-    for candidate in pool:
+    # A sentence that matches no cue ("Sounds good.") carries nothing worth the budget.
+    informative = [c for c in pool if c.score >= MIN_SCORE] or pool
+    for candidate in informative:
         key = candidate.text.casefold()
         if key not in seen:
             seen.add(key)
