@@ -19,6 +19,15 @@ from typing import Any, Literal
 import structlog
 
 from memoryd import events
+from memoryd.checkpoint import (
+    CHECKPOINT_PREFIX,
+    Checkpoint,
+    CheckpointStats,
+    CompactionInfo,
+    load_checkpoint,
+    render_checkpoint,
+    save_checkpoint,
+)
 from memoryd.commit import (
     ArchivePlan,
     FaultHook,
@@ -33,9 +42,16 @@ from memoryd.conversation import Line, split_lines
 from memoryd.errors import CommitAborted, InputError, MemorydError, SummarizerError
 from memoryd.fsutil import check_workspace, flocked
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.policy import SplitPlan, narrative_split, over_trigger, rolling_split
+from memoryd.policy import (
+    SplitPlan,
+    head_summary_count,
+    narrative_split,
+    over_trigger,
+    plan_for,
+    rolling_split,
+)
 from memoryd.state import build_state, write_state
-from memoryd.summarizers.base import make_summarizer, summarize_messages
+from memoryd.summarizers.base import compact_to_checkpoint, make_summarizer, summarize_messages
 from memoryd.tokens import calibrate, estimate_message_tokens
 from memoryd.workspace import Workspace
 
@@ -118,17 +134,29 @@ def plan_job(lines: Sequence[Line], settings: Settings, force: bool) -> SplitPla
             )
         return plan
     tokens = sum(line.tokens for line in lines)
-    if not force and not over_trigger(tokens, settings.token_limit, settings.summarize_at):
-        return (
-            f"usage {tokens / settings.token_limit:.0%} is not above the "
-            f"{settings.summarize_at:.0%} trigger"
-        )
+    trigger = strategy_trigger(settings) or settings.summarize_at
+    if not force and not over_trigger(tokens, settings.token_limit, trigger):
+        return f"usage {tokens / settings.token_limit:.0%} is not above the {trigger:.0%} trigger"
+    if settings.strategy == "checkpoint":
+        head = head_summary_count(lines)
+        if len(lines) - head < 1:
+            return "no messages to compact since the last checkpoint"
+        return plan_for(lines, len(lines))
     plan = narrative_split(lines, settings.keep_recent_ratio)
     return (
         plan
         if plan is not None
         else "no safe split point (the kept part must start at a user turn)"
     )
+
+
+def strategy_trigger(settings: Settings) -> float | None:
+    """The usage share that triggers the strategy (None for rolling, which counts messages)."""
+    if settings.strategy == "checkpoint":
+        return settings.checkpoint.compact_at
+    if settings.strategy == "rolling":
+        return None
+    return settings.summarize_at
 
 
 def summary_message(text: str, summarized_count: int, archive: str, now_ms: int) -> dict[str, Any]:
@@ -256,7 +284,7 @@ def _run_locked(
     )
     try:
         with checkins(heartbeat, settings.checkin_interval):
-            return _summarize_and_commit(
+            return _commit_and_report(
                 workspace, request, lines, plan, snapshot, base, progress, fault
             )
     except (SummarizerError, CommitAborted) as exc:
@@ -274,7 +302,121 @@ def _run_locked(
         return replace(base, outcome="failed", reason=reason)
 
 
-def _summarize_and_commit(
+@dataclass(frozen=True, slots=True)
+class Produced:
+    """The new head message a strategy produced, and what producing it cost."""
+
+    message: dict[str, Any]
+    backend: str
+    calls: int
+    input_tokens: int | None = None
+    estimated_input_tokens: int = 0
+    checkpoint: Checkpoint | None = None
+
+
+def _report_malformed(workspace: Workspace, lines: Sequence[Line]) -> None:
+    for line in lines:
+        if line.problem is not None and line.problem != "opaque":
+            events.emit(
+                workspace,
+                "malformed_line",
+                line=line.index + 1,
+                bytes=line.length,
+                problem=line.problem,
+                moved_to="archive",
+            )
+
+
+def _previous_count(line: Line) -> int:
+    count = line.message.get("summarizedCount") if line.message else None
+    return count if isinstance(count, int) else 0
+
+
+def _summary_head(
+    request: JobRequest, prefix: Sequence[Line], plan: SplitPlan, archive: str, progress: Progress
+) -> Produced:
+    """The narrative and rolling strategies: one summary message for the prefix."""
+    settings = request.settings
+    previous = previous_summary_text(prefix[0]) if plan.folds_previous_summary else None
+    to_summarize = prefix[1:] if previous is not None else prefix
+    style = "rolling" if settings.strategy == "rolling" else "narrative"
+    summarizer = make_summarizer(
+        settings, request.env, settings.anthropic.timeout * JOB_DEADLINE_FACTOR
+    )
+    progress(f"summarizing {plan.summarized_count} messages with the {summarizer.name} backend")
+    summary = summarize_messages(
+        summarizer,
+        transcript_messages(to_summarize),
+        previous,
+        settings.summarizer.max_summary_tokens,
+        settings.summarizer.max_input_tokens,
+        style,
+    )
+    if not summary.text.strip():
+        raise SummarizerError("the summarizer returned an empty summary")
+    count = plan.summarized_count + (_previous_count(prefix[0]) if previous is not None else 0)
+    return Produced(
+        summary_message(summary.text, count, archive, int(time.time() * 1000)),
+        summary.backend,
+        summary.calls,
+        summary.input_tokens,
+        summary.estimated_input_tokens,
+    )
+
+
+def _checkpoint_head(
+    workspace: Workspace,
+    request: JobRequest,
+    prefix: Sequence[Line],
+    plan: SplitPlan,
+    archive: str,
+    progress: Progress,
+) -> Produced:
+    """The checkpoint strategy: fold the messages into checkpoint.json's lists."""
+    settings = request.settings
+    previous = load_checkpoint(workspace, prefix[0] if prefix else None)
+    to_compact = prefix[1:] if plan.folds_previous_summary else prefix
+    messages = transcript_messages(to_compact)
+    summarizer = make_summarizer(
+        settings, request.env, settings.anthropic.timeout * JOB_DEADLINE_FACTOR
+    )
+    progress(f"checkpointing {len(messages)} messages with the {summarizer.name} backend")
+    lists, calls = compact_to_checkpoint(
+        summarizer, previous, messages, settings.summarizer.max_input_tokens
+    )
+    now = time.time()
+    timestamps = [
+        t
+        for t in (line.message.get("timestamp") if line.message else None for line in to_compact)
+        if isinstance(t, int)
+    ]
+    stats = previous.stats if previous is not None else CheckpointStats()
+    checkpoint = Checkpoint(
+        version=(previous.version if previous is not None else 0) + 1,
+        updated_at=events.iso_ms(now),
+        **lists.model_dump(),
+        compaction_info=CompactionInfo(
+            messages_compacted=len(to_compact),
+            oldest_message_timestamp=min(timestamps, default=None),
+            newest_message_timestamp=max(timestamps, default=None),
+            compacted_at=events.iso_ms(now),
+            archive=archive,
+        ),
+        stats=CheckpointStats(
+            total_compactions=stats.total_compactions + 1,
+            total_messages=stats.total_messages + len(to_compact),
+        ),
+    )
+    message = summary_message(
+        render_checkpoint(checkpoint), checkpoint.stats.total_messages, archive, int(now * 1000)
+    )
+    message["content"] = CHECKPOINT_PREFIX + render_checkpoint(checkpoint)
+    message["isCheckpoint"] = True
+    message["checkpoint"] = checkpoint.model_dump(mode="json")
+    return Produced(message, summarizer.name, calls, checkpoint=checkpoint)
+
+
+def _commit_and_report(
     workspace: Workspace,
     request: JobRequest,
     lines: Sequence[Line],
@@ -285,83 +427,58 @@ def _summarize_and_commit(
     fault: FaultHook | None,
 ) -> JobResult:
     settings = request.settings
-    budget = settings.summarizer.max_summary_tokens
     prefix = lines[: plan.keep_from]
-    previous = previous_summary_text(prefix[0]) if plan.folds_previous_summary else None
-    to_summarize = prefix[1:] if previous is not None else prefix
-    for line in to_summarize:
-        if line.problem is not None and line.problem != "opaque":
-            events.emit(
-                workspace,
-                "malformed_line",
-                line=line.index + 1,
-                bytes=line.length,
-                problem=line.problem,
-                moved_to="archive",
-            )
-    style = "rolling" if settings.strategy == "rolling" else "narrative"
-    deadline = settings.anthropic.timeout * JOB_DEADLINE_FACTOR
-    summarizer = make_summarizer(settings, request.env, deadline)
-    progress(f"summarizing {plan.summarized_count} messages with the {summarizer.name} backend")
-    summary = summarize_messages(
-        summarizer,
-        transcript_messages(to_summarize),
-        previous,
-        budget,
-        settings.summarizer.max_input_tokens,
-        style,
-    )
-    if not summary.text.strip():
-        raise SummarizerError("the summarizer returned an empty summary")
+    _report_malformed(workspace, prefix[1:] if plan.folds_previous_summary else prefix)
     name = archive_name("conversation")
-    previous_count = 0
-    if previous is not None and prefix[0].message is not None:
-        count = prefix[0].message.get("summarizedCount")
-        previous_count = count if isinstance(count, int) else 0
-    message = summary_message(
-        summary.text,
-        plan.summarized_count + previous_count,
-        f".memoryd/archive/{name}",
-        int(time.time() * 1000),
+    archive = f".memoryd/archive/{name}"
+    if settings.strategy == "checkpoint":
+        produced = _checkpoint_head(workspace, request, prefix, plan, archive, progress)
+    else:
+        produced = _summary_head(request, prefix, plan, archive, progress)
+    head_line = (
+        json.dumps(produced.message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     )
-    summary_line = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     cut = prefix[-1].end
     progress("committing the new conversation")
     committed = rewrite(
         snapshot,
-        [summary_line, (cut, snapshot.end)],
+        [head_line, (cut, snapshot.end)],
         lock=workspace.lock,
         archive=ArchivePlan(workspace.archive_dir, name, [(0, cut)]),
         drain_seconds=settings.drain_seconds,
         fault=fault,
     )
-    summary_tokens = estimate_message_tokens(message)
+    if produced.checkpoint is not None:
+        save_checkpoint(workspace, produced.checkpoint)
+    summary_tokens = estimate_message_tokens(produced.message)
     kept = lines[plan.keep_from :]
-    head_end = len(summary_line) + snapshot.end - cut
-    carried_lines = list(
-        split_lines(
-            _read_range(workspace.conversation, head_end),
-            settings.max_line_bytes,
-        )
+    head_end = len(head_line) + snapshot.end - cut
+    carried = list(
+        split_lines(_read_range(workspace.conversation, head_end), settings.max_line_bytes)
     )
-    messages_after = 1 + len(kept) + len(carried_lines)
+    messages_after = 1 + len(kept) + len(carried)
     tokens_after = round(
-        (summary_tokens + sum(x.tokens for x in kept) + sum(x.tokens for x in carried_lines))
+        (summary_tokens + sum(x.tokens for x in kept) + sum(x.tokens for x in carried))
         * request.calibration
     )
+    trigger = strategy_trigger(settings)
     # Only a usage-triggered strategy can be ineffective: its trigger still holding after
     # the job would start the same job again at the next append.
-    ineffective = settings.strategy != "rolling" and over_trigger(
-        tokens_after, settings.token_limit, settings.summarize_at
-    )
+    ineffective = trigger is not None and over_trigger(tokens_after, settings.token_limit, trigger)
     calibration = None
-    if summary.input_tokens:
+    if produced.input_tokens:
         calibration = calibrate(
-            request.calibration, summary.estimated_input_tokens, summary.input_tokens
+            request.calibration, produced.estimated_input_tokens, produced.input_tokens
         )
-    result_text = (
-        f"replaced {plan.summarized_count} messages with a {summary_tokens:,}-token summary"
-    )
+    if produced.checkpoint is not None:
+        result_text = (
+            f"compacted {plan.summarized_count} messages into checkpoint "
+            f"v{produced.checkpoint.version}"
+        )
+    else:
+        result_text = (
+            f"replaced {plan.summarized_count} messages with a {summary_tokens:,}-token summary"
+        )
     HeartbeatManager(workspace).complete_task(result_text)
     details: dict[str, Any] = dict(
         strategy=settings.strategy,
@@ -372,19 +489,20 @@ def _summarize_and_commit(
         tokens_after=tokens_after,
         summary_tokens=summary_tokens,
         archive=name,
-        backend=summary.backend,
-        llm_calls=summary.calls,
+        backend=produced.backend,
+        llm_calls=produced.calls,
     )
     events.emit(workspace, "summarize_completed", **details)
     if committed.salvaged_lines:
         events.emit(workspace, "salvaged_lines", lines=committed.salvaged_lines)
-    if ineffective:
+    if ineffective and trigger is not None:
         events.emit(
             workspace,
             "summarize_ineffective",
             tokens_after=tokens_after,
-            trigger_tokens=int(settings.summarize_at * settings.token_limit),
+            trigger_tokens=int(trigger * settings.token_limit),
         )
+    now = time.time()
     write_state(
         workspace,
         build_state(
@@ -393,8 +511,8 @@ def _summarize_and_commit(
             messages=messages_after,
             tokens=tokens_after,
             summarizing=False,
-            last_summary_at=events.iso_ms(time.time()),
-            now=time.time(),
+            last_summary_at=events.iso_ms(now),
+            now=now,
             calibration=calibration or request.calibration,
         ),
     )
@@ -407,9 +525,9 @@ def _summarize_and_commit(
         tokens_after=tokens_after,
         summarized_count=plan.summarized_count,
         summary_tokens=summary_tokens,
-        archive=f".memoryd/archive/{name}",
-        backend=summary.backend,
-        llm_calls=summary.calls,
+        archive=archive,
+        backend=produced.backend,
+        llm_calls=produced.calls,
         carried_bytes=committed.carried_bytes,
         salvaged_lines=committed.salvaged_lines,
         calibration=calibration,

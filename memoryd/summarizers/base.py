@@ -8,6 +8,13 @@ from typing import Any, Protocol
 
 import structlog
 
+from memoryd.checkpoint import (
+    Checkpoint,
+    CheckpointSummary,
+    build_compaction_prompt,
+    extractive_checkpoint,
+    parse_compaction_result,
+)
 from memoryd.config import Settings
 from memoryd.summarizers import prompts
 from memoryd.summarizers.anthropic import AnthropicBackend
@@ -17,6 +24,8 @@ from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
 log = structlog.get_logger()
 
 PROMPT_RESERVE = 2_000
+CHECKPOINT_MAX_TOKENS = 4_096
+"""Answer budget of a checkpoint: five lists of short items, as JSON."""
 """Tokens of an LLM input kept for the instructions and the previous summary."""
 
 
@@ -44,6 +53,10 @@ class Summarizer(Protocol):
         self, parts: Sequence[str], previous: str | None, budget: int, style: str
     ) -> Summary: ...
 
+    def checkpoint(
+        self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
+    ) -> CheckpointSummary: ...
+
 
 class ExtractiveSummarizer:
     """The offline backend (see :mod:`memoryd.summarizers.extractive`)."""
@@ -55,6 +68,11 @@ class ExtractiveSummarizer:
     ) -> Summary:
         text = extractive_summary(messages, previous, budget, style)
         return Summary(text, self.name)
+
+    def checkpoint(
+        self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
+    ) -> CheckpointSummary:
+        return extractive_checkpoint(previous, messages)
 
     def merge(self, parts: Sequence[str], previous: str | None, budget: int, style: str) -> Summary:
         joined = "\n".join(parts)
@@ -89,6 +107,13 @@ class LLMSummarizer:
     def merge(self, parts: Sequence[str], previous: str | None, budget: int, style: str) -> Summary:
         system, user = prompts.merge_prompt(parts, previous, budget, style)
         return self._complete(system, user, budget)
+
+    def checkpoint(
+        self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
+    ) -> CheckpointSummary:
+        system, user = build_compaction_prompt(previous, messages)
+        completion = self.backend.complete(system, user, CHECKPOINT_MAX_TOKENS)
+        return parse_compaction_result(completion.text)
 
     def _complete(self, system: str, user: str, budget: int) -> Summary:
         completion = self.backend.complete(system, user, budget)
@@ -168,6 +193,26 @@ def summarize_messages(
         calls += len(grouped)
     merged = summarizer.merge(texts, previous, budget, style)
     return Summary(merged.text, summarizer.name, calls=calls + 1)
+
+
+def compact_to_checkpoint(
+    summarizer: Summarizer,
+    previous: CheckpointSummary | Checkpoint | None,
+    messages: Sequence[Mapping[str, Any]],
+    max_input_tokens: int,
+) -> tuple[CheckpointSummary, int]:
+    """Fold ``messages`` into ``previous`` chunk by chunk; returns the lists and the calls.
+
+    Each chunk fits the summarizer's input budget; its result is the previous checkpoint
+    of the next chunk, so nothing is left out. Raises SummarizerError (or its subclass
+    CheckpointParseError for a malformed answer).
+    """
+    current = previous.summary if isinstance(previous, Checkpoint) else previous
+    chunks = chunk_messages(messages, max(256, max_input_tokens - PROMPT_RESERVE * 2)) or [[]]
+    for chunk in chunks:
+        current = summarizer.checkpoint(current, chunk)
+    assert current is not None
+    return current, len(chunks)
 
 
 def choose_backend(settings: Settings, env: Mapping[str, str]) -> tuple[str, str]:
