@@ -35,7 +35,7 @@ from memoryd.errors import MemorydError
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.job import JobRequest, JobResult, run_job
 from memoryd.logs import configure_logging
-from memoryd.policy import detect_threshold, should_emit_event, usage_ratio
+from memoryd.policy import should_emit_event
 from memoryd.state import build_state, read_state, write_state
 from memoryd.summarizers.base import choose_backend
 from memoryd.tracked import Tracked, after_failure, job_due
@@ -429,11 +429,7 @@ class Supervisor:
             malformed_lines=tally.malformed,
             calibration=tracked.calibration,
         )
-        level = detect_threshold(
-            usage_ratio(tracked.tokens, settings.token_limit),
-            settings.warning_at,
-            settings.critical_at,
-        )
+        level = state.level
         if should_emit_event(tracked.level, level) and not (
             tracked.level is None and level == "normal"
         ):

@@ -18,7 +18,7 @@ ACTIONS: dict[Level, tuple[Action, str]] = {
     ),
     "critical": (
         "force_return",
-        "Context critical (85%+) - stop now, save state and return control",
+        "Context critical (85%+) - initiating checkpoint return: save state and return control",
     ),
 }
 
@@ -36,13 +36,33 @@ class ThresholdAction:
     message: str
 
 
+class ThresholdConfig(Protocol):
+    """Anything with the two level thresholds (a Settings, say)."""
+
+    @property
+    def warning_at(self) -> float: ...
+
+    @property
+    def critical_at(self) -> float: ...
+
+
 def detect_threshold(
-    usage_ratio: float, warning_at: float = 0.70, critical_at: float = 0.85
+    usage_ratio: float,
+    config: ThresholdConfig | None = None,
+    *,
+    warning_at: float | None = None,
+    critical_at: float | None = None,
 ) -> Level:
-    """The level of a usage ratio: warning from ``warning_at``, critical from ``critical_at``."""
-    if usage_ratio >= critical_at:
+    """The level of a usage ratio: warning from 0.70, critical from 0.85.
+
+    The thresholds come from ``config`` (a Settings, say) when given, and an explicit
+    ``warning_at`` / ``critical_at`` wins over both.
+    """
+    warning = warning_at if warning_at is not None else config.warning_at if config else 0.70
+    critical = critical_at if critical_at is not None else config.critical_at if config else 0.85
+    if usage_ratio >= critical:
         return "critical"
-    if usage_ratio >= warning_at:
+    if usage_ratio >= warning:
         return "warning"
     return "normal"
 

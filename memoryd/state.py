@@ -54,9 +54,7 @@ def build_state(
     ratio = usage_ratio(tokens, settings.token_limit)
     # The level comes from the exact ratio: the rounded one would call 69,999 of 100,000
     # tokens "warning".
-    level = detect_threshold(
-        tokens / settings.token_limit, settings.warning_at, settings.critical_at
-    )
+    level = detect_threshold(tokens / settings.token_limit, settings)
     return WorkspaceState(
         workspace=str(workspace.path),
         messages=messages,

@@ -13,6 +13,7 @@ from memoryd.conversation import ConversationReader
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError
 from memoryd.heartbeat import HeartbeatManager
+from memoryd.monitor import read_monitors
 from memoryd.state import build_state, read_state
 from memoryd.workspace import Workspace
 
@@ -49,6 +50,7 @@ def workspace_status(path: Path, settings: Settings, now: float) -> dict[str, An
     )
     row = asdict(state)
     row["heartbeat"] = HeartbeatManager(workspace).get_status().as_dict()
+    row["monitors"] = read_monitors(workspace.path, effective.stale_after, now)
     return row
 
 
@@ -70,6 +72,9 @@ def render_status_table(rows: Sequence[dict[str, Any]]) -> str:
         beat = heartbeat["status"]
         if row.get("summarizing"):
             beat += " (summarizing)"
+        stale = [m["agent_id"] for m in row.get("monitors", ()) if m.get("stale")]
+        if stale:
+            beat += f" (stale monitor: {', '.join(stale)})"
         table.append(
             (
                 row["workspace"],

@@ -1,0 +1,119 @@
+"""The Python API's job runners: the daemon's jobs, started from an agent's own process."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+
+from memoryd.config import Settings, load_settings, settings_for_workspace
+from memoryd.conversation import ConversationReader, parse_line
+from memoryd.job import JobRequest, JobResult, previous_summary_text, run_job
+from memoryd.tracked import Tracked, job_due
+from memoryd.workspace import Workspace
+
+SUMMARIZER_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+
+
+def _settings(workspace: Path, settings: Settings | None, strategy: str | None) -> Settings:
+    base = settings if settings is not None else load_settings().settings
+    effective = settings_for_workspace(base, workspace)
+    return effective.model_copy(update={"strategy": strategy}) if strategy else effective
+
+
+def _env() -> dict[str, str]:
+    return {name: os.environ[name] for name in SUMMARIZER_ENV if name in os.environ}
+
+
+def _due(workspace: Path, settings: Settings) -> bool:
+    reader = ConversationReader(Workspace(workspace).conversation, settings.max_line_bytes)
+    reader.update()
+    tracked = Tracked(Workspace(workspace), workspace, settings, reader)
+    return job_due(tracked, 0.0) is not None
+
+
+class MessageSummarizer:
+    """Summarize a workspace in a background process when it crosses its trigger.
+
+    ``check_and_summarize()`` returns at once: it starts a job in a one-worker process
+    pool when the trigger holds and no job of this summarizer is running (the running
+    flag; the workspace's job lock also keeps out the daemon and other processes).
+    """
+
+    def __init__(self, workspace: Path, settings: Settings | None = None) -> None:
+        self.workspace = Path(workspace).absolute()
+        self.settings = _settings(self.workspace, settings, None)
+        self._running = False
+        self._guard = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+        self.last_result: JobResult | None = None
+
+    def is_running(self) -> bool:
+        """True while a job started by this summarizer runs."""
+        return self._running
+
+    def check_and_summarize(self) -> Future[JobResult] | None:
+        """Start a job if one is due and none is running; returns its future, or None."""
+        with self._guard:
+            if self._running or not _due(self.workspace, self.settings):
+                return None
+            self._running = True
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("forkserver")
+            )
+        future = self._pool.submit(
+            run_job, JobRequest(self.workspace, self.settings, env=_env(), force=True)
+        )
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, future: Future[JobResult]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            self.last_result = future.result()
+        self._running = False
+
+    def close(self) -> None:
+        """Wait for a running job and stop the worker process."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+class SummaryGenerator:
+    """The rolling strategy for one workspace (SPEC §4), run in the calling process."""
+
+    def __init__(self, workspace: Path, settings: Settings | None = None) -> None:
+        self.workspace = Path(workspace).absolute()
+        self.settings = _settings(self.workspace, settings, "rolling")
+
+    def should_summarize(self) -> bool:
+        """More than 30 messages AND the oldest 20 over 15,000 tokens (by default)."""
+        return _due(self.workspace, self.settings)
+
+    def generate_summary(self) -> str | None:
+        """Summarize the oldest messages now; the new summary text, or None on failure.
+
+        A failure changes no file (the job reports it in HEARTBEAT.md and the events).
+        """
+        result = run_job(JobRequest(self.workspace, self.settings, env=_env(), force=True))
+        if result.outcome not in ("completed", "ineffective"):
+            return None
+        return self.current_summary()
+
+    def summarize_if_needed(self) -> str | None:
+        """``generate_summary()`` when ``should_summarize()``, else None."""
+        return self.generate_summary() if self.should_summarize() else None
+
+    def current_summary(self) -> str | None:
+        """The text of the rolling summary at the head of the conversation, if any."""
+        try:
+            with Workspace(self.workspace).conversation.open("rb") as file:
+                first = file.readline()
+        except FileNotFoundError:
+            return None
+        if not first.endswith(b"\n"):
+            return None
+        return previous_summary_text(parse_line(first, 0, 0))
