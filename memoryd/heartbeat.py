@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal, get_args
 
 from memoryd.events import iso_ms
@@ -139,8 +140,10 @@ class HeartbeatManager:
     by a clean one. ``clock`` returns epoch seconds (tests pass a fixed one).
     """
 
-    def __init__(self, workspace: Workspace, clock: Callable[[], float] = time.time) -> None:
-        self.workspace = workspace
+    def __init__(
+        self, workspace: Workspace | Path, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self._clock = clock
 
     def get_status(self) -> Heartbeat:
