@@ -45,35 +45,44 @@ class MessageSummarizer:
     def __init__(self, workspace: Path, settings: Settings | None = None) -> None:
         self.workspace = Path(workspace).absolute()
         self.settings = _settings(self.workspace, settings, None)
-        self._running = False
         self._guard = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
-        self.last_result: JobResult | None = None
+        self._future: Future[JobResult] | None = None
+        self._last_result: JobResult | None = None
 
     def is_running(self) -> bool:
-        """True while a job started by this summarizer runs."""
-        return self._running
+        """True while a job started by this summarizer runs (False once its future is done)."""
+        # From the future itself, not from a done-callback: callbacks run after result()
+        # has already returned to a waiting caller.
+        return self._future is not None and not self._future.done()
+
+    @property
+    def last_result(self) -> JobResult | None:
+        """The result of the last job that finished without raising, if any."""
+        future = self._future
+        if (
+            future is not None
+            and future.done()
+            and not future.cancelled()
+            and future.exception() is None
+        ):
+            return future.result()
+        return self._last_result
 
     def check_and_summarize(self) -> Future[JobResult] | None:
         """Start a job if one is due and none is running; returns its future, or None."""
         with self._guard:
-            if self._running or not _due(self.workspace, self.settings):
+            if self.is_running() or not _due(self.workspace, self.settings):
                 return None
-            self._running = True
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("forkserver")
+            self._last_result = self.last_result
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1, mp_context=multiprocessing.get_context("forkserver")
+                )
+            self._future = self._pool.submit(
+                run_job, JobRequest(self.workspace, self.settings, env=_env(), force=True)
             )
-        future = self._pool.submit(
-            run_job, JobRequest(self.workspace, self.settings, env=_env(), force=True)
-        )
-        future.add_done_callback(self._finished)
-        return future
-
-    def _finished(self, future: Future[JobResult]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            self.last_result = future.result()
-        self._running = False
+            return self._future
 
     def close(self) -> None:
         """Wait for a running job and stop the worker process."""

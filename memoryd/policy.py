@@ -194,12 +194,19 @@ class SplitPlan:
     folds_previous_summary: bool
 
 
-def narrative_split(messages: Sequence[MessageLike], keep_recent_ratio: float) -> SplitPlan | None:
+def narrative_split(
+    messages: Sequence[MessageLike],
+    keep_recent_ratio: float,
+    max_kept_tokens: int | None = None,
+) -> SplitPlan | None:
     """The oldest share (by count) to summarize, moved to a safe boundary.
 
     The newest ``keep_recent_ratio`` of the messages are kept verbatim; a previous summary
-    at the head is folded in and does not count as a message. None when there is no
-    safe split that summarizes at least one real message.
+    at the head is folded in and does not count as a message. ``max_kept_tokens`` caps the
+    kept part: when the newest share holds more (the conversation grew far past its
+    trigger before the job could run), the split moves later so that one job still leaves
+    usage well below the trigger; the newest message is always kept. None when there is
+    no safe split that summarizes at least one real message.
     """
     n = len(messages)
     head = head_summary_count(messages)
@@ -207,6 +214,11 @@ def narrative_split(messages: Sequence[MessageLike], keep_recent_ratio: float) -
     if real < 2:
         return None
     proposed = head + max(1, math.floor(real * (1 - keep_recent_ratio)))
+    if max_kept_tokens is not None:
+        kept = sum(m.tokens for m in messages[proposed:])
+        while kept > max_kept_tokens and proposed < n - 1:
+            kept -= messages[proposed].tokens
+            proposed += 1
     keep_from = safe_split(messages, proposed, lowest=head + 1)
     if keep_from is None:
         return None

@@ -40,6 +40,11 @@ class Workspace:
         return self.meta / "lock"
 
     @property
+    def job_lock(self) -> Path:
+        """Held (flock, non-blocking) by whoever runs a job on this workspace."""
+        return self.meta / "job.lock"
+
+    @property
     def state(self) -> Path:
         return self.meta / "state.json"
 

@@ -57,6 +57,9 @@ class Summarizer(Protocol):
         self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
     ) -> CheckpointSummary: ...
 
+    def close(self) -> None:
+        """Release what the backend holds (the SDK client's connections)."""
+
 
 class ExtractiveSummarizer:
     """The offline backend (see :mod:`memoryd.summarizers.extractive`)."""
@@ -77,6 +80,9 @@ class ExtractiveSummarizer:
     def merge(self, parts: Sequence[str], previous: str | None, budget: int, style: str) -> Summary:
         joined = "\n".join(parts)
         return Summary(extractive_summary([], _join(previous, joined), budget, style), self.name)
+
+    def close(self) -> None:
+        """Nothing to release: no network, no files."""
 
 
 def _join(previous: str | None, text: str) -> str:
@@ -114,6 +120,10 @@ class LLMSummarizer:
         system, user = build_compaction_prompt(previous, messages)
         completion = self.backend.complete(system, user, CHECKPOINT_MAX_TOKENS)
         return parse_compaction_result(completion.text)
+
+    def close(self) -> None:
+        """Close the SDK client, so that no keep-alive socket outlives the job."""
+        self.backend.close()
 
     def _complete(self, system: str, user: str, budget: int) -> Summary:
         completion = self.backend.complete(system, user, budget)

@@ -76,9 +76,12 @@ def candidates(
     return found
 
 
+HEADERS = {"narrative": "Key points, oldest first:", "rolling": "Earlier, in brief:"}
+
+
 def _strip_bullets(text: str) -> str:
     lines = [re.sub(r"^\s*[-*]\s+", "", line) for line in text.splitlines()]
-    return "\n".join(line for line in lines if line and not line.endswith("key points:"))
+    return "\n".join(line for line in lines if line and line not in HEADERS.values())
 
 
 def _phrase(candidate: Candidate, style: str) -> str:
@@ -101,7 +104,7 @@ def extractive_summary(
     Picks the highest-scoring sentences, earlier ones first on a tie, until the budget
     of ``max_summary_tokens`` is reached, then lists them in conversation order.
     """
-    header = "Key points, oldest first:" if style != "rolling" else "Earlier, in brief:"
+    header = HEADERS["rolling" if style == "rolling" else "narrative"]
     budget = max(1, max_summary_tokens - estimate_text_tokens(header) - 1)
     pool = candidates(messages, previous_summary)
     seen: set[str] = set()
@@ -109,7 +112,7 @@ def extractive_summary(
     # A sentence that matches no cue ("Sounds good.") carries nothing worth the budget.
     informative = [c for c in pool if c.score >= MIN_SCORE] or pool
     for candidate in informative:
-        key = candidate.text.casefold()
+        key = _phrase(candidate, style).casefold()
         if key not in seen:
             seen.add(key)
             unique.append(candidate)

@@ -1,0 +1,170 @@
+"""Shared fixtures: generated workspaces, the fake Anthropic server, a clean environment."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_anthropic import FakeAnthropic
+
+from memoryd.config import Settings, load_settings
+
+FILLER_WORDS = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+)
+
+WorkspaceFactory = Callable[..., Path]
+SettingsFactory = Callable[..., Settings]
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """No ANTHROPIC_* / MEMORYD_* variable and no machine config file reaches a test.
+
+    XDG_CONFIG_HOME points at an empty folder (outside ``tmp_path``, which tests own).
+    """
+    for name in list(os.environ):
+        if name.upper().startswith(("ANTHROPIC_", "MEMORYD_")):
+            monkeypatch.delenv(name)
+    xdg = tmp_path_factory.mktemp("xdg-config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    return xdg
+
+
+def filler_text(index: int, size: int) -> str:
+    """Deterministic chatter of exactly ``size`` characters (at least 1), tagged by index."""
+    words: list[str] = []
+    length = 0
+    n = index
+    while length < size:
+        word = FILLER_WORDS[n % len(FILLER_WORDS)]
+        words.append(word)
+        length += len(word) + 1
+        n += 7
+    text = f"m{index} " + " ".join(words)
+    return text[: max(1, size)]
+
+
+def make_message(index: int, role: str, content: Any, **extra: Any) -> dict[str, Any]:
+    """A message in the SPEC §2 format with a predictable id ``msg-<index>``."""
+    return {
+        "id": f"msg-{index:04d}",
+        "role": role,
+        "content": content,
+        "timestamp": 1_700_000_000_000 + index * 1000,
+        **extra,
+    }
+
+
+def generated_messages(
+    count: int, size: int | Sequence[int] = 400, first_role: str = "user"
+) -> list[dict[str, Any]]:
+    """``count`` messages, roles alternating from ``first_role``, content of ``size`` chars.
+
+    Each content starts with the message id, so a test can find it in a prompt.
+    """
+    sizes = [size] * count if isinstance(size, int) else list(size)
+    if len(sizes) != count:
+        raise ValueError("one size per message")
+    roles = ("user", "assistant") if first_role == "user" else ("assistant", "user")
+    messages = []
+    for i, chars in enumerate(sizes):
+        message_id = f"msg-{i:04d}"
+        body = f"{message_id} " + filler_text(i, max(1, chars - len(message_id) - 1))
+        messages.append(make_message(i, roles[i % 2], body[:chars] if chars > 0 else ""))
+    return messages
+
+
+def encode_lines(messages: Sequence[dict[str, Any] | bytes]) -> bytes:
+    """The bytes of a conversation file: each message as one compact JSON line."""
+    out = bytearray()
+    for message in messages:
+        if isinstance(message, bytes):
+            out += message
+        else:
+            out += json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+            out += b"\n"
+    return bytes(out)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> WorkspaceFactory:
+    """A factory: ``workspace(n, size=400, name="ws", messages=None, tail=b"")`` -> folder.
+
+    Writes ``conversation.jsonl`` with ``n`` generated messages (roles alternating
+    user/assistant, ``size`` characters of content each, or one size per message), or
+    the given ``messages`` (dicts or raw bytes lines), followed by ``tail`` bytes.
+    """
+
+    def make(
+        n: int = 10,
+        size: int | Sequence[int] = 400,
+        *,
+        name: str = "ws",
+        messages: Sequence[dict[str, Any] | bytes] | None = None,
+        tail: bytes = b"",
+    ) -> Path:
+        folder = tmp_path / name
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = list(messages) if messages is not None else generated_messages(n, size)
+        (folder / "conversation.jsonl").write_bytes(encode_lines(lines) + tail)
+        return folder
+
+    return make
+
+
+@pytest.fixture
+def make_settings(clean_environment: Path) -> SettingsFactory:
+    """Settings from defaults plus dotted-key ``overrides`` only: no env, no machine file.
+
+    Tests run with ``drain_seconds=0`` (no non-locking writers here) unless they say otherwise.
+    """
+
+    def make(**overrides: Any) -> Settings:
+        flags = {"drain_seconds": 0, **{k.replace("__", "."): v for k, v in overrides.items()}}
+        env = {"XDG_CONFIG_HOME": str(clean_environment)}
+        return load_settings(overrides=flags, env=env).settings
+
+    return make
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    """A started fake Messages API server on 127.0.0.1, stopped after the test."""
+    server = FakeAnthropic()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
