@@ -251,8 +251,9 @@ def plan_compaction(
 ) -> CompactionPlan:
     """Which entries of ``store`` become which summary lines (pure, deterministic).
 
-    Nothing happens to a sacred store or to one with at most ``threshold`` entries (every
-    line counts: live entries, summary lines and malformed lines). Past it, bookmarks keep
+    Nothing happens to a sacred store or to one with at most ``threshold`` live entries
+    (summary lines and malformed lines do not count: a compacted store is back under its
+    threshold, not re-compacted one entry at a time). Past it, bookmarks keep
     their ``keep_bookmarks`` newest live entries and every older one is replaced; todos keep
     the open ones and every completed one is replaced. Summary and malformed lines stay.
     """
@@ -260,7 +261,7 @@ def plan_compaction(
     malformed = tuple(e.line_no for e in entries if e.value is None)
     live = [(e, e.value) for e in entries if e.value is not None and not e.is_summary]
     chosen: list[tuple[Entry, dict[str, Any]]] = []
-    if store not in SACRED and len(entries) > threshold:
+    if store not in SACRED and len(live) > threshold:
         if store == "bookmarks":
             chosen = live[: max(0, len(live) - keep_bookmarks)]
         else:
@@ -346,18 +347,16 @@ def _store_path(workspace: Workspace, store: str) -> Path:
     return resolve_inside(workspace.path, Path("memory") / f"{store}.jsonl")
 
 
-def _count_lines(path: Path) -> int:
-    """Complete lines in ``path``.
+def _count_entries(path: Path) -> tuple[int, int]:
+    """Complete lines in ``path``, and how many of them are live entries.
 
-    Stores are small (tens of kB even with their summary lines), so counting newlines
-    under the lock costs well under a millisecond; a sidecar counter would have to be
-    kept in step with compaction and with writers that do not lock, for no real gain.
+    Stores are small (tens of kB even with their summary lines), so reading one under
+    the lock costs well under a millisecond; a sidecar counter would have to be kept in
+    step with compaction and with writers that do not lock, for no real gain.
     """
-    count = 0
-    with open(path, "rb") as stream:
-        while chunk := stream.read(1 << 20):
-            count += chunk.count(b"\n")
-    return count
+    entries = parse_store(path.read_bytes())
+    live = sum(1 for e in entries if e.value is not None and not e.is_summary)
+    return len(entries), live
 
 
 def write_entry(
@@ -370,7 +369,8 @@ def write_entry(
 ) -> WriteResult:
     """Append ``entry`` to ``store`` under the writers' lock; never rewrites the store.
 
-    ``compact_needed`` is true once the store holds more than ``threshold`` entries. A
+    ``compact_needed`` is true once the store holds more than ``threshold`` live entries
+    (summary lines left by earlier compactions do not count). A
     ``timestamp`` (UTC ISO-8601) is added when the entry has none. Raises InputError (and
     writes nothing) for an unknown store, an entry that is not a JSON object, or a missing
     workspace folder.
@@ -386,11 +386,11 @@ def write_entry(
         try:
             ws.memory_dir.mkdir(exist_ok=True)
             append_line(path, line)
-            count = _count_lines(path)
+            count, live = _count_entries(path)
         except OSError as exc:
             raise MemorydError(f"{path}: cannot append: {exc.strerror or exc}") from None
     return WriteResult(
-        written=True, entry_count=count, threshold=threshold, compact_needed=count > threshold
+        written=True, entry_count=count, threshold=threshold, compact_needed=live > threshold
     )
 
 
