@@ -28,10 +28,12 @@ import structlog
 from watchdog.observers.api import BaseObserver
 
 from memoryd import events, stores, systemd
+from memoryd.commit import recover
 from memoryd.config import LoadedSettings, Settings, load_settings, settings_for_workspace
 from memoryd.conversation import ConversationReader
 from memoryd.discovery import find_workspaces
 from memoryd.errors import MemorydError
+from memoryd.fsutil import flocked
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.job import JobRequest, JobResult, run_job
 from memoryd.logs import configure_logging
@@ -158,9 +160,13 @@ class Supervisor:
         self._send_status()
 
     def _new_pool(self) -> ProcessPoolExecutor:
+        context = multiprocessing.get_context("forkserver")
+        # Workers are forked from the forkserver: importing memoryd (and the SDK, ~1 s)
+        # there once lets every worker, and every pool rebuilt after a crash, start at once.
+        context.set_forkserver_preload(["memoryd.daemon"])
         return ProcessPoolExecutor(
             max_workers=self.settings.workers,
-            mp_context=multiprocessing.get_context("forkserver"),
+            mp_context=context,
             initializer=worker_init,
             initargs=(self.settings.log_format, self.settings.log_level),
         )
@@ -353,21 +359,47 @@ class Supervisor:
         return tracked
 
     def _tidy(self, path: Path) -> None:
-        """After READY: a clean HEARTBEAT.md, and a job a dead daemon left marked running."""
+        """After READY: what an interrupted commit left, a clean HEARTBEAT.md, and a job a
+        dead daemon left marked running.
+
+        Skipped while another process holds the workspace's job lock: its job may be in
+        the middle of a commit (its leftovers are live) and its heartbeat is really active.
+        """
         tracked = self.tracked.get(path)
         if tracked is None or tracked.running:
             return
+        workspace = tracked.workspace
         try:
-            manager = HeartbeatManager(tracked.workspace)
-            saved = read_state(tracked.workspace) or {}
-            if saved.get("summarizing") and manager.get_status().status == "active":
-                manager.fail_task("interrupted: the daemon stopped during the job")
-            else:
-                manager.ensure_clean()
+            with flocked(workspace.job_lock, blocking=False) as free:
+                if free:
+                    self._recover(workspace)
+                    manager = HeartbeatManager(workspace)
+                    saved = read_state(workspace) or {}
+                    if saved.get("summarizing") and manager.get_status().status == "active":
+                        reason = "interrupted: the daemon stopped during the job"
+                        manager.fail_task(reason)
+                        events.emit(workspace, "summarize_failed", reason=reason)
+                    else:
+                        manager.ensure_clean()
+                else:
+                    log.info("workspace_busy", workspace=str(path), hint="a job holds it")
         except OSError as exc:
-            log.warning("heartbeat_unwritable", workspace=str(path), error=exc.strerror)
+            log.warning("workspace_unwritable", workspace=str(path), error=exc.strerror)
         tracked.state_numbers = None
         self._publish(tracked, time.time())
+
+    @staticmethod
+    def _recover(workspace: Workspace) -> None:
+        """Clean up an interrupted commit now rather than at the workspace's next job."""
+        cleaned = recover(workspace)
+        if cleaned.temp_files_removed or cleaned.archives_finalised or cleaned.archives_discarded:
+            log.info(
+                "leftovers_recovered",
+                workspace=str(workspace.path),
+                temp_files_removed=cleaned.temp_files_removed,
+                archives_finalised=cleaned.archives_finalised,
+                archives_discarded=cleaned.archives_discarded,
+            )
 
     def rescan(self, now: float) -> None:
         """Find new and vanished workspaces under every root; look again at every one."""
@@ -528,6 +560,12 @@ class Supervisor:
         self.pool = self._new_pool()
         self._warm_up(self.pool)
         if old is not None:
+            if getattr(old, "_broken", False):
+                # A broken pool fails every job it held, and its SIGTERM does not stop our
+                # workers (they ignore it): unkilled, they would run on and commit jobs the
+                # daemon has already reported failed, then hold the workspace against the
+                # retry.
+                self._kill_workers(old)
             old.shutdown(wait=False, cancel_futures=True)
         log.warning("pool_rebuilt", workers=self.settings.workers)
 

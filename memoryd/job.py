@@ -142,7 +142,10 @@ def plan_job(lines: Sequence[Line], settings: Settings, force: bool) -> SplitPla
         if len(lines) - head < 1:
             return "no messages to compact since the last checkpoint"
         return plan_for(lines, len(lines))
-    plan = narrative_split(lines, settings.keep_recent_ratio)
+    # The kept part is capped so that one job lands well below the trigger (SPEC §4: the
+    # 60/40 split aims at about half of it) even when the conversation grew far past it.
+    kept_cap = int(settings.keep_recent_ratio * settings.summarize_at * settings.token_limit)
+    plan = narrative_split(lines, settings.keep_recent_ratio, max_kept_tokens=kept_cap)
     return (
         plan
         if plan is not None
@@ -230,7 +233,7 @@ def run_job(
     workspace = Workspace(check_workspace(request.workspace))
     if not workspace.conversation.exists() and not workspace.conversation.is_symlink():
         raise InputError(f"{workspace.path}: no conversation.jsonl in this workspace")
-    with flocked(workspace.meta / "job.lock", blocking=False) as acquired:
+    with flocked(workspace.job_lock, blocking=False) as acquired:
         if not acquired:
             return JobResult(workspace.path, "busy", "another job is running on this workspace")
         result = _run_locked(workspace, request, progress or (lambda _stage: None), fault)
@@ -293,7 +296,11 @@ def _run_locked(
         events.emit(workspace, "summarize_failed", reason=reason, strategy=settings.strategy)
         log.warning("summarize_failed", workspace=str(workspace.path), reason=reason)
         return replace(base, outcome="failed", reason=reason)
-    except MemorydError:
+    except MemorydError as exc:
+        # A usage or configuration error (no API key for the anthropic backend, say) still
+        # ends the task this job started: HEARTBEAT.md must not stay "active".
+        heartbeat.fail_task(str(exc))
+        events.emit(workspace, "summarize_failed", reason=str(exc), strategy=settings.strategy)
         raise
     except OSError as exc:
         reason = f"file error: {exc.strerror or exc}"
@@ -332,6 +339,11 @@ def _previous_count(line: Line) -> int:
     return count if isinstance(count, int) else 0
 
 
+def _embeds_checkpoint(line: Line) -> bool:
+    """True for a head message that carries a structured checkpoint (the checkpoint strategy's)."""
+    return line.message is not None and isinstance(line.message.get("checkpoint"), dict)
+
+
 def _summary_head(
     request: JobRequest, prefix: Sequence[Line], plan: SplitPlan, archive: str, progress: Progress
 ) -> Produced:
@@ -344,14 +356,15 @@ def _summary_head(
         settings, request.env, settings.anthropic.timeout * JOB_DEADLINE_FACTOR
     )
     progress(f"summarizing {plan.summarized_count} messages with the {summarizer.name} backend")
-    summary = summarize_messages(
-        summarizer,
-        transcript_messages(to_summarize),
-        previous,
-        settings.summarizer.max_summary_tokens,
-        settings.summarizer.max_input_tokens,
-        style,
-    )
+    with contextlib.closing(summarizer):
+        summary = summarize_messages(
+            summarizer,
+            transcript_messages(to_summarize),
+            previous,
+            settings.summarizer.max_summary_tokens,
+            settings.summarizer.max_input_tokens,
+            style,
+        )
     if not summary.text.strip():
         raise SummarizerError("the summarizer returned an empty summary")
     count = plan.summarized_count + (_previous_count(prefix[0]) if previous is not None else 0)
@@ -377,13 +390,20 @@ def _checkpoint_head(
     previous = load_checkpoint(workspace, prefix[0] if prefix else None)
     to_compact = prefix[1:] if plan.folds_previous_summary else prefix
     messages = transcript_messages(to_compact)
+    folded_count = 0
+    if plan.folds_previous_summary and not _embeds_checkpoint(prefix[0]):
+        # A summary left by another strategy carries no checkpoint: fold its text in with
+        # the messages instead of dropping it (and count the messages it stood for).
+        messages = transcript_messages(prefix[:1]) + messages
+        folded_count = _previous_count(prefix[0])
     summarizer = make_summarizer(
         settings, request.env, settings.anthropic.timeout * JOB_DEADLINE_FACTOR
     )
     progress(f"checkpointing {len(messages)} messages with the {summarizer.name} backend")
-    lists, calls = compact_to_checkpoint(
-        summarizer, previous, messages, settings.summarizer.max_input_tokens
-    )
+    with contextlib.closing(summarizer):
+        lists, calls = compact_to_checkpoint(
+            summarizer, previous, messages, settings.summarizer.max_input_tokens
+        )
     now = time.time()
     timestamps = [
         t
@@ -404,7 +424,7 @@ def _checkpoint_head(
         ),
         stats=CheckpointStats(
             total_compactions=stats.total_compactions + 1,
-            total_messages=stats.total_messages + len(to_compact),
+            total_messages=stats.total_messages + len(to_compact) + folded_count,
         ),
     )
     message = summary_message(
@@ -461,10 +481,14 @@ def _commit_and_report(
         (summary_tokens + sum(x.tokens for x in kept) + sum(x.tokens for x in carried))
         * request.calibration
     )
+    head_tokens = round((summary_tokens + sum(x.tokens for x in kept)) * request.calibration)
     trigger = strategy_trigger(settings)
     # Only a usage-triggered strategy can be ineffective: its trigger still holding after
-    # the job would start the same job again at the next append.
-    ineffective = trigger is not None and over_trigger(tokens_after, settings.token_limit, trigger)
+    # the job would start the same job again at the next append. Judged on what the job
+    # wrote (summary + kept), not on lines appended meanwhile: those are new growth that
+    # the next job can summarize, and calling it ineffective would stop all jobs until the
+    # conversation grows again, leaving it over the trigger.
+    ineffective = trigger is not None and over_trigger(head_tokens, settings.token_limit, trigger)
     calibration = None
     if produced.input_tokens:
         calibration = calibrate(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from memoryd.config import Settings
@@ -33,9 +33,9 @@ class WorkspaceState:
 
     def numbers(self) -> tuple[Any, ...]:
         """What must change for the file to be rewritten (everything but the time)."""
-        values = asdict(self)
-        values.pop("updated_at")
-        return tuple(values.values())
+        # Shallow on purpose: every field is a scalar, and asdict's deep copy made this
+        # the largest cost of a periodic rescan with thousands of workspaces.
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name != "updated_at")
 
 
 def build_state(

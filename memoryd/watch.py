@@ -15,7 +15,21 @@ from pathlib import Path
 from typing import Literal
 
 import structlog
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirAttribEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
@@ -27,6 +41,26 @@ log = structlog.get_logger()
 
 Kind = Literal["conversation", "store", "folder", "ignore"]
 INOTIFY_LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
+WATCHED_EVENTS: list[type[FileSystemEvent]] = [
+    DirAttribEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+]
+"""Every event but opened and closed-without-write, which :class:`Enqueuer` drops anyway.
+
+Given to ``schedule``, this keeps IN_OPEN and IN_CLOSE_NOWRITE out of the inotify mask:
+otherwise every read the daemon itself makes (a rescan's scandir, a reader's open) is an
+event, and with thousands of workspaces they overflow the kernel queue, after which
+watchdog re-walks the whole tree (see bench/README.md, scale).
+"""
 RAISE_LIMIT_HINT = (
     "raise the limit with: sudo sysctl fs.inotify.max_user_watches=524288 "
     "(and fs.inotify.max_user_instances=1024)"
@@ -97,7 +131,7 @@ def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[Base
     handler = Enqueuer(changes)
     observer: BaseObserver = Observer()
     try:
-        observer.schedule(handler, str(root), recursive=True)
+        observer.schedule(handler, str(root), recursive=True, event_filter=WATCHED_EVENTS)
         observer.start()
         return observer, False
     except OSError as exc:
