@@ -27,6 +27,7 @@ import re
 import secrets
 import shutil
 import stat
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -242,6 +243,7 @@ def rewrite(
     archive: ArchivePlan | None,
     drain_seconds: float = 0.5,
     fault: FaultHook | None = None,
+    on_salvaged: Callable[[int], None] | None = None,
 ) -> CommitResult:
     """Replace the snapshotted prefix of a file with ``head``, losing nothing.
 
@@ -250,6 +252,10 @@ def rewrite(
     bytes before anything changes. Raises :class:`CommitAborted` (original untouched,
     temp and pending archive removed) when the file changed under the job, on a full
     disk, or when a write or fsync fails.
+
+    With ``on_salvaged``, the drain window runs in a background thread (not a daemon
+    thread: the process waits for it before it exits) and reports the lines it carried
+    to ``on_salvaged``; the caller is free at once, and ``salvaged_lines`` is 0.
     """
     step = fault or (lambda _name: None)
     path = snapshot.path
@@ -298,12 +304,16 @@ def rewrite(
                 new_stat = os.fstat(dst)
         finally:
             os.close(dst)
-        try:
-            salvaged = _drain(src, end, path, lock, drain_seconds)
-        except OSError as exc:
-            # The rename is done and cannot be undone: report, don't fail a finished job.
-            log.warning("drain_failed", path=str(path), error=exc.strerror or str(exc))
-            salvaged = 0
+        salvaged = 0
+        if on_salvaged is None:
+            salvaged = _drain_safely(src, end, path, lock, drain_seconds)
+        else:
+            drained_fd, src = src, -1  # the thread owns the old inode's descriptor now
+            threading.Thread(
+                target=_drain_then_report,
+                args=(drained_fd, end, path, lock, drain_seconds, on_salvaged),
+                name="memoryd-drain",
+            ).start()
         return CommitResult(
             new_size=new_stat.st_size,
             identity=(new_stat.st_dev, new_stat.st_ino),
@@ -317,7 +327,8 @@ def rewrite(
         reason = "disk full" if is_enospc(exc) else exc.strerror or str(exc)
         raise CommitAborted(f"{path}: rewrite abandoned, original untouched: {reason}") from exc
     finally:
-        os.close(src)
+        if src >= 0:
+            os.close(src)
         if not renamed:
             for leftover in (tmp, pending):
                 if leftover is not None:
@@ -333,6 +344,34 @@ def _write_archive(src: int, pending: Path, parts: Sequence[Part]) -> None:
     finally:
         os.close(fd)
     fsync_dir(pending.parent)
+
+
+def _drain_safely(old: int, copied_to: int, path: Path, lock: Path, seconds: float) -> int:
+    try:
+        return _drain(old, copied_to, path, lock, seconds)
+    except OSError as exc:
+        # The rename is done and cannot be undone: report, don't fail a finished job.
+        log.warning("drain_failed", path=str(path), error=exc.strerror or str(exc))
+        return 0
+
+
+def _drain_then_report(
+    old: int,
+    copied_to: int,
+    path: Path,
+    lock: Path,
+    seconds: float,
+    on_salvaged: Callable[[int], None],
+) -> None:
+    try:
+        salvaged = _drain_safely(old, copied_to, path, lock, seconds)
+    finally:
+        os.close(old)
+    if salvaged:
+        try:
+            on_salvaged(salvaged)
+        except Exception as exc:  # a report that fails must not lose the thread silently
+            log.warning("salvage_report_failed", path=str(path), error=type(exc).__name__)
 
 
 def _drain(old: int, copied_to: int, path: Path, lock: Path, seconds: float) -> int:

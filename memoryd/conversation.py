@@ -186,6 +186,14 @@ class ConversationReader:
         self._fragment.clear()
         self._fragment_size = 0
 
+    def unchanged(self) -> bool:
+        """True when the file is the one read, with nothing appended (one ``stat``)."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        return self.identity == (st.st_dev, st.st_ino) and st.st_size == self._read_pos
+
     def update(self) -> Update:
         """Read what was appended since the last call; see the class docstring."""
         try:

@@ -38,7 +38,7 @@ from memoryd.heartbeat import HeartbeatManager
 from memoryd.job import JobRequest, JobResult, run_job
 from memoryd.logs import configure_logging
 from memoryd.policy import should_emit_event
-from memoryd.state import build_state, read_state, write_state
+from memoryd.state import build_state, read_state, saved_numbers, write_state
 from memoryd.summarizers.base import choose_backend
 from memoryd.tracked import Tracked, after_failure, job_due
 from memoryd.watch import FsChange, classify, start_observer
@@ -151,7 +151,9 @@ class Supervisor:
         self.rescan(moment)
         for tracked in list(self.tracked.values()):
             tracked.due_at = None
-            self.process(tracked, moment)
+            # Counting is what READY waits for; state.json and HEARTBEAT.md of an idle
+            # workspace are written after READY, in batches (see _tidy).
+            self.process(tracked, moment, publish=False)
         self.next_rescan = moment + self.settings.rescan_interval
         systemd.notify("READY=1", self.env)
         log.info(
@@ -352,6 +354,7 @@ class Supervisor:
             else None,
             last_summary_at=saved.get("last_summary_at"),
             calibration=_calibration(saved.get("calibration")),
+            state_numbers=saved_numbers(saved),
         )
         self.tracked[path] = tracked
         self.pending_init.append(path)
@@ -385,7 +388,6 @@ class Supervisor:
                     log.info("workspace_busy", workspace=str(path), hint="a job holds it")
         except OSError as exc:
             log.warning("workspace_unwritable", workspace=str(path), error=exc.strerror)
-        tracked.state_numbers = None
         self._publish(tracked, time.time())
 
     @staticmethod
@@ -409,14 +411,17 @@ class Supervisor:
                 self._watch_root(root)
             for path in find_workspaces(root, self.settings.max_depth):
                 seen.add(path)
-                tracked = self.tracked.get(path) or self._track(path, root, now)
+                known = self.tracked.get(path)
+                if known is not None and known.reader.unchanged():
+                    continue  # one stat: the periodic rescan stays cheap when all is idle
+                tracked = known or self._track(path, root, now)
                 if tracked is not None:
                     self._schedule(tracked, now)
         for path in [p for p, t in self.tracked.items() if p not in seen and not t.running]:
             del self.tracked[path]
             log.info("workspace_gone", workspace=str(path))
 
-    def process(self, tracked: Tracked, now: float) -> None:
+    def process(self, tracked: Tracked, now: float, publish: bool = True) -> None:
         """Count what was appended, publish the numbers, dispatch a job when due."""
         tracked.last_processed = now
         if tracked.running:
@@ -438,7 +443,8 @@ class Supervisor:
                     bytes=line.length,
                     problem=line.problem,
                 )
-        self._publish(tracked, time.time())
+        if publish:
+            self._publish(tracked, time.time())
         if self.stopping_since is None:
             reason = job_due(tracked, now)
             if reason is not None:
@@ -687,6 +693,7 @@ class Supervisor:
                 tracked.config_error = str(exc)
             tracked.ineffective_tokens = None
             tracked.state_numbers = None
+            self._schedule(tracked, time.monotonic())  # new budget: new numbers, maybe a job
         if "workers" in changed and not self.futures:
             self._rebuild_pool()
         backend, why = choose_backend(self.settings, self.env)

@@ -140,9 +140,7 @@ class HeartbeatManager:
     by a clean one. ``clock`` returns epoch seconds (tests pass a fixed one).
     """
 
-    def __init__(
-        self, workspace: Workspace | Path, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, workspace: Workspace | Path, clock: Callable[[], float] = time.time) -> None:
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self._clock = clock
 

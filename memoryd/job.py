@@ -97,7 +97,6 @@ class JobResult:
     backend: str | None = None
     llm_calls: int = 0
     carried_bytes: int = 0
-    salvaged_lines: int = 0
     calibration: float | None = None
     ineffective: bool = False
     identity: tuple[int, int] | None = None
@@ -467,6 +466,7 @@ def _commit_and_report(
         archive=ArchivePlan(workspace.archive_dir, name, [(0, cut)]),
         drain_seconds=settings.drain_seconds,
         fault=fault,
+        on_salvaged=lambda count: events.emit(workspace, "salvaged_lines", lines=count),
     )
     if produced.checkpoint is not None:
         save_checkpoint(workspace, produced.checkpoint)
@@ -517,8 +517,6 @@ def _commit_and_report(
         llm_calls=produced.calls,
     )
     events.emit(workspace, "summarize_completed", **details)
-    if committed.salvaged_lines:
-        events.emit(workspace, "salvaged_lines", lines=committed.salvaged_lines)
     if ineffective and trigger is not None:
         events.emit(
             workspace,
@@ -553,7 +551,6 @@ def _commit_and_report(
         backend=produced.backend,
         llm_calls=produced.calls,
         carried_bytes=committed.carried_bytes,
-        salvaged_lines=committed.salvaged_lines,
         calibration=calibration,
         ineffective=ineffective,
         identity=committed.identity,

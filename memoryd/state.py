@@ -35,7 +35,17 @@ class WorkspaceState:
         """What must change for the file to be rewritten (everything but the time)."""
         # Shallow on purpose: every field is a scalar, and asdict's deep copy made this
         # the largest cost of a periodic rescan with thousands of workspaces.
-        return tuple(getattr(self, f.name) for f in fields(self) if f.name != "updated_at")
+        return tuple(getattr(self, name) for name in NUMBER_FIELDS)
+
+
+NUMBER_FIELDS = tuple(f.name for f in fields(WorkspaceState) if f.name != "updated_at")
+
+
+def saved_numbers(saved: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The numbers of a state.json read back, to skip rewriting it unchanged (None if partial)."""
+    if not all(name in saved for name in NUMBER_FIELDS):
+        return None
+    return tuple(saved[name] for name in NUMBER_FIELDS)
 
 
 def build_state(

@@ -263,6 +263,44 @@ def test_line_written_to_the_replaced_inode_is_salvaged(tmp_path: Path) -> None:
     assert ws.conversation.read_bytes() == summary_line(0) + data[cut:] + late
 
 
+def test_background_drain_frees_the_caller_and_reports_the_salvaged_line(tmp_path: Path) -> None:
+    """With on_salvaged, rewrite returns before the drain window ends; the late line still
+    reaches the new file and is reported once, after the old descriptor is closed."""
+    ws = new_workspace(tmp_path / "ws", lines=10)
+    snapshot, data = read_snapshot(ws.conversation)
+    cut = half_cut(data)
+    late = writers.line_bytes("late", 0)
+    stale_fd = os.open(ws.conversation, os.O_WRONLY | os.O_APPEND)
+    reports: list[int] = []
+    reported = threading.Event()
+
+    def fault(step: str) -> None:
+        if step == "renamed":
+            write_all(stale_fd, late)
+
+    def on_salvaged(count: int) -> None:
+        reports.append(count)
+        reported.set()
+
+    try:
+        result = rewrite(
+            snapshot,
+            [summary_line(0), (cut, snapshot.end)],
+            lock=ws.lock,
+            archive=None,
+            drain_seconds=2.0,
+            fault=fault,
+            on_salvaged=on_salvaged,
+        )
+        assert result.salvaged_lines == 0
+        assert reports == []  # the 2 s window is still open: the caller was not held
+        assert reported.wait(10)
+    finally:
+        os.close(stale_fd)
+    assert reports == [1]
+    assert ws.conversation.read_bytes() == summary_line(0) + data[cut:] + late
+
+
 def test_line_finished_in_the_replaced_inode_during_the_drain_arrives_whole(
     tmp_path: Path,
 ) -> None:
