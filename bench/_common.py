@@ -1,0 +1,401 @@
+"""Shared helpers of the benchmarks: conversations, results, tables, the daemon subprocess.
+
+Not a benchmark itself; each ``bench/NAME.py`` imports it (``bench/`` is on sys.path
+when a script there runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import queue
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+RESULTS = BENCH / "results"
+TMP = RESULTS / "tmp"
+FAKE_ANTHROPIC = REPO / "tests" / "fake_anthropic.py"
+
+SENTENCE = (
+    "we decided to keep the parser small and move the cache into the loader because the "
+    "benchmark showed that most time went into json decoding while the tests kept failing "
+    "on windows paths so the user prefers pathlib everywhere and asked for a retry budget"
+)
+WORDS = tuple(SENTENCE.split())
+
+
+def message_line(index: int, size: int = 1024, role: str | None = None) -> bytes:
+    """One conversation line of about ``size`` bytes (a user/assistant alternation)."""
+    role = role or ("user" if index % 2 == 0 else "assistant")
+    head = {"id": f"m{index:09d}", "role": role, "content": "", "timestamp": 1_700_000_000_000}
+    overhead = len(json.dumps(head, separators=(",", ":"))) + 1
+    words: list[str] = []
+    length = 0
+    k = index
+    while length < size - overhead:
+        word = WORDS[k % len(WORDS)]
+        words.append(word)
+        length += len(word) + 1
+        k += 7
+    text = " ".join(words)[: max(0, size - overhead)]
+    head["content"] = text
+    return json.dumps(head, separators=(",", ":")).encode() + b"\n"
+
+
+def write_conversation(path: Path, total_bytes: int, line_size: int = 1024) -> int:
+    """Write a conversation of about ``total_bytes``; returns the number of lines."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = 0
+    written = 0
+    batch: list[bytes] = []
+    with path.open("wb") as out:
+        while written < total_bytes:
+            line = message_line(lines, line_size)
+            batch.append(line)
+            written += len(line)
+            lines += 1
+            if len(batch) >= 4096:
+                out.write(b"".join(batch))
+                batch.clear()
+        out.write(b"".join(batch))
+    return lines
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100), nearest-rank on the sorted values."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem_kb = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "memory_mb": mem_kb // 1024,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def save(name: str, results: Mapping[str, Any]) -> Path:
+    """Write ``bench/results/NAME.json`` with the machine and the command line."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    payload = {
+        "bench": name,
+        "command": " ".join(["python", *sys.argv]),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        **results,
+    }
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain text table."""
+    cells = [[str(h) for h in headers], *[[_fmt(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        if value == 0 or abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+@contextlib.contextmanager
+def scratch(name: str) -> Iterator[Path]:
+    """A fresh folder under bench/results/tmp (same filesystem as the repo), removed after."""
+    folder = TMP / f"{name}-{os.getpid()}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            TMP.rmdir()
+
+
+# ----- processes ------------------------------------------------------------------------
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (forkserver workers are grandchildren)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def rss_mb(pid: int) -> float:
+    """VmRSS of ``pid`` in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def pss_mb(pid: int) -> float:
+    """Pss of ``pid`` in MB (shared pages split between the processes that map them)."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    return ""
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def role_of(pid: int, daemon: int) -> str:
+    """forkserver, resource_tracker or worker (a child of the forkserver)."""
+    text = cmdline(pid)
+    if "resource_tracker" in text:
+        return "resource_tracker"
+    with contextlib.suppress(OSError):
+        if parent_of(pid) != daemon:
+            return "worker"
+    return "forkserver" if "forkserver" in text else "other"
+
+
+@dataclass
+class LogLine:
+    at: float
+    """time.perf_counter() when the bench read it."""
+    record: dict[str, Any]
+
+
+@dataclass
+class Daemon:
+    """``memoryd run`` as a subprocess; its JSON log lines stamped on arrival."""
+
+    root: Path
+    env: dict[str, str]
+    notify: bool = False
+    started_at: float = 0.0
+    ready_at: float | None = None
+    process: subprocess.Popen[bytes] | None = None
+    lines: queue.SimpleQueue[LogLine] = field(default_factory=queue.SimpleQueue)
+    history: list[LogLine] = field(default_factory=list)
+    _sock: socket.socket | None = None
+    _threads: list[threading.Thread] = field(default_factory=list)
+    notes: list[tuple[float, str]] = field(default_factory=list)
+    stderr_bytes: int = 0
+    stderr_lines: int = 0
+
+    def start(self) -> Daemon:
+        env = {**os.environ, **self.env}
+        env.pop("ANTHROPIC_API_KEY", None)
+        if self.notify:
+            address = str(TMP / f"notify-{os.getpid()}.sock")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(address)
+            TMP.mkdir(parents=True, exist_ok=True)
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sock.bind(address)
+            env["NOTIFY_SOCKET"] = address
+            thread = threading.Thread(target=self._read_notify, daemon=True)
+            self._threads.append(thread)
+        self.started_at = time.perf_counter()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memoryd", "run", "--root", str(self.root)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(REPO),
+            start_new_session=True,
+        )
+        self._threads.append(threading.Thread(target=self._read_stdout, daemon=True))
+        self._threads.append(threading.Thread(target=self._read_stderr, daemon=True))
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _read_notify(self) -> None:
+        assert self._sock is not None
+        while True:
+            try:
+                data = self._sock.recv(4096)
+            except OSError:
+                return
+            now = time.perf_counter()
+            text = data.decode(errors="replace")
+            self.notes.append((now, text))
+            if "READY=1" in text.split("\n") and self.ready_at is None:
+                self.ready_at = now
+
+    def _read_stdout(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for raw in self.process.stdout:
+            now = time.perf_counter()
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                record = {"event": "unparsed", "text": raw.decode(errors="replace")}
+            item = LogLine(now, record)
+            self.lines.put(item)
+            self.history.append(item)
+
+    def _read_stderr(self) -> None:
+        """Count stderr; echo the first lines, each cut to 300 characters."""
+        assert self.process is not None and self.process.stderr is not None
+        for raw in self.process.stderr:
+            self.stderr_bytes += len(raw)
+            self.stderr_lines += 1
+            if self.stderr_lines <= 5:
+                text = raw.decode(errors="replace").rstrip("\n")
+                cut = f" ... ({len(text):,} characters)" if len(text) > 300 else ""
+                sys.stderr.write(f"[daemon stderr] {text[:300]}{cut}\n")
+
+    def wait_for(self, event: str, timeout: float) -> LogLine:
+        """The next log line with this ``event`` (earlier lines are consumed)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {event!r} within {timeout} s")
+            try:
+                item = self.lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                if self.process is not None and self.process.poll() is not None:
+                    raise RuntimeError(f"daemon exited ({self.process.returncode})") from None
+                continue
+            if item.record.get("event") == event:
+                return item
+
+    def events(self, event: str) -> list[LogLine]:
+        return [item for item in self.history if item.record.get("event") == event]
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL the whole session if it does not exit in 15 s."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        if process is not None:
+            # Workers and the forkserver are in the daemon's session: none may outlive it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+        if self._sock is not None:
+            address = self._sock.getsockname()
+            self._sock.close()
+            with contextlib.suppress(FileNotFoundError, TypeError):
+                os.unlink(address)
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+    def __enter__(self) -> Daemon:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def fake_anthropic(latency: float) -> Iterator[str]:
+    """The fake Messages API as a subprocess; yields its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, str(FAKE_ANTHROPIC), "--port", "0", "--latency", str(latency), "--echo"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError(f"fake server did not start: {url!r}")
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def install_exit_handlers() -> None:
+    """SIGTERM/SIGHUP end a bench like Ctrl-C does, so every ``finally`` runs."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)

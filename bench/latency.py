@@ -1,0 +1,202 @@
+"""Daemon latency from the append that crosses the trigger to HEARTBEAT.md ``active``.
+
+One root holds ``--trials`` workspaces, each a conversation just below the trigger
+(token_limit 10,000, summarize_at 0.80, offline extractive backend). The daemon starts
+on the root; once it is READY and has tidied every HEARTBEAT.md, each trial appends one
+~1 KB message to the next workspace (under the writers' lock, like ``memoryd append``,
+without the fsync) and polls that workspace's HEARTBEAT.md (a 0.2 ms sleep between
+reads) until it says ``status: active``. The interval is ``time.perf_counter()`` just
+before the ``write()`` to the first read that sees ``active``. The bench then waits for
+that job's ``job_finished`` and a random 0.2 to 0.5 s pause, so trials do not overlap.
+
+Targets (issue 3): p50 <= 50 ms, p99 <= 250 ms.
+
+    python bench/latency.py [--trials 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import _common as common
+
+from memoryd.tokens import estimate_message_tokens
+
+TOKEN_LIMIT = 10_000
+SUMMARIZE_AT = 0.80
+
+
+def tokens_of(line: bytes) -> int:
+    return estimate_message_tokens(json.loads(line))
+
+
+def below_trigger(path: Path, crossing: bytes) -> None:
+    """A conversation whose tokens are below the trigger, and above it after ``crossing``."""
+    trigger = SUMMARIZE_AT * TOKEN_LIMIT
+    lines: list[bytes] = []
+    total = 0
+    index = 0
+    while True:
+        line = common.message_line(index, 400)
+        if total + tokens_of(line) > trigger - 20:
+            break
+        lines.append(line)
+        total += tokens_of(line)
+        index += 1
+    # The crossing message follows the last line, whatever its role: make that assistant.
+    if json.loads(lines[-1])["role"] != "assistant":
+        total -= tokens_of(lines.pop())
+    assert total <= trigger < total + tokens_of(crossing)
+    path.write_bytes(b"".join(lines))
+
+
+def append_locked(workspace: Path, line: bytes) -> float:
+    """Append ``line`` under the writers' lock; returns perf_counter() before the write."""
+    lock_path = workspace / ".memoryd" / "lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fd = os.open(workspace / "conversation.jsonl", os.O_WRONLY | os.O_APPEND)
+        try:
+            start = time.perf_counter()
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(lock)
+    return start
+
+
+def status_of(heartbeat: Path) -> str | None:
+    try:
+        text = heartbeat.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines()[1:12]:
+        if line.startswith("status:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def wait_active(heartbeat: Path, timeout: float) -> float:
+    deadline = time.perf_counter() + timeout
+    while True:
+        now = time.perf_counter()
+        if status_of(heartbeat) == "active":
+            return time.perf_counter()
+        if now > deadline:
+            raise TimeoutError(f"{heartbeat}: not active within {timeout} s")
+        time.sleep(0.0002)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--trials", type=int, default=120)
+    args = parser.parse_args(argv)
+    common.install_exit_handlers()
+    rng = random.Random(7)
+
+    crossing = common.message_line(10**6, 1024, role="user")
+    latencies_ms: list[float] = []
+    dispatch_ms: list[float] = []
+    outcomes: dict[str, int] = {}
+    with common.scratch("latency") as folder:
+        root = folder / "root"
+        workspaces = [root / f"ws{i:04d}" for i in range(args.trials)]
+        for workspace in workspaces:
+            workspace.mkdir(parents=True)
+            below_trigger(workspace / "conversation.jsonl", crossing)
+        env = {
+            "MEMORYD_TOKEN_LIMIT": str(TOKEN_LIMIT),
+            "MEMORYD_SUMMARIZE_AT": str(SUMMARIZE_AT),
+            "MEMORYD_SUMMARIZER__BACKEND": "extractive",
+            "MEMORYD_WORKERS": "2",
+            "XDG_CONFIG_HOME": str(folder / "xdg"),
+        }
+        with common.Daemon(root, env) as daemon:
+            daemon.wait_for("daemon_ready", 60)
+            deadline = time.monotonic() + 30
+            while not all(status_of(w / "HEARTBEAT.md") == "idle" for w in workspaces):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("HEARTBEAT.md files not tidied")
+                time.sleep(0.05)
+            time.sleep(1.0)
+            for i, workspace in enumerate(workspaces):
+                time.sleep(rng.uniform(0.2, 0.5))
+                start = append_locked(workspace, crossing)
+                seen = wait_active(workspace / "HEARTBEAT.md", 10)
+                latencies_ms.append((seen - start) * 1000)
+                finished = None
+                while finished is None:
+                    item = daemon.wait_for("job_finished", 30)
+                    if item.record.get("workspace") == str(workspace):
+                        finished = item
+                outcome = str(finished.record.get("outcome"))
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                dispatched = [
+                    d
+                    for d in daemon.events("summarize_dispatched")
+                    if d.record.get("workspace") == str(workspace)
+                ]
+                if dispatched:
+                    dispatch_ms.append((dispatched[-1].at - start) * 1000)
+                if (i + 1) % 20 == 0:
+                    print(f"  {i + 1} trials, last {latencies_ms[-1]:.1f} ms", file=sys.stderr)
+
+    p50 = common.percentile(latencies_ms, 50)
+    p99 = common.percentile(latencies_ms, 99)
+    print(
+        common.table(
+            ("measure", "p50 ms", "p90 ms", "p99 ms", "max ms", "target", "met"),
+            [
+                (
+                    "append -> HEARTBEAT active",
+                    p50,
+                    common.percentile(latencies_ms, 90),
+                    p99,
+                    max(latencies_ms),
+                    "p50<=50, p99<=250",
+                    p50 <= 50 and p99 <= 250,
+                ),
+                (
+                    "append -> summarize_dispatched read from stdout",
+                    common.percentile(dispatch_ms, 50),
+                    common.percentile(dispatch_ms, 90),
+                    common.percentile(dispatch_ms, 99),
+                    max(dispatch_ms),
+                    "",
+                    "",
+                ),
+            ],
+        )
+    )
+    print(f"\n{len(latencies_ms)} trials; job outcomes: {outcomes}")
+    out = common.save(
+        "latency",
+        {
+            "trials": len(latencies_ms),
+            "latencies_ms": latencies_ms,
+            "dispatch_log_ms": dispatch_ms,
+            "p50_ms": p50,
+            "p90_ms": common.percentile(latencies_ms, 90),
+            "p99_ms": p99,
+            "max_ms": max(latencies_ms),
+            "job_outcomes": outcomes,
+            "targets": {"p50_ms": 50, "p99_ms": 250},
+            "met": {"p50": p50 <= 50, "p99": p99 <= 250},
+        },
+    )
+    print(f"results: {out.relative_to(common.REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
