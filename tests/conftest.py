@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from fake_anthropic import FakeAnthropic
 
 from memoryd.config import Settings, load_settings
@@ -60,6 +62,20 @@ def clean_environment(
     xdg = tmp_path_factory.mktemp("xdg-config")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
     return xdg
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """memoryd's main() configures logging for its process; restore the test process's."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+    structlog.reset_defaults()
 
 
 def filler_text(index: int, size: int) -> str:

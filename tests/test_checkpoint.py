@@ -3,9 +3,7 @@ and compactions end to end through ``memoryd summarize`` and through the daemon.
 
 from __future__ import annotations
 
-import io
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -17,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
+from cli_helpers import cli
 from conftest import WorkspaceFactory, encode_lines, generated_messages, make_message
 from fake_anthropic import FakeAnthropic, RecordedRequest, Reply
 
@@ -30,7 +28,6 @@ from memoryd.checkpoint import (
     load_checkpoint,
     parse_compaction_result,
 )
-from memoryd.cli import main
 from memoryd.config import load_settings
 from memoryd.conversation import append_message, parse_line, split_lines
 from memoryd.errors import CheckpointParseError
@@ -53,26 +50,6 @@ SECOND = {
     "blockers": [],
     "decisions": ["Use SQLite for storage, for simplicity.", "Ship on Friday."],
 }
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() configures logging for its process; put the test process's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
-
-
-def cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
 
 
 def conversation(folder: Path) -> bytes:

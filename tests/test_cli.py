@@ -4,36 +4,18 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
+from cli_helpers import cli
 from conftest import WorkspaceFactory
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.cli import main
-
 SECRET = "sk-secret-123"
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() configures logging for its process; put the test process's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
 
 
 @pytest.fixture
@@ -42,13 +24,6 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMORYD_TOKEN_LIMIT", "12000")
     monkeypatch.setenv("MEMORYD_SUMMARIZER__BACKEND", "extractive")
     monkeypatch.setenv("MEMORYD_DRAIN_SECONDS", "0")
-
-
-def cli(*argv: str) -> tuple[int, str]:
-    """Run main() with ``argv``; returns the exit code and what it printed on stdout."""
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
 
 
 def conversation(folder: Path) -> bytes:

@@ -4,21 +4,17 @@ how ``memoryd status`` shows a monitor that stopped checking in."""
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
-import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
+from cli_helpers import cli
 from conftest import SettingsFactory, WorkspaceFactory
 
-from memoryd.cli import main
 from memoryd.errors import InputError
 from memoryd.events import iso_ms, read_events
 from memoryd.fsutil import TEMP_MARK
@@ -44,20 +40,6 @@ STATE_FIELDS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() configures logging for its process; put the test process's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
-
-
 class Clock:
     """A settable clock for ContextMonitor (epoch seconds)."""
 
@@ -66,12 +48,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
 
 
 def saved_state(folder: Path, agent_id: str) -> dict[str, Any]:

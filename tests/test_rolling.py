@@ -3,16 +3,14 @@ the prompt it sends, and a summary that stays one bounded summary over many roun
 
 from __future__ import annotations
 
-import io
 import json
-import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
+from cli_helpers import cli
 from conftest import (
     SettingsFactory,
     WorkspaceFactory,
@@ -22,7 +20,6 @@ from conftest import (
 from fake_anthropic import FakeAnthropic, RecordedRequest, Reply
 
 from memoryd.api import MessageSummarizer, SummaryGenerator
-from memoryd.cli import main
 from memoryd.config import Settings
 from memoryd.conversation import append_message
 from memoryd.errors import ConfigError
@@ -34,26 +31,6 @@ from memoryd.workspace import Workspace
 API_KEY = "sk-ant-rolling-test-key"
 TOKENS_750 = 2_984
 """Content characters of a message estimated at exactly 750 tokens (746 + 4 overhead)."""
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() configures logging for its process; put the test process's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in handlers:
-        root.addHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
-
-
-def cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), out)
-    return code, out.getvalue()
 
 
 def raw_lines(folder: Path) -> list[bytes]:
