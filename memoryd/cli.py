@@ -201,13 +201,21 @@ def describe_result(result: JobResult) -> str:
 def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     """``memoryd status``: one workspace, or every workspace under a folder or the roots."""
     settings = _load(args).settings
-    paths = [args.path] if args.path else list(settings.roots)
+    if args.path:
+        paths = [args.path]
+    else:
+        # A configured root that does not exist yet holds no workspace: say so, no error.
+        paths = [root for root in settings.roots if root.is_dir()]
+        for root in settings.roots:
+            if not root.is_dir():
+                print(f"memoryd: root {root} does not exist (yet)", file=sys.stderr)
     rows = collect_status(paths, settings)
     if args.json:
         json.dump(rows, out, indent=2)
         out.write("\n")
     elif not rows:
-        print("no workspaces found under " + ", ".join(str(p) for p in paths), file=out)
+        where = ", ".join(str(p) for p in paths) or "the configured roots"
+        print(f"no workspaces found under {where}", file=out)
     else:
         out.write(render_status_table(rows))
     return 0

@@ -371,3 +371,14 @@ def test_process_append_from_stdin_then_summarize(workspace: WorkspaceFactory) -
     found = re.search(r"40 → (\d+) messages", done.stdout)
     assert found is not None and int(found[1]) <= 17, done.stdout
     assert json.loads(conversation(folder).splitlines()[0])["isSummary"] is True
+
+
+def test_status_of_configured_roots_that_do_not_exist_says_so_and_exits_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fresh machine has no ~/agents yet: status says the root is missing, not an error."""
+    monkeypatch.setenv("MEMORYD_ROOTS", json.dumps([str(tmp_path / "agents")]))
+    code, out = cli("status")
+    assert code == 0
+    assert out.strip() == "no workspaces found under the configured roots"
+    assert f"root {tmp_path / 'agents'} does not exist" in capsys.readouterr().err
