@@ -195,7 +195,10 @@ class ConversationReader:
         return self.identity == (st.st_dev, st.st_ino) and st.st_size == self._read_pos
 
     def update(self) -> Update:
-        """Read what was appended since the last call; see the class docstring."""
+        """Read what was appended since the last call; see the class docstring.
+
+        Raises InputError when the file exists but cannot be read (permissions).
+        """
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except (FileNotFoundError, NotADirectoryError):
@@ -204,7 +207,7 @@ class ConversationReader:
             return Update(reset=had, missing=True)
         except OSError as exc:
             if exc.errno != errno.ELOOP:
-                raise
+                raise InputError(f"{self.path}: cannot read it: {exc.strerror}") from None
             # A symlink is never followed: like a non-regular file, there is no conversation.
             self._reset()
             return Update(reset=True, missing=True)

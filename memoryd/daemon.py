@@ -427,7 +427,13 @@ class Supervisor:
         if tracked.running:
             tracked.dirty = True
             return
-        update = tracked.reader.update()
+        try:
+            update = tracked.reader.update()
+        except MemorydError as exc:
+            log.warning(
+                "conversation_unreadable", workspace=str(tracked.workspace.path), error=str(exc)
+            )
+            return
         if update.missing:
             self.tracked.pop(tracked.workspace.path, None)
             log.info("workspace_gone", workspace=str(tracked.workspace.path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -9,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import cli
@@ -382,3 +384,26 @@ def test_status_of_configured_roots_that_do_not_exist_says_so_and_exits_0(
     assert code == 0
     assert out.strip() == "no workspaces found under the configured roots"
     assert f"root {tmp_path / 'agents'} does not exist" in capsys.readouterr().err
+
+
+def test_status_of_an_unreadable_conversation_is_one_clear_line_exit_2(
+    workspace: WorkspaceFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """EACCES on conversation.jsonl (simulated: the tests run as root): exit 2, one line
+    that names the file and the reason, no traceback."""
+    ws = workspace(4, 100)
+    target = str(ws / "conversation.jsonl")
+    real_open = os.open
+
+    def deny(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == target:
+            raise PermissionError(errno.EACCES, "Permission denied", target)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr("memoryd.conversation.os.open", deny)
+    code, _ = cli("status", str(ws))
+    assert code == 2
+    line = one_clear_line(capsys.readouterr().err)
+    assert target in line and "Permission denied" in line

@@ -7,6 +7,7 @@ processes and so are marked ``slow``; they still run in the default ``pytest`` r
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import json
@@ -937,3 +938,38 @@ def test_classify_ignores_paths_outside_the_root(tmp_path: Path) -> None:
     """A path that is not under the root is never a workspace."""
     outside = tmp_path / "elsewhere" / "conversation.jsonl"
     assert classify(outside, False, tmp_path / "root", 4) == ("ignore", outside)
+
+
+def test_an_unreadable_conversation_is_logged_and_the_daemon_carries_on(
+    tmp_path: Path, info_logs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation.jsonl the daemon may not read (EACCES; simulated, as the tests run
+    as root and root reads everything) gives one conversation_unreadable warning; the loop
+    goes on and the other workspace is still counted."""
+    root = tmp_path / "root"
+    write_lines(root / "locked", "w", 3)
+    write_lines(root / "open", "w", 3)
+    locked = str(root / "locked" / "conversation.jsonl")
+    real_open = os.open
+
+    def deny(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == locked:
+            raise PermissionError(errno.EACCES, "Permission denied", locked)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr("memoryd.conversation.os.open", deny)
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    overrides = {"roots": [str(root)], "workers": 1, "coalesce_ms": 0}
+    supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)
+    with capture_logs() as logs:
+        try:
+            supervisor.start()
+            wait_until(
+                lambda: supervisor.loop(wait=0.05) or read_state(root / "open"), 10, "state", 0
+            )
+        finally:
+            supervisor.close()
+    unreadable = [e for e in logs if e["event"] == "conversation_unreadable"]
+    assert [e["workspace"] for e in unreadable] == [str(root / "locked")]
+    assert "Permission denied" in unreadable[0]["error"]
+    assert read_state(root / "open")["messages"] == 3  # type: ignore[index]
