@@ -238,7 +238,8 @@ def choose_backend(settings: Settings, env: Mapping[str, str]) -> tuple[str, str
 
 def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float) -> Summarizer:
     """Build the configured backend in this process (the SDK client is created lazily)."""
-    name, _why = choose_backend(settings, env)
+    name, why = choose_backend(settings, env)
+    log.debug("summarizer_backend", backend=name, reason=why)
     if name == "extractive":
         return ExtractiveSummarizer()
     config = settings.anthropic
