@@ -15,6 +15,7 @@ import os
 import queue
 import signal
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -49,6 +50,7 @@ log = structlog.get_logger()
 SUMMARIZER_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 MAX_WAIT = 1.0
 """Longest the loop sleeps: bounds how late a timer (retry, rescan, shutdown) can fire."""
+ORPHAN_CHECK_SECONDS = 1.0
 INIT_BATCH = 200
 """Workspaces whose files are tidied per loop step after READY (keeps READY fast)."""
 
@@ -64,12 +66,37 @@ class JobDone:
     future: Future[Any]
 
 
-def worker_init(log_format: str, log_level: str) -> None:
+def worker_init(log_format: str, log_level: str, daemon_pid: int) -> None:
     """Pool initializer: only the parent decides when to stop; logs in the same format."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     configure_logging(log_format, log_level, sys.stdout)
+    threading.Thread(
+        target=_exit_with_daemon, args=(daemon_pid,), name="memoryd-orphan-guard", daemon=True
+    ).start()
+
+
+def _exit_with_daemon(daemon_pid: int) -> None:
+    """End this worker once the daemon is gone (it was SIGKILLed, say).
+
+    Workers ignore SIGTERM, and the forkserver between them and the daemon does not always
+    die with it, so an orphan would otherwise live forever, holding the daemon's stdout
+    open. Stopping mid-job is safe: the commit protocol is crash-safe.
+    """
+    while True:
+        time.sleep(ORPHAN_CHECK_SECONDS)
+        if not _alive(daemon_pid):
+            os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line[stat_line.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
 def compact_stores_job(workspace: Path, settings: Settings) -> dict[str, Any]:
@@ -170,7 +197,7 @@ class Supervisor:
             max_workers=self.settings.workers,
             mp_context=context,
             initializer=worker_init,
-            initargs=(self.settings.log_format, self.settings.log_level),
+            initargs=(self.settings.log_format, self.settings.log_level, os.getpid()),
         )
 
     def _warm_up(self, pool: ProcessPoolExecutor) -> None:

@@ -973,3 +973,29 @@ def test_an_unreadable_conversation_is_logged_and_the_daemon_carries_on(
     assert [e["workspace"] for e in unreadable] == [str(root / "locked")]
     assert "Permission denied" in unreadable[0]["error"]
     assert read_state(root / "open")["messages"] == 3  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_pool_workers_do_not_outlive_a_sigkilled_daemon(tmp_path: Path, procs: Processes) -> None:
+    """Workers ignore SIGTERM (only the daemon decides), so after a SIGKILL of the daemon
+    they must notice on their own that their parent is gone and exit, not linger."""
+    root = tmp_path / "root"
+    write_lines(root / "ws", "w", 3)
+    daemon = procs.daemon([root], tmp_path, {"MEMORYD_SUMMARIZER__BACKEND": "extractive"})
+    daemon.wait_ready()
+    wait_until(lambda: len(pool_workers(daemon.pid)) == 2, 20, "two pool workers")
+    workers = pool_workers(daemon.pid)
+    os.kill(daemon.pid, signal.SIGKILL)
+
+    def gone() -> bool:
+        return all(not Path(f"/proc/{pid}").exists() or " Z " in _stat(pid) for pid in workers)
+
+    wait_until(gone, 10, "the orphaned workers to exit")
+
+
+def _stat(pid: int) -> str:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return " Z "
+    return text[text.rfind(")") + 1 :][:3]
