@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import queue
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,26 +123,57 @@ def classify(path: Path, is_folder: bool, root: Path, max_depth: int) -> tuple[K
     return "ignore", path
 
 
+def inotify_watches() -> int:
+    """How many inotify watches this process holds (from /proc/self/fdinfo)."""
+    total = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") != "anon_inode:inotify":
+                continue
+            with open(f"/proc/self/fdinfo/{name}") as info:
+                total += sum(1 for line in info if line.startswith("inotify wd:"))
+        except OSError:
+            continue
+    return total
+
+
+def count_folders(root: Path) -> int:
+    """Folders at and below ``root`` (symlinks not followed): what a recursive watch needs."""
+    return 1 + sum(len(dirs) for _, dirs, _ in os.walk(root))
+
+
 def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[BaseObserver, bool]:
     """Watch ``root`` recursively; returns the observer and whether it polls.
 
     When inotify has run out of watches (or instances), the root is polled instead,
-    with one clear warning that says how to raise the limit.
+    with one clear warning that says how to raise the limit. watchdog raises only when
+    the root itself cannot be watched and stays silent for a subfolder, so the watches
+    this process gained are compared with the folders there are.
     """
     handler = Enqueuer(changes)
     observer: BaseObserver = Observer()
+    folders = count_folders(root)
+    before = inotify_watches()
     try:
         observer.schedule(handler, str(root), recursive=True, event_filter=WATCHED_EVENTS)
         observer.start()
-        return observer, False
     except OSError as exc:
         if exc.errno not in INOTIFY_LIMIT_ERRNOS:
             raise
         with contextlib.suppress(Exception):
             observer.stop()
+        missing = folders
+    else:
+        # min(): a folder removed while the watches were being added is no shortfall.
+        missing = min(folders, count_folders(root)) - (inotify_watches() - before)
+        if missing <= 0:
+            return observer, False
+        observer.stop()
+        observer.join(timeout=5)
     log.warning(
         "inotify_limit_reached",
         root=str(root),
+        folders_unwatched=missing,
         fallback="polling",
         hint=RAISE_LIMIT_HINT,
     )

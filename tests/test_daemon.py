@@ -999,3 +999,34 @@ def _stat(pid: int) -> str:
     except OSError:
         return " Z "
     return text[text.rfind(")") + 1 :][:3]
+
+
+MAX_WATCHES = Path("/proc/sys/fs/inotify/max_user_watches")
+
+
+@pytest.mark.slow
+def test_out_of_inotify_watches_falls_back_to_polling_with_one_warning(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """With fs.inotify.max_user_watches too small for the root's folders (lowered for
+    the length of the test, then restored), the daemon logs one inotify_limit_reached
+    warning with the sysctl to raise, polls the root, and still finds a folder dropped in."""
+    if not os.access(MAX_WATCHES, os.W_OK):
+        pytest.skip("changing fs.inotify.max_user_watches needs root")
+    root = tmp_path / "root"
+    for name in ("a/b/c", "d/e", "f"):
+        (root / name).mkdir(parents=True)
+    saved = MAX_WATCHES.read_text()
+    MAX_WATCHES.write_text("3\n")
+    try:
+        daemon = procs.daemon([root], tmp_path, {"MEMORYD_SUMMARIZER__BACKEND": "extractive"})
+        ready = daemon.wait_ready()
+    finally:
+        MAX_WATCHES.write_text(saved)
+    assert ready["polling"] == [str(root)]
+    warnings = daemon.logged("inotify_limit_reached")
+    assert len(warnings) == 1
+    assert warnings[0]["level"] == "warning"
+    assert "fs.inotify.max_user_watches" in warnings[0]["hint"]
+    write_lines(root / "dropped" / "ws", "w", 3)
+    daemon.wait_log("workspace_discovered", 10, workspace=str(root / "dropped" / "ws"))
