@@ -148,6 +148,15 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from memoryd.demo import prepare_demo
 
     config = prepare_demo(args.folder)
+    workspace = config.parent / "example-agent"
+    print(
+        f"memoryd demo: root {config.parent}, config {config}\n"
+        "  the example workspace is past its trigger and is summarized right away;\n"
+        f"  in another terminal:  memoryd --config {config} status\n"
+        f'  add a message:        memoryd append {workspace} --role user --content "hello"\n'
+        "  stop with Ctrl-C.",
+        file=sys.stderr,
+    )
     loaded = load_settings(config, {"log_format": args.log_format})
     result: int = run_daemon(loaded, config_file=config)
     return result

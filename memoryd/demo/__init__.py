@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -12,7 +11,8 @@ DEMO_TOKEN_LIMIT = 13_000
 
 
 def prepare_demo(folder: Path) -> Path:
-    """Create ``folder`` with ``example-agent/`` and a ``memoryd.toml``; returns the config.
+    """Create ``folder`` with ``example-agent/`` and a ``memoryd.toml``; returns the config
+    (the workspace is ``example-agent`` beside it).
 
     An existing example conversation is left as it is, so a second run continues the demo.
     """
@@ -32,13 +32,5 @@ def prepare_demo(folder: Path) -> Path:
         "checkin_interval = 1.0\n"
         '\n[summarizer]\nbackend = "extractive"\n',
         encoding="utf-8",
-    )
-    print(
-        f"memoryd demo: root {folder}, config {config}\n"
-        f"  the example workspace is past its trigger and is summarized right away;\n"
-        f"  in another terminal:  memoryd --config {config} status\n"
-        f'  add a message:        memoryd append {workspace} --role user --content "hello"\n'
-        f"  stop with Ctrl-C.",
-        file=sys.stderr,
     )
     return config
