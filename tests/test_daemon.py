@@ -1030,3 +1030,66 @@ def test_out_of_inotify_watches_falls_back_to_polling_with_one_warning(
     assert "fs.inotify.max_user_watches" in warnings[0]["hint"]
     write_lines(root / "dropped" / "ws", "w", 3)
     daemon.wait_log("workspace_discovered", 10, workspace=str(root / "dropped" / "ws"))
+
+
+@pytest.mark.slow
+def test_rolling_and_checkpoint_workspaces_in_the_daemon_survive_llm_failures(
+    tmp_path: Path, procs: Processes, llm: FakeAnthropic
+) -> None:
+    """Through the daemon and the fake Messages API: a rolling and a checkpoint workspace
+    (chosen in their .memoryd/config.toml) whose jobs fail — HTTP 500, then a malformed
+    checkpoint answer — keep every file byte-identical with HEARTBEAT failed; once the
+    server answers well, the rolling summary and checkpoint.json appear."""
+    root = tmp_path / "root"
+    rolling, checkpoint = root / "rolling", root / "checkpoint"
+    write_lines(rolling, "r", 40)
+    write_lines(checkpoint, "c", 40)
+    tokens = sum(line.tokens for line in split_lines(conversation_bytes(checkpoint), 1 << 20))
+    for ws, config in (
+        (rolling, 'strategy = "rolling"\n[rolling]\ntoken_threshold = 10\n'),
+        (checkpoint, f'strategy = "checkpoint"\ntoken_limit = {int(tokens / 0.95)}\n'),
+    ):
+        (ws / ".memoryd").mkdir()
+        (ws / ".memoryd" / "config.toml").write_text(config)
+    before = {ws: conversation_bytes(ws) for ws in (rolling, checkpoint)}
+    llm.set_default(Reply.error(500))
+    env = llm_env(llm.base_url, max_consecutive_failures="50", drain_seconds="0")
+    procs.daemon([root], tmp_path, env)
+
+    def failed(ws: Path, reason: str) -> bool:
+        return any(
+            e["type"] == "summarize_failed" and reason in e["reason"] for e in read_events(ws)
+        )
+
+    def untouched(ws: Path) -> None:
+        assert conversation_bytes(ws) == before[ws]
+        assert read_heartbeat(ws)["status"] == "failed"
+        archive = ws / ".memoryd" / "archive"
+        assert not archive.exists() or not any(archive.iterdir())
+        assert not (ws / "checkpoint.json").exists()
+
+    wait_until(lambda: failed(rolling, "500") and failed(checkpoint, "500"), 30, "HTTP 500s")
+    untouched(rolling)
+    untouched(checkpoint)
+
+    def answer(request: dict[str, Any]) -> str:
+        if "structured checkpoint" in str(request.get("system", "")):
+            return "{not json"
+        return "The user discussed the rolling topic in a calm tone."
+
+    llm.set_default(Reply.ok(answer))
+    wait_until(lambda: failed(checkpoint, "not valid JSON"), 30, "a malformed checkpoint answer")
+    untouched(checkpoint)
+    wait_until(lambda: b'"isSummary":true' in conversation_bytes(rolling), 30, "rolling summary")
+
+    llm.set_default(Reply.ok(json.dumps({**EMPTY_CHECKPOINT, "decisions": ["Use SQLite."]})))
+    wait_until((checkpoint / "checkpoint.json").exists, 30, "checkpoint.json")
+    saved = json.loads((checkpoint / "checkpoint.json").read_bytes())
+    assert saved["version"] == 1 and saved["decisions"] == ["Use SQLite."]
+
+
+EMPTY_CHECKPOINT = {"completed": [], "in_progress": [], "pending": [], "blockers": []}
+
+
+def conversation_bytes(workspace: Path) -> bytes:
+    return (workspace / "conversation.jsonl").read_bytes()
