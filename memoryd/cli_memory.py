@@ -51,7 +51,7 @@ def parse_entry(text: str) -> dict[str, Any]:
     return value
 
 
-def _print(out: TextIO, result: object) -> None:
+def _write_json(out: TextIO, result: object) -> None:
     out.write(json.dumps(result, ensure_ascii=False) + "\n")
 
 
@@ -60,14 +60,14 @@ def handle_write(args: argparse.Namespace, out: TextIO) -> int:
     stores.check_store(args.store)
     entry = parse_entry(args.entry)
     threshold = memory_setting(args, "threshold", stores.DEFAULT_THRESHOLD)
-    _print(out, stores.write_entry(args.workspace, args.store, entry, threshold))
+    _write_json(out, stores.write_entry(args.workspace, args.store, entry, threshold))
     return 0
 
 
 def handle_read(args: argparse.Namespace, out: TextIO) -> int:
     """``memory read``: print the store's entries (the ``--last`` newest) and malformed lines."""
     entries = stores.load_store(args.workspace, args.store)
-    _print(
+    _write_json(
         out,
         {
             "store": args.store,
@@ -88,7 +88,7 @@ def handle_compact(args: argparse.Namespace, out: TextIO) -> int:
         keep_bookmarks=memory_setting(args, "keep_bookmarks", stores.DEFAULT_KEEP_BOOKMARKS),
         dry_run=args.dry_run,
     )
-    _print(out, report)
+    _write_json(out, report)
     return 0
 
 

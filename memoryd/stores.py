@@ -42,7 +42,7 @@ DEFAULT_KEEP_BOOKMARKS = 10
 
 TIMESTAMP_KEYS = ("timestamp", "created_at", "date", "ts", "time")
 BOOKMARK_TASK_KEYS = ("task", "title", "description", "name")
-TODO_ENTRY_TITLE_KEYS = ("title", "text", "task", "description", "content", "name")
+TASK_TITLE_KEYS = ("title", "text", "task", "description", "content", "name")
 DONE_STATUSES = frozenset({"completed", "complete", "done", "closed"})
 MAX_FIELD_CHARS = 120
 """Longest text taken from an entry into a summary line: summaries stay light."""
@@ -236,7 +236,7 @@ def todo_is_completed(entry: dict[str, Any]) -> bool:
 
 def todo_summary(entry: dict[str, Any]) -> str:
     """``"<date>: [completed] <title>"``; the title is the first of title/text/task/…."""
-    title = _first_text(entry, TODO_ENTRY_TITLE_KEYS) or _fallback_text(entry)
+    title = _first_text(entry, TASK_TITLE_KEYS) or _fallback_text(entry)
     return f"{summary_date(entry_timestamp(entry))}: [completed] {title}"
 
 
