@@ -33,14 +33,7 @@ from pathlib import Path
 import _common as common
 
 from memoryd.commit import ArchivePlan, read_snapshot, rewrite
-
-
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from memoryd.fsutil import fsync_dir
 
 
 def copy_and_fsync(source: Path) -> float:
