@@ -86,6 +86,17 @@ def status_of(heartbeat: Path) -> str | None:
     return None
 
 
+def wait_ready_and_tidied(daemon: common.Daemon, workspaces: list[Path]) -> None:
+    """READY, then every HEARTBEAT.md tidied to idle, then a second of quiet."""
+    daemon.wait_for("daemon_ready", 60)
+    deadline = time.monotonic() + 30
+    while not all(status_of(w / "HEARTBEAT.md") == "idle" for w in workspaces):
+        if time.monotonic() > deadline:
+            raise TimeoutError("HEARTBEAT.md files not tidied")
+        time.sleep(0.05)
+    time.sleep(1.0)
+
+
 def wait_active(heartbeat: Path, timeout: float) -> float:
     deadline = time.perf_counter() + timeout
     while True:
@@ -122,13 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             "XDG_CONFIG_HOME": str(folder / "xdg"),
         }
         with common.Daemon(root, env) as daemon:
-            daemon.wait_for("daemon_ready", 60)
-            deadline = time.monotonic() + 30
-            while not all(status_of(w / "HEARTBEAT.md") == "idle" for w in workspaces):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("HEARTBEAT.md files not tidied")
-                time.sleep(0.05)
-            time.sleep(1.0)
+            wait_ready_and_tidied(daemon, workspaces)
             for i, workspace in enumerate(workspaces):
                 time.sleep(rng.uniform(0.2, 0.5))
                 start = append_locked(workspace, crossing)

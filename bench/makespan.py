@@ -22,7 +22,7 @@ import sys
 import time
 
 import _common as common
-from latency import append_locked, below_trigger, status_of
+from latency import append_locked, below_trigger, wait_ready_and_tidied
 
 TOKEN_LIMIT = 10_000
 
@@ -55,13 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.drain_seconds is not None:
             env["MEMORYD_DRAIN_SECONDS"] = str(args.drain_seconds)
         with common.Daemon(root, env) as daemon:
-            daemon.wait_for("daemon_ready", 60)
-            deadline = time.monotonic() + 30
-            while not all(status_of(w / "HEARTBEAT.md") == "idle" for w in workspaces):
-                if time.monotonic() > deadline:
-                    raise TimeoutError("HEARTBEAT.md files not tidied")
-                time.sleep(0.05)
-            time.sleep(1.0)
+            wait_ready_and_tidied(daemon, workspaces)
             start = append_locked(workspaces[0], crossing)
             for workspace in workspaces[1:]:
                 append_locked(workspace, crossing)
