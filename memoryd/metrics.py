@@ -1,0 +1,301 @@
+"""Prometheus metrics of the daemon, imported only when ``metrics_listen`` or
+``metrics_textfile`` is set (prometheus_client costs memory nobody else should pay).
+
+Counters and histograms are fed by the supervisor loop as jobs end; gauges that describe
+the workspaces are computed at scrape time from a :class:`DaemonView` the daemon hands
+over, so an idle daemon does no metrics work at all (docs/design.md#metrics).
+Names follow the Prometheus conventions: base units, ``_total`` on counters,
+``_seconds`` and ``_usd`` suffixes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import threading
+from collections import Counter as Tally
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest, start_http_server
+from prometheus_client.registry import Collector
+
+from memoryd.fsutil import atomic_write
+
+LEVELS = ("normal", "warning", "critical")
+JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+"""Job durations: the extractive backend takes milliseconds, an LLM job up to minutes."""
+DISPATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Trigger-to-dispatch: coalescing (200 ms) and the loop's own step bound the usual case."""
+TOKEN_KINDS = ("input", "output", "cache_read", "cache_creation")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceView:
+    """One workspace as the gauges see it (``name`` is relative to its root)."""
+
+    root: str
+    name: str
+    level: str
+    usage_ratio: float
+    tokens: int
+    backing_off: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonView:
+    """What the daemon looks like right now; built by the daemon on each scrape."""
+
+    roots: Sequence[str]
+    workspaces: Sequence[WorkspaceView]
+    jobs_in_flight: int
+    jobs_queued: int
+    pool_workers: int
+    polled_roots: int
+    budget_exhausted: bool = False
+    spend_usd_today: float = 0.0
+    spend_tokens_today: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobObservation:
+    """One finished job, in the numbers the metrics count (from its receipt)."""
+
+    strategy: str
+    backend: str
+    outcome: str
+    reason: str
+    duration_seconds: float
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cost_usd: float = 0.0
+    salvaged_lines: int = 0
+    succeeded_at: float | None = None
+    """Wall-clock time of a successful job (None when it did not succeed)."""
+
+
+def build_version() -> str:
+    """The installed memoryd version ("unknown" when run from a tree that is not installed)."""
+    try:
+        return metadata.version("memoryd")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class _ViewCollector(Collector):
+    """Gauges computed from the daemon's view at scrape time (no cost between scrapes)."""
+
+    def __init__(self, view: Callable[[], DaemonView], per_workspace: bool) -> None:
+        self.view = view
+        self.per_workspace = per_workspace
+
+    def collect(self) -> Iterator[Metric]:
+        view = self.view()
+        by_root = GaugeMetricFamily(
+            "memoryd_workspaces", "Workspaces watched, by root.", labels=["root"]
+        )
+        counts = Tally(w.root for w in view.workspaces)
+        for root in view.roots:
+            by_root.add_metric([root], counts.get(root, 0))
+        yield by_root
+        by_level = GaugeMetricFamily(
+            "memoryd_workspaces_by_level", "Workspaces at each usage level.", labels=["level"]
+        )
+        levels = Tally(w.level for w in view.workspaces)
+        for level in LEVELS:
+            by_level.add_metric([level], levels.get(level, 0))
+        yield by_level
+        yield GaugeMetricFamily(
+            "memoryd_workspaces_backing_off",
+            "Workspaces waiting out a failure back-off.",
+            value=sum(1 for w in view.workspaces if w.backing_off),
+        )
+        yield GaugeMetricFamily(
+            "memoryd_jobs_in_flight", "Jobs running in the pool.", value=view.jobs_in_flight
+        )
+        yield GaugeMetricFamily(
+            "memoryd_jobs_queued", "Jobs submitted, waiting for a worker.", value=view.jobs_queued
+        )
+        yield GaugeMetricFamily(
+            "memoryd_pool_workers", "Size of the process pool.", value=view.pool_workers
+        )
+        yield GaugeMetricFamily(
+            "memoryd_inotify_fallback_roots",
+            "Roots polled because inotify ran out of watches.",
+            value=view.polled_roots,
+        )
+        yield GaugeMetricFamily(
+            "memoryd_llm_budget_exhausted",
+            "1 while a daily LLM spend cap is reached (jobs use the extractive backend).",
+            value=1 if view.budget_exhausted else 0,
+        )
+        yield GaugeMetricFamily(
+            "memoryd_llm_spend_today_usd",
+            "LLM cost counted against today's (UTC) cap.",
+            value=view.spend_usd_today,
+        )
+        yield GaugeMetricFamily(
+            "memoryd_llm_spend_today_tokens",
+            "LLM tokens counted against today's (UTC) cap.",
+            value=view.spend_tokens_today,
+        )
+        if self.per_workspace:
+            ratio = GaugeMetricFamily(
+                "memoryd_workspace_usage_ratio",
+                "Tokens over the token limit, per workspace.",
+                labels=["root", "workspace"],
+            )
+            tokens = GaugeMetricFamily(
+                "memoryd_workspace_tokens",
+                "Estimated tokens of the conversation, per workspace.",
+                labels=["root", "workspace"],
+            )
+            for workspace in view.workspaces:
+                ratio.add_metric([workspace.root, workspace.name], workspace.usage_ratio)
+                tokens.add_metric([workspace.root, workspace.name], workspace.tokens)
+            yield ratio
+            yield tokens
+
+
+class Metrics:
+    """The daemon's metrics in a private registry; fed by the loop, read by scrapes."""
+
+    def __init__(self, view: Callable[[], DaemonView], per_workspace: bool = False) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        registry = self.registry
+        Info("memoryd_build", "The running memoryd.", registry=registry).info(
+            {"version": build_version(), "python": platform.python_version()}
+        )
+        self.jobs = Counter(
+            "memoryd_jobs",
+            "Summarization jobs finished, by strategy, backend, outcome and reason.",
+            ["strategy", "backend", "outcome", "reason"],
+            registry=registry,
+        )
+        self.job_duration = Histogram(
+            "memoryd_job_duration_seconds",
+            "Wall time of summarization jobs.",
+            ["strategy"],
+            buckets=JOB_BUCKETS,
+            registry=registry,
+        )
+        self.dispatch_latency = Histogram(
+            "memoryd_trigger_to_dispatch_seconds",
+            "From the file change that made a job due to its dispatch to the pool.",
+            buckets=DISPATCH_BUCKETS,
+            registry=registry,
+        )
+        self.llm_calls = Counter(
+            "memoryd_llm_calls", "Requests made to the LLM.", registry=registry
+        )
+        self.llm_tokens = Counter(
+            "memoryd_llm_tokens",
+            "Tokens billed by the LLM, by kind (input, output, cache_read, cache_creation).",
+            ["kind"],
+            registry=registry,
+        )
+        self.llm_cost = Counter(
+            "memoryd_llm_cost_usd", "Cost of the LLM calls in US dollars.", registry=registry
+        )
+        self.salvaged = Counter(
+            "memoryd_salvaged_lines",
+            "Lines a non-locking writer put in a replaced file, carried into the new one.",
+            registry=registry,
+        )
+        self.malformed = Counter(
+            "memoryd_malformed_lines",
+            "Lines that are not JSON objects, seen as they were appended.",
+            registry=registry,
+        )
+        self.failures = Counter(
+            "memoryd_job_failures",
+            "Jobs that failed or whose worker crashed.",
+            ["strategy"],
+            registry=registry,
+        )
+        self.backoffs = Counter(
+            "memoryd_backoffs",
+            "Times a workspace started backing off after consecutive failures.",
+            registry=registry,
+        )
+        self.pool_rebuilds = Counter(
+            "memoryd_pool_rebuilds", "Process pools rebuilt after a worker died.", registry=registry
+        )
+        self.store_compactions = Counter(
+            "memoryd_store_compactions", "Memory store compactions run.", registry=registry
+        )
+        self.budget_downgrades = Counter(
+            "memoryd_llm_budget_downgraded_jobs",
+            "Jobs sent to the extractive backend because a daily LLM cap was reached.",
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            "memoryd_last_successful_job_timestamp_seconds",
+            "Unix time of the last job that completed.",
+            registry=registry,
+        )
+        for kind in TOKEN_KINDS:
+            self.llm_tokens.labels(kind)
+        for strategy in ("narrative", "rolling", "checkpoint"):
+            self.job_duration.labels(strategy)
+            self.failures.labels(strategy)
+        registry.register(_ViewCollector(view, per_workspace))
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ----- fed by the loop ----------------------------------------------------------------
+
+    def job_finished(self, job: JobObservation) -> None:
+        """Count one finished summarization job."""
+        self.jobs.labels(job.strategy, job.backend, job.outcome, job.reason).inc()
+        self.job_duration.labels(job.strategy).observe(job.duration_seconds)
+        if job.outcome in ("failed", "crashed"):
+            self.failures.labels(job.strategy).inc()
+        self.llm_calls.inc(job.llm_calls)
+        self.llm_tokens.labels("input").inc(job.input_tokens)
+        self.llm_tokens.labels("output").inc(job.output_tokens)
+        self.llm_tokens.labels("cache_read").inc(job.cache_read_tokens)
+        self.llm_tokens.labels("cache_creation").inc(job.cache_creation_tokens)
+        self.llm_cost.inc(job.cost_usd)
+        self.salvaged.inc(job.salvaged_lines)
+        if job.succeeded_at is not None:
+            self.last_success.set(job.succeeded_at)
+
+    def dispatched(self, latency_seconds: float) -> None:
+        """A job went to the pool ``latency_seconds`` after the change that made it due."""
+        self.dispatch_latency.observe(max(0.0, latency_seconds))
+
+    # ----- exposition ---------------------------------------------------------------------
+
+    def serve(self, host: str, port: int) -> tuple[str, int]:
+        """Serve ``/metrics`` from a thread; the address really bound (port 0 picks one)."""
+        self._server, self._thread = start_http_server(port, host, registry=self.registry)
+        bound = self._server.server_address
+        return str(bound[0]), int(bound[1])
+
+    def render(self) -> bytes:
+        """The exposition text, as a scrape would get it."""
+        return generate_latest(self.registry)
+
+    def write_textfile(self, path: Path) -> None:
+        """Rewrite a node_exporter textfile atomically (readers never see half a file)."""
+        atomic_write(path, self.render(), durable=False)
+
+    def close(self) -> None:
+        """Stop serving (a scrape in progress is cut off)."""
+        if self._server is not None:
+            with contextlib.suppress(OSError):
+                self._server.shutdown()
+                self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

@@ -1,0 +1,139 @@
+"""The Prometheus metrics module: names, units, labels, and its two ways out (HTTP, textfile).
+
+The end-to-end check (a real daemon scraped during real jobs) is in test_fleet_daemon.py.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from memoryd.metrics import DaemonView, JobObservation, Metrics, WorkspaceView
+
+
+def view(per_root: int = 2) -> DaemonView:
+    workspaces = [
+        WorkspaceView("/agents", f"team/a{i}", "warning" if i else "normal", 0.7 + i / 100, 7000)
+        for i in range(per_root)
+    ]
+    workspaces.append(WorkspaceView("/more", "b", "critical", 0.9, 9000, backing_off=True))
+    return DaemonView(
+        roots=["/agents", "/more", "/empty"],
+        workspaces=workspaces,
+        jobs_in_flight=1,
+        jobs_queued=2,
+        pool_workers=3,
+        polled_roots=1,
+        budget_exhausted=True,
+        spend_usd_today=1.25,
+        spend_tokens_today=4321,
+    )
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def test_gauges_come_from_the_daemon_view_at_scrape_time() -> None:
+    current = [view()]
+    metrics = Metrics(lambda: current[0])
+    got = samples(metrics.render().decode())
+    assert got[("memoryd_workspaces", (("root", "/agents"),))] == 2
+    assert got[("memoryd_workspaces", (("root", "/empty"),))] == 0
+    assert got[("memoryd_workspaces_by_level", (("level", "warning"),))] == 1
+    assert got[("memoryd_workspaces_by_level", (("level", "critical"),))] == 1
+    assert got[("memoryd_workspaces_backing_off", ())] == 1
+    assert got[("memoryd_jobs_in_flight", ())] == 1
+    assert got[("memoryd_jobs_queued", ())] == 2
+    assert got[("memoryd_pool_workers", ())] == 3
+    assert got[("memoryd_inotify_fallback_roots", ())] == 1
+    assert got[("memoryd_llm_budget_exhausted", ())] == 1
+    assert got[("memoryd_llm_spend_today_usd", ())] == 1.25
+    assert got[("memoryd_llm_spend_today_tokens", ())] == 4321
+    current[0] = view(per_root=5)
+    again = samples(metrics.render().decode())
+    assert again[("memoryd_workspaces", (("root", "/agents"),))] == 5
+
+
+def test_per_workspace_gauges_only_when_asked_for() -> None:
+    assert not any(
+        name.startswith("memoryd_workspace_")
+        for name, _ in samples(Metrics(view).render().decode())
+    )
+    got = samples(Metrics(view, per_workspace=True).render().decode())
+    key = (("root", "/agents"), ("workspace", "team/a1"))
+    assert got[("memoryd_workspace_usage_ratio", key)] == 0.71
+    assert got[("memoryd_workspace_tokens", key)] == 7000
+
+
+def test_a_finished_job_is_counted_in_every_family_it_touches() -> None:
+    metrics = Metrics(view)
+    metrics.job_finished(
+        JobObservation(
+            strategy="narrative",
+            backend="anthropic",
+            outcome="completed",
+            reason="idle",
+            duration_seconds=1.5,
+            llm_calls=2,
+            input_tokens=1000,
+            output_tokens=200,
+            cache_read_tokens=30,
+            cache_creation_tokens=40,
+            cost_usd=0.002,
+            salvaged_lines=3,
+            succeeded_at=1_763_900_000.0,
+        )
+    )
+    metrics.job_finished(JobObservation("rolling", "extractive", "failed", "trigger", 0.2))
+    metrics.dispatched(0.03)
+    got = samples(metrics.render().decode())
+    job = (
+        ("backend", "anthropic"),
+        ("outcome", "completed"),
+        ("reason", "idle"),
+        ("strategy", "narrative"),
+    )
+    assert got[("memoryd_jobs_total", job)] == 1
+    assert got[("memoryd_job_duration_seconds_count", (("strategy", "narrative"),))] == 1
+    assert got[("memoryd_job_duration_seconds_sum", (("strategy", "narrative"),))] == 1.5
+    assert got[("memoryd_job_failures_total", (("strategy", "rolling"),))] == 1
+    assert got[("memoryd_job_failures_total", (("strategy", "narrative"),))] == 0
+    assert got[("memoryd_llm_calls_total", ())] == 2
+    assert got[("memoryd_llm_tokens_total", (("kind", "input"),))] == 1000
+    assert got[("memoryd_llm_tokens_total", (("kind", "output"),))] == 200
+    assert got[("memoryd_llm_tokens_total", (("kind", "cache_read"),))] == 30
+    assert got[("memoryd_llm_tokens_total", (("kind", "cache_creation"),))] == 40
+    assert got[("memoryd_llm_cost_usd_total", ())] == 0.002
+    assert got[("memoryd_salvaged_lines_total", ())] == 3
+    assert got[("memoryd_last_successful_job_timestamp_seconds", ())] == 1_763_900_000.0
+    assert got[("memoryd_trigger_to_dispatch_seconds_count", ())] == 1
+    build = [labels for name, labels in got if name == "memoryd_build_info"]
+    assert build and dict(build[0])["version"]
+
+
+def test_served_over_http_on_the_address_asked_for() -> None:
+    metrics = Metrics(view)
+    host, port = metrics.serve("127.0.0.1", 0)
+    try:
+        assert host == "127.0.0.1" and port > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            body = reply.read().decode()
+        assert samples(body)[("memoryd_pool_workers", ())] == 3
+    finally:
+        metrics.close()
+
+
+def test_textfile_is_replaced_whole_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "memoryd.prom"
+    target.write_text("old\n")
+    metrics = Metrics(view)
+    metrics.write_textfile(target)
+    assert samples(target.read_text())[("memoryd_jobs_in_flight", ())] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["memoryd.prom"]
