@@ -7,6 +7,7 @@ unchanged), 2 bad usage, configuration or input — one line on stderr, never a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -18,6 +19,7 @@ from memoryd import stores
 from memoryd.cli_memory import add_memory_parser
 from memoryd.config import (
     LoadedSettings,
+    Settings,
     config_as_dict,
     load_settings,
     render_config,
@@ -88,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="usage and state of workspaces")
     status.add_argument("path", nargs="?", type=Path, help="a workspace or a folder of them")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--watch", action="store_true", help="refresh the table until Ctrl-C (live on a terminal)"
+    )
+    status.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between refreshes (default: 2)"
+    )
     status.set_defaults(handler=cmd_status)
 
     append = commands.add_parser("append", help="append one message under the lock")
@@ -218,6 +226,8 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
         for root in settings.roots:
             if not root.is_dir():
                 print(f"memoryd: root {root} does not exist (yet)", file=sys.stderr)
+    if args.watch:
+        return _watch_status(args, paths, settings, out)
     rows = collect_status(paths, settings)
     if args.json:
         json.dump(rows, out, indent=2)
@@ -228,6 +238,32 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(render_status_table(rows))
     return 0
+
+
+def _watch_status(
+    args: argparse.Namespace, paths: list[Path], settings: Settings, out: TextIO
+) -> int:
+    from memoryd.status_watch import watch
+
+    if args.json:
+        raise UsageError("status: --watch and --json cannot be combined")
+    if not args.interval > 0:
+        raise UsageError(f"status: --interval must be above 0 (got {args.interval:g})")
+    last = [collect_status(paths, settings)]  # a bad PATH is refused before the screen is taken
+
+    def rows() -> list[dict[str, Any]]:
+        # A workspace removed between two frames must not end the watch: keep the last frame.
+        with contextlib.suppress(MemorydError, OSError):
+            last[0] = collect_status(paths, settings)
+        return last[0]
+
+    return watch(
+        rows,
+        out,
+        args.interval,
+        is_tty=out.isatty(),
+        colour=not os.environ.get("NO_COLOR"),
+    )
 
 
 def cmd_append(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,0 +1,131 @@
+"""``memoryd status --watch``: a table of every workspace, refreshed until Ctrl-C.
+
+On a terminal each frame redraws the screen in place (usage bars, colours unless
+``NO_COLOR`` is set); when stdout is not a terminal each refresh is a plain-text block with
+a time stamp, no escape codes, so that it can be logged or piped.
+"""
+
+from __future__ import annotations
+
+import calendar
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+BAR_WIDTH = 20
+COLOURS = {"normal": "\x1b[32m", "warning": "\x1b[33m", "critical": "\x1b[31m"}
+RESET = "\x1b[0m"
+HOME_AND_CLEAR = "\x1b[H"
+CLEAR_TO_END = "\x1b[J"
+CLEAR_LINE_END = "\x1b[K"
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+
+
+def usage_bar(ratio: float, width: int = BAR_WIDTH, fancy: bool = True) -> str:
+    """``[████████░░░░]`` (or ``[#####-----]`` in plain text) for a usage ratio (pure)."""
+    filled = max(0, min(width, round(ratio * width)))
+    full, empty = ("█", "░") if fancy else ("#", "-")
+    return "[" + full * filled + empty * (width - filled) + "]"
+
+
+def ago(iso: str | None, now: float) -> str:
+    """``42s ago``, ``5m ago``, ``3h ago``, ``2d ago`` for an ISO time stamp (pure)."""
+    if not iso:
+        return "never"
+    try:
+        then = calendar.timegm(time.strptime(iso[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return iso
+    seconds = max(0, int(now - then))
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit} ago"
+    return f"{seconds}s ago"
+
+
+def last_job(row: dict[str, Any], now: float) -> str:
+    """When the last job ended and what it said (pure over a status row)."""
+    heartbeat = row.get("heartbeat") or {}
+    status = heartbeat.get("status")
+    if status == "failed" and heartbeat.get("last_error"):
+        return f"failed: {heartbeat['last_error']}"
+    when = ago(row.get("last_summary_at"), now)
+    result = heartbeat.get("last_result")
+    return f"{when}: {result}" if result and row.get("last_summary_at") else when
+
+
+def render_frame(
+    rows: Sequence[dict[str, Any]], now: float, width: int, fancy: bool, colour: bool = False
+) -> list[str]:
+    """The lines of one frame, each cut to ``width`` columns (pure)."""
+    header = ("WORKSPACE", "USAGE", "", "LEVEL", "STRATEGY", "HEARTBEAT", "LAST JOB")
+    table: list[tuple[str, ...]] = [header]
+    for row in rows:
+        heartbeat = (row.get("heartbeat") or {}).get("status", "?")
+        if row.get("summarizing"):
+            heartbeat += " (summarizing)"
+        table.append(
+            (
+                str(row["workspace"]),
+                usage_bar(float(row["usage_ratio"]), fancy=fancy),
+                f"{float(row['usage_ratio']):4.0%}",
+                str(row["level"]),
+                str(row["strategy"]),
+                heartbeat,
+                last_job(row, now),
+            )
+        )
+    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    level_at = sum(widths[:3]) + 2 * 3  # where the LEVEL column starts
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
+    lines = [f"memoryd status: {len(rows)} workspaces, {stamp}"]
+    for index, line in enumerate(table):
+        cells = [cell.ljust(w) for cell, w in zip(line, widths, strict=False)] + [line[-1]]
+        text = "  ".join(cells).rstrip()[:width]
+        level = line[3]
+        end = level_at + len(level)
+        if colour and index > 0 and level in COLOURS and len(text) >= end:
+            text = f"{text[:level_at]}{COLOURS[level]}{level}{RESET}{text[end:]}"
+        lines.append(text)
+    if not rows:
+        lines.append("(no workspaces)")
+    return lines
+
+
+def watch(
+    collect: Callable[[], Sequence[dict[str, Any]]],
+    out: TextIO,
+    interval: float,
+    is_tty: bool,
+    colour: bool = True,
+    frames: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Draw a frame every ``interval`` seconds until Ctrl-C (or ``frames`` frames); exit 0."""
+    drawn = 0
+    if is_tty:
+        out.write(HIDE_CURSOR)
+    try:
+        while frames is None or drawn < frames:
+            rows = collect()
+            now = time.time()
+            if is_tty:
+                width = shutil.get_terminal_size().columns
+                lines = render_frame(rows, now, width, fancy=True, colour=colour)
+                out.write(HOME_AND_CLEAR + "".join(f"{line}{CLEAR_LINE_END}\n" for line in lines))
+                out.write(CLEAR_TO_END)
+            else:
+                lines = render_frame(rows, now, 10_000, fancy=False)
+                out.write("".join(f"{line}\n" for line in lines) + "\n")
+            out.flush()
+            drawn += 1
+            if frames is None or drawn < frames:
+                sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if is_tty:
+            out.write(SHOW_CURSOR)
+            out.flush()
+    return 0

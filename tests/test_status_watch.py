@@ -1,0 +1,180 @@
+"""``memoryd status --watch``: the frame (pure), and the real command on a pty and a pipe."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import cli
+from conftest import WorkspaceFactory, make_message
+from daemon_harness import clean_env, wait_until
+
+from memoryd.conversation import append_message
+from memoryd.status_watch import ago, last_job, render_frame, usage_bar, watch
+
+NOW = 1_795_000_000.0  # 2026-11-19T...
+
+
+def row(name: str, ratio: float, level: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "workspace": name,
+        "usage_ratio": ratio,
+        "level": level,
+        "strategy": "narrative",
+        "summarizing": False,
+        "last_summary_at": None,
+        "heartbeat": {"status": "idle", "last_result": None, "last_error": None},
+        **extra,
+    }
+
+
+def test_usage_bar_fills_in_proportion_and_stays_in_bounds() -> None:
+    assert usage_bar(0.5, 10) == "[█████░░░░░]"
+    assert usage_bar(0.0, 4, fancy=False) == "[----]"
+    assert usage_bar(1.7, 4, fancy=False) == "[####]"
+
+
+def test_ago_counts_in_the_largest_whole_unit() -> None:
+    assert ago(None, NOW) == "never"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(NOW - 125))
+    assert ago(stamp, NOW) == "2m ago"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(NOW - 3 * 86_400))
+    assert ago(stamp, NOW) == "3d ago"
+
+
+def test_last_job_shows_the_result_or_the_error() -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(NOW - 30))
+    done = row("a", 0.4, "normal", last_summary_at=stamp)
+    done["heartbeat"] = {"status": "completed", "last_result": "replaced 9 messages"}
+    assert last_job(done, NOW) == "30s ago: replaced 9 messages"
+    failed = row("b", 0.9, "critical")
+    failed["heartbeat"] = {"status": "failed", "last_error": "rate limited"}
+    assert last_job(failed, NOW) == "failed: rate limited"
+
+
+def test_frame_has_one_line_per_workspace_cut_to_the_width() -> None:
+    rows = [row("/agents/alpha", 0.25, "normal"), row("/agents/beta", 0.9, "critical")]
+    lines = render_frame(rows, NOW, 60, fancy=False)
+    assert lines[0].startswith("memoryd status: 2 workspaces, ")
+    assert lines[1].split()[:2] == ["WORKSPACE", "USAGE"]
+    assert "[#####---------------]" in lines[2] and " 25%" in lines[2]
+    assert "critical" in lines[3]
+    assert all(len(line) <= 60 for line in lines)
+    coloured = render_frame(rows, NOW, 200, fancy=True, colour=True)
+    assert "\x1b[31mcritical\x1b[0m" in coloured[3]
+
+
+def test_watch_redraws_in_place_on_a_terminal_and_in_blocks_otherwise() -> None:
+    frames = iter([[row("/a", 0.1, "normal")], [row("/a", 0.75, "warning")]])
+    screen = io.StringIO()
+    assert watch(lambda: next(frames), screen, 0, is_tty=True, frames=2, sleep=lambda _: None) == 0
+    text = screen.getvalue()
+    assert text.count("\x1b[H") == 2 and text.endswith("\x1b[?25h")
+    frames = iter([[row("/a", 0.1, "normal")], [row("/a", 0.75, "warning")]])
+    plain = io.StringIO()
+    watch(lambda: next(frames), plain, 0, is_tty=False, frames=2, sleep=lambda _: None)
+    blocks = plain.getvalue().strip().split("\n\n")
+    assert len(blocks) == 2 and "\x1b" not in plain.getvalue()
+    assert " 10%" in blocks[0] and " 75%" in blocks[1]
+
+
+def test_watch_with_json_or_a_bad_interval_is_refused(workspace: WorkspaceFactory) -> None:
+    folder = workspace(2, 10)
+    assert cli("status", str(folder), "--watch", "--json")[0] == 2
+    assert cli("status", str(folder), "--watch", "--interval", "0")[0] == 2
+    assert cli("status", str(folder / "nope"), "--watch")[0] == 2
+
+
+def _watch_argv(folder: Path) -> list[str]:
+    return [sys.executable, "-m", "memoryd", "status", str(folder), "--watch", "--interval", "0.2"]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = clean_env(tmp_path / "home", {"MEMORYD_TOKEN_LIMIT": "2000"})
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+    env["COLUMNS"], env["LINES"] = "160", "40"
+    return env
+
+
+@pytest.mark.slow
+def test_on_a_terminal_the_table_follows_appends_and_ctrl_c_exits_0(
+    workspace: WorkspaceFactory, tmp_path: Path
+) -> None:
+    """Run under a pty: frames redraw in place, a new message shows up, SIGINT ends it with 0."""
+    folder = workspace(4, 100, name="root/alpha")
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        _watch_argv(tmp_path / "root"),
+        stdin=slave,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env=_env(tmp_path),
+    )
+    os.close(slave)
+    seen = bytearray()
+
+    def read_some() -> bytes:
+        if select.select([master], [], [], 0.1)[0]:
+            try:
+                seen.extend(os.read(master, 65536))
+            except OSError:
+                pass
+        return bytes(seen)
+
+    try:
+        wait_until(lambda: b"alpha" in read_some(), 30, "the first frame")
+        ratio_before = int(read_some().split(b"alpha", 1)[1].split(b"%")[0].split()[-1])
+        for index in range(8):
+            append_message(folder, "user", make_message(index, "user", "x" * 400)["content"])
+        wait_until(
+            lambda: f"{ratio_before}%".encode() not in read_some().rsplit(b"\x1b[H", 1)[-1],
+            30,
+            "a frame showing the new usage",
+        )
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 0
+        assert process.stderr is not None and b"Traceback" not in process.stderr.read()
+        output = bytes(seen)
+        assert output.count(b"\x1b[H") >= 2 and b"\xe2\x96\x88" in output  # redrawn, bars
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        assert process.stderr is not None
+        process.stderr.close()
+        os.close(master)
+
+
+@pytest.mark.slow
+def test_on_a_pipe_each_refresh_is_plain_text(workspace: WorkspaceFactory, tmp_path: Path) -> None:
+    workspace(4, 100, name="root/alpha")
+    process = subprocess.Popen(
+        _watch_argv(tmp_path / "root"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(tmp_path),
+    )
+    assert process.stdout is not None
+    try:
+        lines = []
+        while sum(1 for line in lines if line.startswith(b"memoryd status:")) < 2:
+            lines.append(process.stdout.readline())
+        process.send_signal(signal.SIGINT)
+        rest, stderr = process.communicate(timeout=20)
+        assert process.returncode == 0, stderr
+        text = b"".join(lines) + rest
+        assert b"\x1b" not in text and b"[#" in text
+        assert b"Traceback" not in stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
