@@ -5,12 +5,7 @@ in Python; see README.md, "Python API".
 """
 
 from memoryd.api import MessageSummarizer, SummaryGenerator
-from memoryd.checkpoint import (
-    Checkpoint,
-    CheckpointSummary,
-    build_compaction_prompt,
-    parse_compaction_result,
-)
+from memoryd.checkpoint import Checkpoint, CheckpointSummary
 from memoryd.config import Settings, load_settings
 from memoryd.conversation import append_message
 from memoryd.errors import (
@@ -32,6 +27,7 @@ from memoryd.policy import (
     should_emit_event,
 )
 from memoryd.stores import compact, read_entries, record_task_bookmark, write_entry
+from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
 
 __all__ = [
     "Checkpoint",

@@ -10,11 +10,10 @@ from pathlib import Path
 
 from memoryd.config import Settings, load_settings, settings_for_workspace
 from memoryd.conversation import ConversationReader, parse_line
-from memoryd.job import JobRequest, JobResult, previous_summary_text, run_job
-from memoryd.tracked import Tracked, job_due
+from memoryd.job import JobRequest, JobResult, run_job, summarizer_env
+from memoryd.strategies import Counts, strategy_for
+from memoryd.strategies.summary import previous_summary_text
 from memoryd.workspace import Workspace
-
-SUMMARIZER_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 
 
 def _settings(workspace: Path, settings: Settings | None, strategy: str | None) -> Settings:
@@ -24,14 +23,14 @@ def _settings(workspace: Path, settings: Settings | None, strategy: str | None) 
 
 
 def _env() -> dict[str, str]:
-    return {name: os.environ[name] for name in SUMMARIZER_ENV if name in os.environ}
+    return summarizer_env(os.environ)
 
 
 def _due(workspace: Path, settings: Settings) -> bool:
+    """The daemon's due check, on the counts of the file as it is now."""
     reader = ConversationReader(Workspace(workspace).conversation, settings.max_line_bytes)
     reader.update()
-    tracked = Tracked(Workspace(workspace), workspace, settings, reader)
-    return job_due(tracked, 0.0) is not None
+    return strategy_for(settings).due(Counts.of_tally(reader.tally)).due
 
 
 class MessageSummarizer:
@@ -92,7 +91,10 @@ class MessageSummarizer:
 
 
 class SummaryGenerator:
-    """The rolling strategy for one workspace (SPEC §4), run in the calling process."""
+    """The rolling strategy for one workspace, run in the calling process.
+
+    See docs/design.md#strategies.
+    """
 
     def __init__(self, workspace: Path, settings: Settings | None = None) -> None:
         self.workspace = Path(workspace).absolute()

@@ -46,6 +46,12 @@ class Line:
         return self.offset + self.length
 
     @property
+    def malformed(self) -> bool:
+        """True for a line that is not a message (an opaque, over-long line is not malformed:
+        it is simply not parsed)."""
+        return self.problem is not None and self.problem != "opaque"
+
+    @property
     def role(self) -> str | None:
         role = self.message.get("role") if self.message else None
         return role if isinstance(role, str) else None
@@ -138,7 +144,7 @@ class Tally:
         self.messages += 1
         self.tokens += line.tokens
         self.line_tokens.append(line.tokens)
-        if line.problem is not None and line.problem != "opaque":
+        if line.malformed:
             self.malformed += 1
 
 

@@ -2,6 +2,9 @@
 
 Picklable arguments in (:class:`JobRequest`), a small picklable result out
 (:class:`JobResult`). The same function serves the daemon and ``memoryd summarize``.
+What is due, where the split falls and what head replaces the prefix come from the
+workspace's strategy (:mod:`memoryd.strategies`); this module reads, commits and reports
+(docs/design.md#commit).
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ import contextlib
 import json
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,15 +21,6 @@ from typing import Any, Literal
 import structlog
 
 from memoryd import events
-from memoryd.checkpoint import (
-    CHECKPOINT_PREFIX,
-    Checkpoint,
-    CheckpointStats,
-    CompactionInfo,
-    load_checkpoint,
-    render_checkpoint,
-    save_checkpoint,
-)
 from memoryd.commit import (
     ArchivePlan,
     FaultHook,
@@ -42,16 +35,9 @@ from memoryd.conversation import Line, split_lines
 from memoryd.errors import CommitAborted, InputError, MemorydError, SummarizerError
 from memoryd.fsutil import check_workspace, flocked
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.policy import (
-    SplitPlan,
-    head_summary_count,
-    narrative_split,
-    over_trigger,
-    plan_for,
-    rolling_split,
-)
+from memoryd.policy import SplitPlan, over_trigger
 from memoryd.state import build_state, write_state
-from memoryd.summarizers.base import compact_to_checkpoint, make_summarizer, summarize_messages
+from memoryd.strategies import Counts, Head, HeadRequest, Strategy, strategy_for
 from memoryd.tokens import calibrate, estimate_message_tokens
 from memoryd.workspace import Workspace
 
@@ -59,9 +45,15 @@ log = structlog.get_logger()
 
 Outcome = Literal["completed", "nothing_to_do", "ineffective", "failed", "busy", "dry_run"]
 Progress = Callable[[str], None]
-SUMMARY_PREFIX = "[Summary of earlier conversation]\n\n"
 JOB_DEADLINE_FACTOR = 4
 """A job's LLM deadline: this many times the configured request timeout."""
+SUMMARIZER_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+"""The environment variables the summarizer honours, handed to a job explicitly."""
+
+
+def summarizer_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of ``environ`` that a job's summarizer reads (for :class:`JobRequest`)."""
+    return {name: environ[name] for name in SUMMARIZER_ENV if name in environ}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +65,7 @@ class JobRequest:
     force: bool = False
     dry_run: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
-    """The variables the summarizer honours (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL)."""
+    """The variables the summarizer honours (see :data:`SUMMARIZER_ENV`)."""
     heartbeat_started: bool = False
     """True when the caller already set HEARTBEAT.md active (the daemon does, at dispatch)."""
     calibration: float = 1.0
@@ -92,6 +84,8 @@ class JobResult:
     messages_after: int = 0
     tokens_after: int = 0
     summarized_count: int = 0
+    summarized_bytes: int = 0
+    """Bytes of the conversation's start that the job replaced (all now in ``archive``)."""
     summary_tokens: int = 0
     archive: str | None = None
     backend: str | None = None
@@ -113,92 +107,28 @@ def _tokens(lines: Sequence[Line], calibration: float) -> int:
     return round(sum(line.tokens for line in lines) * calibration)
 
 
-def plan_job(lines: Sequence[Line], settings: Settings, force: bool) -> SplitPlan | str:
-    """The split for the workspace's strategy, or the reason there is nothing to do (pure)."""
-    if settings.strategy == "rolling":
-        rolling = settings.rolling
-        plan = rolling_split(
-            lines,
-            message_count_threshold=rolling.message_count_threshold,
-            messages_to_summarize=rolling.messages_to_summarize,
-            recent_messages_to_keep=rolling.recent_messages_to_keep,
-            token_threshold=rolling.token_threshold,
-            force=force,
-        )
-        if plan is None:
-            return (
-                f"rolling trigger not met (more than {rolling.message_count_threshold} messages "
-                f"and the oldest {rolling.messages_to_summarize} over "
-                f"{rolling.token_threshold} tokens), or no safe split point"
-            )
-        return plan
-    tokens = sum(line.tokens for line in lines)
-    trigger = strategy_trigger(settings) or settings.summarize_at
-    if not force and not over_trigger(tokens, settings.token_limit, trigger):
-        return f"usage {tokens / settings.token_limit:.0%} is not above the {trigger:.0%} trigger"
-    if settings.strategy == "checkpoint":
-        head = head_summary_count(lines)
-        if len(lines) - head < 1:
-            return "no messages to compact since the last checkpoint"
-        return plan_for(lines, len(lines))
-    # The kept part is capped so that one job lands well below the trigger (SPEC §4: the
-    # 60/40 split aims at about half of it) even when the conversation grew far past it.
-    kept_cap = int(settings.keep_recent_ratio * settings.summarize_at * settings.token_limit)
-    plan = narrative_split(lines, settings.keep_recent_ratio, max_kept_tokens=kept_cap)
-    return (
-        plan
-        if plan is not None
-        else "no safe split point (the kept part must start at a user turn)"
-    )
+def plan_job(
+    lines: Sequence[Line], strategy: Strategy, force: bool, calibration: float = 1.0
+) -> SplitPlan | str:
+    """The strategy's split, or the reason there is nothing to do (pure).
+
+    ``force`` skips the due check (the daemon made it already, on its own counts).
+    """
+    if not force:
+        due = strategy.due(Counts.of_lines(lines, calibration))
+        if not due.due:
+            return due.reason
+    return strategy.split(lines)
 
 
-def strategy_trigger(settings: Settings) -> float | None:
-    """The usage share that triggers the strategy (None for rolling, which counts messages)."""
-    if settings.strategy == "checkpoint":
-        return settings.checkpoint.compact_at
-    if settings.strategy == "rolling":
-        return None
-    return settings.summarize_at
+def report_failure(workspace: Workspace, reason: str, strategy: str | None = None) -> None:
+    """A job failed: HEARTBEAT.md says so, and ``summarize_failed`` is emitted.
 
-
-def summary_message(text: str, summarized_count: int, archive: str, now_ms: int) -> dict[str, Any]:
-    """The summary message that replaces the summarized prefix (SPEC §2)."""
-    return {
-        "id": str(uuid.uuid4()),
-        "role": "assistant",
-        "content": SUMMARY_PREFIX + text,
-        "timestamp": now_ms,
-        "isSummary": True,
-        "summarizedCount": summarized_count,
-        "archive": archive,
-    }
-
-
-def previous_summary_text(line: Line) -> str | None:
-    """The text of a summary message at the head, without its fixed prefix."""
-    if not line.is_summary or line.message is None:
-        return None
-    content = line.message.get("content")
-    if not isinstance(content, str):
-        return None
-    return content.removeprefix(SUMMARY_PREFIX)
-
-
-def transcript_messages(lines: Sequence[Line]) -> list[Mapping[str, Any]]:
-    """The messages to summarize; unreadable lines are named, not dropped silently."""
-    messages: list[Mapping[str, Any]] = []
-    for line in lines:
-        if line.message is not None:
-            messages.append(line.message)
-        else:
-            messages.append(
-                {
-                    "role": "user",
-                    "content": f"[line {line.index + 1}: {line.length} bytes, {line.problem}; "
-                    "kept byte for byte in the archive]",
-                }
-            )
-    return messages
+    Raises OSError when HEARTBEAT.md cannot be written.
+    """
+    HeartbeatManager(workspace).fail_task(reason)
+    details: dict[str, Any] = {"strategy": strategy} if strategy is not None else {}
+    events.emit(workspace, "summarize_failed", reason=reason, **details)
 
 
 @contextlib.contextmanager
@@ -243,6 +173,7 @@ def _run_locked(
     workspace: Workspace, request: JobRequest, progress: Progress, fault: FaultHook | None
 ) -> JobResult:
     settings = request.settings
+    strategy = strategy_for(settings)
     recover(workspace)
     progress("reading the conversation")
     snapshot, data = read_snapshot(workspace.conversation)
@@ -253,13 +184,13 @@ def _run_locked(
         workspace.path,
         "nothing_to_do",
         "",
-        strategy=settings.strategy,
+        strategy=strategy.name,
         messages_before=len(lines),
         tokens_before=tokens_before,
         messages_after=len(lines),
         tokens_after=tokens_before,
     )
-    plan = plan_job(lines, settings, request.force)
+    plan = plan_job(lines, strategy, request.force, request.calibration)
     heartbeat = HeartbeatManager(workspace)
     if isinstance(plan, str):
         if request.heartbeat_started:
@@ -279,50 +210,71 @@ def _run_locked(
     events.emit(
         workspace,
         "summarize_started",
-        strategy=settings.strategy,
+        strategy=strategy.name,
         messages=len(lines),
         tokens=tokens_before,
         summarizing=plan.summarized_count,
     )
     try:
         with checkins(heartbeat, settings.checkin_interval):
+            head = _produce_head(workspace, request, strategy, lines, plan, progress)
             return _commit_and_report(
-                workspace, request, lines, plan, snapshot, base, progress, fault
+                workspace, request, strategy, lines, plan, head, snapshot, base, progress, fault
             )
     except (SummarizerError, CommitAborted) as exc:
-        reason = str(exc)
-        heartbeat.fail_task(reason)
-        events.emit(workspace, "summarize_failed", reason=reason, strategy=settings.strategy)
-        log.warning("summarize_failed", workspace=str(workspace.path), reason=reason)
-        return replace(base, outcome="failed", reason=reason)
+        report_failure(workspace, str(exc), strategy.name)
+        log.warning("summarize_failed", workspace=str(workspace.path), reason=str(exc))
+        return replace(base, outcome="failed", reason=str(exc))
     except MemorydError as exc:
         # A usage or configuration error (no API key for the anthropic backend, say) still
         # ends the task this job started: HEARTBEAT.md must not stay "active".
-        heartbeat.fail_task(str(exc))
-        events.emit(workspace, "summarize_failed", reason=str(exc), strategy=settings.strategy)
+        report_failure(workspace, str(exc), strategy.name)
         raise
     except OSError as exc:
         reason = f"file error: {exc.strerror or exc}"
-        heartbeat.fail_task(reason)
-        events.emit(workspace, "summarize_failed", reason=reason, strategy=settings.strategy)
+        report_failure(workspace, reason, strategy.name)
         return replace(base, outcome="failed", reason=reason)
 
 
 @dataclass(frozen=True, slots=True)
 class Produced:
-    """The new head message a strategy produced, and what producing it cost."""
+    """The head a strategy produced, with the archive it names."""
 
-    message: dict[str, Any]
-    backend: str
-    calls: int
-    input_tokens: int | None = None
-    estimated_input_tokens: int = 0
-    checkpoint: Checkpoint | None = None
+    head: Head
+    archive_name: str
+    """The archive's file name under ``.memoryd/archive/``."""
+
+
+def _produce_head(
+    workspace: Workspace,
+    request: JobRequest,
+    strategy: Strategy,
+    lines: Sequence[Line],
+    plan: SplitPlan,
+    progress: Progress,
+) -> Produced:
+    """The one place where the text that replaces the prefix is produced, before the commit."""
+    prefix = lines[: plan.keep_from]
+    _report_malformed(workspace, prefix[1:] if plan.folds_previous_summary else prefix)
+    name = archive_name("conversation")
+    head = strategy.produce_head(
+        HeadRequest(
+            workspace=workspace,
+            settings=request.settings,
+            env=request.env,
+            prefix=prefix,
+            plan=plan,
+            archive=f".memoryd/archive/{name}",
+            deadline=request.settings.anthropic.timeout * JOB_DEADLINE_FACTOR,
+            progress=progress,
+        )
+    )
+    return Produced(head, name)
 
 
 def _report_malformed(workspace: Workspace, lines: Sequence[Line]) -> None:
     for line in lines:
-        if line.problem is not None and line.problem != "opaque":
+        if line.malformed:
             events.emit(
                 workspace,
                 "malformed_line",
@@ -333,131 +285,30 @@ def _report_malformed(workspace: Workspace, lines: Sequence[Line]) -> None:
             )
 
 
-def _previous_count(line: Line) -> int:
-    count = line.message.get("summarizedCount") if line.message else None
-    return count if isinstance(count, int) else 0
-
-
-def _embeds_checkpoint(line: Line) -> bool:
-    """True for a head message that carries a structured checkpoint (the checkpoint strategy's)."""
-    return line.message is not None and isinstance(line.message.get("checkpoint"), dict)
-
-
-def _summary_head(
-    request: JobRequest, prefix: Sequence[Line], plan: SplitPlan, archive: str, progress: Progress
-) -> Produced:
-    """The narrative and rolling strategies: one summary message for the prefix."""
-    settings = request.settings
-    previous = previous_summary_text(prefix[0]) if plan.folds_previous_summary else None
-    to_summarize = prefix[1:] if previous is not None else prefix
-    style = "rolling" if settings.strategy == "rolling" else "narrative"
-    summarizer = make_summarizer(
-        settings, request.env, settings.anthropic.timeout * JOB_DEADLINE_FACTOR
+def ineffective_text(tokens_after: int, token_limit: int, trigger: float) -> str:
+    """What HEARTBEAT.md adds when a job left usage above its trigger (pure)."""
+    return (
+        f"usage still above the {trigger:.0%} trigger: ~{tokens_after:,} of {token_limit:,} "
+        f"tokens ({tokens_after / token_limit:.0%}), trigger {int(trigger * token_limit):,}"
     )
-    progress(f"summarizing {plan.summarized_count} messages with the {summarizer.name} backend")
-    with contextlib.closing(summarizer):
-        summary = summarize_messages(
-            summarizer,
-            transcript_messages(to_summarize),
-            previous,
-            settings.summarizer.max_summary_tokens,
-            settings.summarizer.max_input_tokens,
-            style,
-        )
-    if not summary.text.strip():
-        raise SummarizerError("the summarizer returned an empty summary")
-    count = plan.summarized_count + (_previous_count(prefix[0]) if previous is not None else 0)
-    return Produced(
-        summary_message(summary.text, count, archive, int(time.time() * 1000)),
-        summary.backend,
-        summary.calls,
-        summary.input_tokens,
-        summary.estimated_input_tokens,
-    )
-
-
-def _checkpoint_head(
-    workspace: Workspace,
-    request: JobRequest,
-    prefix: Sequence[Line],
-    plan: SplitPlan,
-    archive: str,
-    progress: Progress,
-) -> Produced:
-    """The checkpoint strategy: fold the messages into checkpoint.json's lists."""
-    settings = request.settings
-    previous = load_checkpoint(workspace, prefix[0] if prefix else None)
-    to_compact = prefix[1:] if plan.folds_previous_summary else prefix
-    messages = transcript_messages(to_compact)
-    folded_count = 0
-    if plan.folds_previous_summary and not _embeds_checkpoint(prefix[0]):
-        # A summary left by another strategy carries no checkpoint: fold its text in with
-        # the messages instead of dropping it (and count the messages it stood for).
-        messages = transcript_messages(prefix[:1]) + messages
-        folded_count = _previous_count(prefix[0])
-    summarizer = make_summarizer(
-        settings, request.env, settings.anthropic.timeout * JOB_DEADLINE_FACTOR
-    )
-    progress(f"checkpointing {len(messages)} messages with the {summarizer.name} backend")
-    with contextlib.closing(summarizer):
-        lists, calls = compact_to_checkpoint(
-            summarizer, previous, messages, settings.summarizer.max_input_tokens
-        )
-    now = time.time()
-    timestamps = [
-        t
-        for t in (line.message.get("timestamp") if line.message else None for line in to_compact)
-        if isinstance(t, int)
-    ]
-    stats = previous.stats if previous is not None else CheckpointStats()
-    checkpoint = Checkpoint(
-        version=(previous.version if previous is not None else 0) + 1,
-        updated_at=events.iso_ms(now),
-        **lists.model_dump(),
-        compaction_info=CompactionInfo(
-            messages_compacted=len(to_compact),
-            oldest_message_timestamp=min(timestamps, default=None),
-            newest_message_timestamp=max(timestamps, default=None),
-            compacted_at=events.iso_ms(now),
-            archive=archive,
-        ),
-        stats=CheckpointStats(
-            total_compactions=stats.total_compactions + 1,
-            total_messages=stats.total_messages + len(to_compact) + folded_count,
-        ),
-    )
-    message = summary_message(
-        render_checkpoint(checkpoint), checkpoint.stats.total_messages, archive, int(now * 1000)
-    )
-    message["content"] = CHECKPOINT_PREFIX + render_checkpoint(checkpoint)
-    message["isCheckpoint"] = True
-    message["checkpoint"] = checkpoint.model_dump(mode="json")
-    return Produced(message, summarizer.name, calls, checkpoint=checkpoint)
 
 
 def _commit_and_report(
     workspace: Workspace,
     request: JobRequest,
+    strategy: Strategy,
     lines: Sequence[Line],
     plan: SplitPlan,
+    produced: Produced,
     snapshot: Snapshot,
     base: JobResult,
     progress: Progress,
     fault: FaultHook | None,
 ) -> JobResult:
     settings = request.settings
-    prefix = lines[: plan.keep_from]
-    _report_malformed(workspace, prefix[1:] if plan.folds_previous_summary else prefix)
-    name = archive_name("conversation")
-    archive = f".memoryd/archive/{name}"
-    if settings.strategy == "checkpoint":
-        produced = _checkpoint_head(workspace, request, prefix, plan, archive, progress)
-    else:
-        produced = _summary_head(request, prefix, plan, archive, progress)
-    head_line = (
-        json.dumps(produced.message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-    )
-    cut = prefix[-1].end
+    head, name = produced.head, produced.archive_name
+    head_line = json.dumps(head.message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    cut = lines[plan.keep_from - 1].end
     progress("committing the new conversation")
     committed = rewrite(
         snapshot,
@@ -468,9 +319,8 @@ def _commit_and_report(
         fault=fault,
         on_salvaged=lambda count: events.emit(workspace, "salvaged_lines", lines=count),
     )
-    if produced.checkpoint is not None:
-        save_checkpoint(workspace, produced.checkpoint)
-    summary_tokens = estimate_message_tokens(produced.message)
+    strategy.save(workspace, head)
+    summary_tokens = estimate_message_tokens(head.message)
     kept = lines[plan.keep_from :]
     head_end = len(head_line) + snapshot.end - cut
     carried = list(
@@ -482,7 +332,7 @@ def _commit_and_report(
         * request.calibration
     )
     head_tokens = round((summary_tokens + sum(x.tokens for x in kept)) * request.calibration)
-    trigger = strategy_trigger(settings)
+    trigger = strategy.trigger
     # Only a usage-triggered strategy can be ineffective: its trigger still holding after
     # the job would start the same job again at the next append. Judged on what the job
     # wrote (summary + kept), not on lines appended meanwhile: those are new growth that
@@ -490,22 +340,15 @@ def _commit_and_report(
     # conversation grows again, leaving it over the trigger.
     ineffective = trigger is not None and over_trigger(head_tokens, settings.token_limit, trigger)
     calibration = None
-    if produced.input_tokens:
-        calibration = calibrate(
-            request.calibration, produced.estimated_input_tokens, produced.input_tokens
-        )
-    if produced.checkpoint is not None:
-        result_text = (
-            f"compacted {plan.summarized_count} messages into checkpoint "
-            f"v{produced.checkpoint.version}"
-        )
-    else:
-        result_text = (
-            f"replaced {plan.summarized_count} messages with a {summary_tokens:,}-token summary"
-        )
-    HeartbeatManager(workspace).complete_task(result_text)
+    if head.input_tokens:
+        calibration = calibrate(request.calibration, head.estimated_input_tokens, head.input_tokens)
+    last_result = head.result_text
+    if ineffective and trigger is not None:
+        last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
+    HeartbeatManager(workspace).complete_task(last_result)
+    archive = f".memoryd/archive/{name}"
     details: dict[str, Any] = dict(
-        strategy=settings.strategy,
+        strategy=strategy.name,
         summarized=plan.summarized_count,
         messages_before=base.messages_before,
         messages_after=messages_after,
@@ -513,8 +356,8 @@ def _commit_and_report(
         tokens_after=tokens_after,
         summary_tokens=summary_tokens,
         archive=name,
-        backend=produced.backend,
-        llm_calls=produced.calls,
+        backend=head.backend,
+        llm_calls=head.calls,
     )
     events.emit(workspace, "summarize_completed", **details)
     if ineffective and trigger is not None:
@@ -542,21 +385,22 @@ def _commit_and_report(
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
-        reason=result_text,
+        reason=head.result_text,
         messages_after=messages_after,
         tokens_after=tokens_after,
         summarized_count=plan.summarized_count,
+        summarized_bytes=cut,
         summary_tokens=summary_tokens,
         archive=archive,
-        backend=produced.backend,
-        llm_calls=produced.calls,
+        backend=head.backend,
+        llm_calls=head.calls,
         carried_bytes=committed.carried_bytes,
         calibration=calibration,
         ineffective=ineffective,
         identity=committed.identity,
         head_end=head_end,
         head_line_tokens=(summary_tokens, *(x.tokens for x in kept)),
-        head_malformed=sum(1 for x in kept if x.problem not in (None, "opaque")),
+        head_malformed=sum(1 for x in kept if x.malformed),
     )
 
 

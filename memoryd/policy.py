@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -100,8 +99,9 @@ def may_retry_after_ineffective(
 def failure_backoff(consecutive_failures: int, max_failures: int, cooldown: float) -> float:
     """Seconds to wait before the next try of a failing workspace.
 
-    Below ``max_failures`` failures a job is retried at the next change; from there the
-    wait doubles with each failure (30 s, 60 s, …) up to ``cooldown``.
+    Below ``max_failures`` failures there is no back-off (the daemon's short retry floor
+    applies); from there the wait doubles with each failure (30 s, 60 s, …) up to
+    ``cooldown``.
     """
     if consecutive_failures < max_failures:
         return 0.0
@@ -194,37 +194,6 @@ class SplitPlan:
     folds_previous_summary: bool
 
 
-def narrative_split(
-    messages: Sequence[MessageLike],
-    keep_recent_ratio: float,
-    max_kept_tokens: int | None = None,
-) -> SplitPlan | None:
-    """The oldest share (by count) to summarize, moved to a safe boundary.
-
-    The newest ``keep_recent_ratio`` of the messages are kept verbatim; a previous summary
-    at the head is folded in and does not count as a message. ``max_kept_tokens`` caps the
-    kept part: when the newest share holds more (the conversation grew far past its
-    trigger before the job could run), the split moves later so that one job still leaves
-    usage well below the trigger; the newest message is always kept. None when there is
-    no safe split that summarizes at least one real message.
-    """
-    n = len(messages)
-    head = head_summary_count(messages)
-    real = n - head
-    if real < 2:
-        return None
-    proposed = head + max(1, math.floor(real * (1 - keep_recent_ratio)))
-    if max_kept_tokens is not None:
-        kept = sum(m.tokens for m in messages[proposed:])
-        while kept > max_kept_tokens and proposed < n - 1:
-            kept -= messages[proposed].tokens
-            proposed += 1
-    keep_from = safe_split(messages, proposed, lowest=head + 1)
-    if keep_from is None:
-        return None
-    return plan_for(messages, keep_from)
-
-
 def plan_for(messages: Sequence[MessageLike], keep_from: int) -> SplitPlan:
     """The plan that summarizes [0, keep_from) of ``messages``."""
     head = head_summary_count(messages)
@@ -235,34 +204,3 @@ def plan_for(messages: Sequence[MessageLike], keep_from: int) -> SplitPlan:
         kept_tokens=sum(m.tokens for m in messages[keep_from:]),
         folds_previous_summary=head == 1 and keep_from >= 1,
     )
-
-
-def rolling_split(
-    messages: Sequence[MessageLike],
-    *,
-    message_count_threshold: int,
-    messages_to_summarize: int,
-    recent_messages_to_keep: int,
-    token_threshold: int,
-    force: bool = False,
-) -> SplitPlan | None:
-    """The rolling trigger and split: the oldest ``messages_to_summarize`` messages.
-
-    Due when there are more than ``message_count_threshold`` messages AND those oldest
-    ones exceed ``token_threshold`` tokens (both strictly; ``force`` skips both). The
-    newest ``recent_messages_to_keep`` are always kept; a previous summary at the head is
-    folded in and not counted.
-    """
-    head = head_summary_count(messages)
-    real = len(messages) - head
-    oldest = messages[head : head + messages_to_summarize]
-    due = real > message_count_threshold and sum(m.tokens for m in oldest) > token_threshold
-    if not (due or force):
-        return None
-    highest = len(messages) - recent_messages_to_keep
-    if highest < head + 1:
-        return None
-    keep_from = safe_split(
-        messages, min(head + messages_to_summarize, highest), lowest=head + 1, highest=highest
-    )
-    return None if keep_from is None else plan_for(messages, keep_from)

@@ -10,7 +10,8 @@ from typing import Any
 
 from memoryd.config import Settings
 from memoryd.conversation import ConversationReader, Tally
-from memoryd.policy import Level, failure_backoff, may_retry_after_ineffective, over_trigger
+from memoryd.policy import Level, failure_backoff
+from memoryd.strategies import Counts, strategy_for
 from memoryd.workspace import Workspace
 
 RETRY_FLOOR = 2.0
@@ -67,27 +68,10 @@ def job_due(tracked: Tracked, now: float) -> str | None:
         return None
     if tracked.failures and now < tracked.retry_at:
         return None
-    tally = tracked.reader.tally
-    tokens = tracked.tokens
-    if settings.strategy == "rolling":
-        rolling = settings.rolling
-        head = 1 if tally.starts_with_summary else 0
-        oldest = tally.line_tokens[head : head + rolling.messages_to_summarize]
-        due = (
-            tally.messages - head > rolling.message_count_threshold
-            and sum(oldest) * tracked.calibration > rolling.token_threshold
-        )
-        return "rolling trigger" if due else None
-    trigger = (
-        settings.checkpoint.compact_at
-        if settings.strategy == "checkpoint"
-        else settings.summarize_at
+    due = strategy_for(settings).due(
+        Counts.of_tally(tracked.reader.tally, tracked.calibration), tracked.ineffective_tokens
     )
-    if not over_trigger(tokens, settings.token_limit, trigger):
-        return None
-    if not may_retry_after_ineffective(tokens, tracked.ineffective_tokens, settings.token_limit):
-        return None
-    return f"usage above {trigger:.0%}"
+    return due.reason if due.due else None
 
 
 def after_failure(tracked: Tracked, now: float) -> None:

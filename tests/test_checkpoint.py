@@ -19,20 +19,15 @@ from cli_helpers import cli
 from conftest import WorkspaceFactory, encode_lines, generated_messages, make_message
 from fake_anthropic import FakeAnthropic, RecordedRequest, Reply
 
-from memoryd.checkpoint import (
-    CHECKPOINT_PREFIX,
-    Checkpoint,
-    CheckpointSummary,
-    build_compaction_prompt,
-    extractive_checkpoint,
-    load_checkpoint,
-    parse_compaction_result,
-)
+from memoryd.checkpoint import CHECKPOINT_PREFIX, Checkpoint, CheckpointSummary
 from memoryd.config import load_settings
 from memoryd.conversation import append_message, parse_line, split_lines
 from memoryd.errors import CheckpointParseError
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.job import JobRequest, run_job
+from memoryd.strategies.checkpoint import load_checkpoint
+from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
+from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
 from memoryd.workspace import Workspace
 
 API_KEY = "sk-ant-checkpoint-test-key"

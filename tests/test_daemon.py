@@ -51,7 +51,7 @@ from memoryd import cli
 from memoryd.config import load_settings
 from memoryd.conversation import split_lines
 from memoryd.daemon import Supervisor
-from memoryd.policy import narrative_split
+from memoryd.strategies.narrative import narrative_split
 from memoryd.watch import classify
 
 REPO = Path(__file__).resolve().parent.parent

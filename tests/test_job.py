@@ -27,7 +27,8 @@ from memoryd.conversation import split_lines
 from memoryd.events import read_events
 from memoryd.fsutil import TEMP_MARK, flocked
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import SUMMARY_PREFIX, JobRequest, JobResult, run_job
+from memoryd.job import JobRequest, JobResult, run_job
+from memoryd.strategies.summary import SUMMARY_PREFIX
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 
@@ -425,6 +426,12 @@ def test_giant_recent_message_makes_the_job_ineffective(
     assert result.tokens_after > settings.summarize_at * settings.token_limit
     [event] = events_of(folder, "summarize_ineffective")
     assert event["tokens_after"] == result.tokens_after
+    heartbeat = HeartbeatManager(Workspace(folder)).get_status()
+    assert heartbeat.status == "completed"
+    assert heartbeat.last_result is not None
+    assert "usage still above the 80% trigger" in heartbeat.last_result
+    assert f"~{result.tokens_after:,} of 12,000 tokens" in heartbeat.last_result
+    assert "trigger 9,600" in heartbeat.last_result
     archived = (folder / summary_of(folder)["archive"]).read_bytes()
     assert archived + b"".join(raw_lines(folder)[1:]) == b"".join(original)
 

@@ -16,21 +16,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryd import conversation
+from memoryd.config import RollingSettings
 from memoryd.conversation import ConversationReader, Line, split_lines
 from memoryd.policy import (
     detect_threshold,
     failure_backoff,
     get_threshold_action,
     may_retry_after_ineffective,
-    narrative_split,
     over_trigger,
-    rolling_split,
     safe_split,
     should_emit_event,
     usage_ratio,
     valid_boundaries,
 )
 from memoryd.state import build_state
+from memoryd.strategies import Counts
+from memoryd.strategies.narrative import narrative_split
+from memoryd.strategies.rolling import rolling_due, rolling_split
 from memoryd.workspace import Workspace
 
 MAX_LINE = 8 << 20
@@ -342,12 +344,13 @@ def test_safe_split_prefers_the_earlier_boundary_on_a_tie_and_respects_bounds() 
 
 # --- rolling trigger and split -----------------------------------------------------------------
 
-ROLLING = {
-    "message_count_threshold": 30,
-    "messages_to_summarize": 20,
-    "recent_messages_to_keep": 10,
-    "token_threshold": 15_000,
-}
+ROLLING = RollingSettings(
+    message_count_threshold=30,
+    messages_to_summarize=20,
+    recent_messages_to_keep=10,
+    token_threshold=15_000,
+)
+WINDOW = {"messages_to_summarize": 20, "recent_messages_to_keep": 10}
 
 
 def rolling_lines(count: int, tokens_each: int, head_summary: bool = False) -> list[Line]:
@@ -358,22 +361,35 @@ def rolling_lines(count: int, tokens_each: int, head_summary: bool = False) -> l
     return lines_of(messages)
 
 
+def rolling_is_due(lines: Sequence[Line], calibration: float = 1.0) -> bool:
+    return rolling_due(Counts.of_lines(lines, calibration), ROLLING)
+
+
 def test_rolling_is_not_due_at_exactly_30_messages() -> None:
     """More than 30 messages are needed, however large the oldest 20 are."""
-    assert rolling_split(rolling_lines(30, 2_000), **ROLLING) is None
+    assert not rolling_is_due(rolling_lines(30, 2_000))
+    assert rolling_is_due(rolling_lines(31, 2_000))
 
 
 def test_rolling_is_not_due_when_the_oldest_20_are_exactly_15000_tokens() -> None:
     """The token condition is strict too: 20 x 750 = 15,000 tokens is not over."""
     lines = rolling_lines(31, 750)
     assert sum(line.tokens for line in lines[:20]) == 15_000
-    assert rolling_split(lines, **ROLLING) is None
+    assert not rolling_is_due(lines)
+
+
+def test_rolling_token_condition_counts_calibrated_tokens() -> None:
+    """The oldest 20 are weighed after calibration: 15,000 estimated x 1.01 is over."""
+    lines = rolling_lines(31, 750)
+    assert not rolling_is_due(lines, calibration=1.0)
+    assert rolling_is_due(lines, calibration=1.01)
 
 
 def test_rolling_summarizes_the_oldest_20_when_both_conditions_are_exceeded() -> None:
     """31 messages and 15,020 tokens in the oldest 20: those 20 go, 11 stay."""
     lines = rolling_lines(31, 751)
-    plan = rolling_split(lines, **ROLLING)
+    assert rolling_is_due(lines)
+    plan = rolling_split(lines, **WINDOW)
     assert plan is not None
     assert plan.keep_from == 20
     assert plan.summarized_count == 20
@@ -381,9 +397,11 @@ def test_rolling_summarizes_the_oldest_20_when_both_conditions_are_exceeded() ->
 
 
 def test_rolling_does_not_count_a_head_summary_as_a_message() -> None:
-    """A summary + 30 messages is still 30 messages: not due."""
-    assert rolling_split(rolling_lines(30, 2_000, head_summary=True), **ROLLING) is None
-    plan = rolling_split(rolling_lines(31, 2_000, head_summary=True), **ROLLING)
+    """A summary + 30 messages is still 30 messages: not due; the split folds the summary."""
+    assert not rolling_is_due(rolling_lines(30, 2_000, head_summary=True))
+    lines = rolling_lines(31, 2_000, head_summary=True)
+    assert rolling_is_due(lines)
+    plan = rolling_split(lines, **WINDOW)
     assert plan is not None
     assert plan.folds_previous_summary
     assert plan.summarized_count == 20
@@ -391,16 +409,16 @@ def test_rolling_does_not_count_a_head_summary_as_a_message() -> None:
 
 @pytest.mark.parametrize("count", [12, 15, 21, 25])
 def test_rolling_always_keeps_the_newest_10(count: int) -> None:
-    """Even forced on a short conversation, at least recent_messages_to_keep stay verbatim."""
+    """Even on a short conversation, at least recent_messages_to_keep stay verbatim."""
     lines = rolling_lines(count, 100)
-    plan = rolling_split(lines, **ROLLING, force=True)
+    plan = rolling_split(lines, **WINDOW)
     assert plan is not None
     assert len(lines) - plan.keep_from >= 10
 
 
 def test_rolling_is_none_when_keeping_10_leaves_nothing_to_summarize() -> None:
-    """10 messages, force: keeping the newest 10 leaves no split point."""
-    assert rolling_split(rolling_lines(10, 100), **ROLLING, force=True) is None
+    """10 messages: keeping the newest 10 leaves no split point."""
+    assert rolling_split(rolling_lines(10, 100), **WINDOW) is None
 
 
 # --- properties: split validity ---------------------------------------------------------------
@@ -462,17 +480,12 @@ def test_property_narrative_split_is_valid_nearest_and_complete(
     to_summarize=st.integers(1, 25),
     keep=st.integers(0, 12),
 )
-def test_property_forced_rolling_split_is_valid_and_keeps_the_recent_messages(
+def test_property_rolling_split_is_valid_and_keeps_the_recent_messages(
     messages: list[dict[str, Any]], to_summarize: int, keep: int
 ) -> None:
-    """A forced rolling split is a valid boundary and keeps at least the newest ``keep``."""
+    """A rolling split is a valid boundary and keeps at least the newest ``keep``."""
     plan = rolling_split(
-        lines_of(messages),
-        message_count_threshold=30,
-        messages_to_summarize=to_summarize,
-        recent_messages_to_keep=keep,
-        token_threshold=15_000,
-        force=True,
+        lines_of(messages), messages_to_summarize=to_summarize, recent_messages_to_keep=keep
     )
     if plan is None:
         return

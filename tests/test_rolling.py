@@ -24,7 +24,7 @@ from memoryd.config import Settings
 from memoryd.conversation import append_message
 from memoryd.errors import ConfigError
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import SUMMARY_PREFIX
+from memoryd.strategies.summary import SUMMARY_PREFIX
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 

@@ -4,29 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from memoryd.checkpoint import (
-    Checkpoint,
-    CheckpointSummary,
-    build_compaction_prompt,
-    extractive_checkpoint,
-    parse_compaction_result,
-)
+from memoryd.checkpoint import Checkpoint, CheckpointSummary
 from memoryd.config import Settings
 from memoryd.summarizers import prompts
-from memoryd.summarizers.anthropic import AnthropicBackend
+from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
 from memoryd.summarizers.extractive import extractive_summary
+from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
 from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
+
+if TYPE_CHECKING:
+    from memoryd.summarizers.anthropic import AnthropicBackend
 
 log = structlog.get_logger()
 
 PROMPT_RESERVE = 2_000
+"""Tokens of an LLM input kept for the instructions and the previous summary."""
 CHECKPOINT_MAX_TOKENS = 4_096
 """Answer budget of a checkpoint: five lists of short items, as JSON."""
-"""Tokens of an LLM input kept for the instructions and the previous summary."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +240,9 @@ def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float)
     log.debug("summarizer_backend", backend=name, reason=why)
     if name == "extractive":
         return ExtractiveSummarizer()
+    # The SDK is imported only by a job that uses it (docs/design.md#processes).
+    from memoryd.summarizers.anthropic import AnthropicBackend
+
     config = settings.anthropic
     return LLMSummarizer(
         AnthropicBackend(

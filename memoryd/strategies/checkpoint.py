@@ -1,0 +1,163 @@
+"""The checkpoint strategy: past ``compact_at``, every message folds into checkpoint.json.
+
+The head message carries the checkpoint as text and as data; ``checkpoint.json`` keeps the
+latest one beside the conversation (docs/design.md#strategies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Sequence
+
+import structlog
+from pydantic import ValidationError
+
+from memoryd import events
+from memoryd.checkpoint import (
+    CHECKPOINT_PREFIX,
+    Checkpoint,
+    CheckpointStats,
+    CompactionInfo,
+    render_checkpoint,
+)
+from memoryd.config import Settings
+from memoryd.conversation import Line
+from memoryd.fsutil import atomic_write
+from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for
+from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
+from memoryd.strategies.summary import previous_count, summary_message, transcript_messages
+from memoryd.summarizers.base import compact_to_checkpoint, make_summarizer
+from memoryd.workspace import Workspace
+
+log = structlog.get_logger()
+
+
+def load_checkpoint(workspace: Workspace, head: Line | None = None) -> Checkpoint | None:
+    """The latest checkpoint: ``checkpoint.json``, or the copy in the head message if newer.
+
+    The head copy wins after a crash between the conversation's commit and the write of
+    checkpoint.json. An unreadable or invalid checkpoint.json counts as none (logged).
+    """
+    stored: Checkpoint | None = None
+    try:
+        stored = Checkpoint.model_validate_json(workspace.checkpoint.read_bytes())
+    except FileNotFoundError:
+        pass
+    except (OSError, ValidationError) as exc:
+        log.warning(
+            "checkpoint_unreadable", workspace=str(workspace.path), error=type(exc).__name__
+        )
+    embedded = head.message.get("checkpoint") if head is not None and head.message else None
+    if isinstance(embedded, dict):
+        try:
+            copy = Checkpoint.model_validate(embedded)
+        except ValidationError:
+            copy = None
+        if copy is not None and (stored is None or copy.version > stored.version):
+            return copy
+    return stored
+
+
+def save_checkpoint(workspace: Workspace, checkpoint: Checkpoint) -> None:
+    """Write checkpoint.json atomically."""
+    data = json.dumps(checkpoint.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    atomic_write(workspace.checkpoint, data.encode() + b"\n")
+
+
+def checkpoint_split(messages: Sequence[MessageLike]) -> SplitPlan | None:
+    """Every message since the last checkpoint (pure); None when there is none."""
+    if len(messages) - head_summary_count(messages) < 1:
+        return None
+    return plan_for(messages, len(messages))
+
+
+def _embeds_checkpoint(line: Line) -> bool:
+    """True for a head message that carries a structured checkpoint (this strategy's)."""
+    return line.message is not None and isinstance(line.message.get("checkpoint"), dict)
+
+
+class CheckpointStrategy:
+    """Due above ``[checkpoint] compact_at``; compacts every message, keeps none verbatim."""
+
+    name = "checkpoint"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @property
+    def trigger(self) -> float:
+        return self.settings.checkpoint.compact_at
+
+    def due(self, counts: Counts, tokens_at_ineffective: int | None = None) -> Due:
+        return usage_due(counts, self.settings.token_limit, self.trigger, tokens_at_ineffective)
+
+    def split(self, lines: Sequence[MessageLike]) -> SplitPlan | str:
+        plan = checkpoint_split(lines)
+        return plan if plan is not None else "no messages to compact since the last checkpoint"
+
+    def produce_head(self, request: HeadRequest) -> Head:
+        """Fold the prefix into the previous checkpoint's lists; the head carries the result."""
+        prefix, plan = request.prefix, request.plan
+        previous = load_checkpoint(request.workspace, prefix[0] if prefix else None)
+        to_compact = prefix[1:] if plan.folds_previous_summary else prefix
+        messages = transcript_messages(to_compact)
+        folded_count = 0
+        if plan.folds_previous_summary and not _embeds_checkpoint(prefix[0]):
+            # A summary left by another strategy carries no checkpoint: fold its text in
+            # with the messages instead of dropping it (and count the messages it stood for).
+            messages = transcript_messages(prefix[:1]) + messages
+            folded_count = previous_count(prefix[0])
+        summarizer = make_summarizer(request.settings, request.env, request.deadline)
+        request.progress(
+            f"checkpointing {len(messages)} messages with the {summarizer.name} backend"
+        )
+        with contextlib.closing(summarizer):
+            lists, calls = compact_to_checkpoint(
+                summarizer, previous, messages, request.settings.summarizer.max_input_tokens
+            )
+        now = time.time()
+        timestamps = [
+            t
+            for t in (
+                line.message.get("timestamp") if line.message else None for line in to_compact
+            )
+            if isinstance(t, int)
+        ]
+        stats = previous.stats if previous is not None else CheckpointStats()
+        checkpoint = Checkpoint(
+            version=(previous.version if previous is not None else 0) + 1,
+            updated_at=events.iso_ms(now),
+            **lists.model_dump(),
+            compaction_info=CompactionInfo(
+                messages_compacted=len(to_compact),
+                oldest_message_timestamp=min(timestamps, default=None),
+                newest_message_timestamp=max(timestamps, default=None),
+                compacted_at=events.iso_ms(now),
+                archive=request.archive,
+            ),
+            stats=CheckpointStats(
+                total_compactions=stats.total_compactions + 1,
+                total_messages=stats.total_messages + len(to_compact) + folded_count,
+            ),
+        )
+        text = render_checkpoint(checkpoint)
+        message = summary_message(
+            text, checkpoint.stats.total_messages, request.archive, int(now * 1000)
+        )
+        message["content"] = CHECKPOINT_PREFIX + text
+        message["isCheckpoint"] = True
+        message["checkpoint"] = checkpoint.model_dump(mode="json")
+        return Head(
+            message,
+            summarizer.name,
+            calls,
+            f"compacted {plan.summarized_count} messages into checkpoint v{checkpoint.version}",
+            checkpoint=checkpoint,
+        )
+
+    def save(self, workspace: Workspace, head: Head) -> None:
+        """Write checkpoint.json; the head message already holds the same checkpoint."""
+        if head.checkpoint is not None:
+            save_checkpoint(workspace, head.checkpoint)

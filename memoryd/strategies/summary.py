@@ -1,0 +1,100 @@
+"""The summary message: its format, and the head the narrative and rolling strategies write.
+
+The format is described in docs/design.md#workspace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from memoryd.conversation import Line
+from memoryd.errors import SummarizerError
+from memoryd.strategies.protocol import Head, HeadRequest
+from memoryd.summarizers.base import make_summarizer, summarize_messages
+from memoryd.tokens import estimate_message_tokens
+
+SUMMARY_PREFIX = "[Summary of earlier conversation]\n\n"
+Style = Literal["narrative", "rolling"]
+
+
+def summary_message(text: str, summarized_count: int, archive: str, now_ms: int) -> dict[str, Any]:
+    """The summary message that replaces the summarized prefix (docs/design.md#workspace)."""
+    return {
+        "id": str(uuid.uuid4()),
+        "role": "assistant",
+        "content": SUMMARY_PREFIX + text,
+        "timestamp": now_ms,
+        "isSummary": True,
+        "summarizedCount": summarized_count,
+        "archive": archive,
+    }
+
+
+def previous_summary_text(line: Line) -> str | None:
+    """The text of a summary message at the head, without its fixed prefix."""
+    if not line.is_summary or line.message is None:
+        return None
+    content = line.message.get("content")
+    if not isinstance(content, str):
+        return None
+    return content.removeprefix(SUMMARY_PREFIX)
+
+
+def previous_count(line: Line) -> int:
+    """How many messages a summary at the head stands for (0 when it does not say)."""
+    count = line.message.get("summarizedCount") if line.message else None
+    return count if isinstance(count, int) else 0
+
+
+def transcript_messages(lines: Sequence[Line]) -> list[Mapping[str, Any]]:
+    """The messages to summarize; unreadable lines are named, not dropped silently."""
+    messages: list[Mapping[str, Any]] = []
+    for line in lines:
+        if line.message is not None:
+            messages.append(line.message)
+        else:
+            messages.append(
+                {
+                    "role": "user",
+                    "content": f"[line {line.index + 1}: {line.length} bytes, {line.problem}; "
+                    "kept byte for byte in the archive]",
+                }
+            )
+    return messages
+
+
+def summary_head(request: HeadRequest, style: Style) -> Head:
+    """One summary message for the prefix, folding in a previous summary at its head."""
+    settings, prefix, plan = request.settings, request.prefix, request.plan
+    previous = previous_summary_text(prefix[0]) if plan.folds_previous_summary else None
+    to_summarize = prefix[1:] if previous is not None else prefix
+    summarizer = make_summarizer(settings, request.env, request.deadline)
+    request.progress(
+        f"summarizing {plan.summarized_count} messages with the {summarizer.name} backend"
+    )
+    with contextlib.closing(summarizer):
+        summary = summarize_messages(
+            summarizer,
+            transcript_messages(to_summarize),
+            previous,
+            settings.summarizer.max_summary_tokens,
+            settings.summarizer.max_input_tokens,
+            style,
+        )
+    if not summary.text.strip():
+        raise SummarizerError("the summarizer returned an empty summary")
+    count = plan.summarized_count + (previous_count(prefix[0]) if previous is not None else 0)
+    message = summary_message(summary.text, count, request.archive, int(time.time() * 1000))
+    tokens = estimate_message_tokens(message)
+    return Head(
+        message,
+        summary.backend,
+        summary.calls,
+        f"replaced {plan.summarized_count} messages with a {tokens:,}-token summary",
+        summary.input_tokens,
+        summary.estimated_input_tokens,
+    )
