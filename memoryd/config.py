@@ -40,6 +40,7 @@ from pydantic_settings import (
 )
 
 from memoryd.errors import ConfigError
+from memoryd.pricing import ModelPrice
 from memoryd.workspace import Workspace
 
 ENV_PREFIX = "MEMORYD_"
@@ -58,6 +59,7 @@ WORKSPACE_KEYS = frozenset(
         "summarize_at",
         "critical_at",
         "keep_recent_ratio",
+        "keep_first",
         "rolling",
         "checkpoint",
     }
@@ -81,6 +83,8 @@ class SummarizerSettings(BaseModel):
     backend: Literal["auto", "anthropic", "extractive"] = "auto"
     max_summary_tokens: int = Field(default=1024, gt=0)
     max_input_tokens: int = Field(default=150_000, gt=0)
+    min_retention: float = Field(default=0.8, ge=0, le=1)
+    """Below this share of kept details a summary is repaired (docs/design.md#retention)."""
 
 
 class AnthropicSettings(BaseModel):
@@ -162,6 +166,8 @@ class Settings(BaseSettings):
     critical_at: float = Field(default=0.85, gt=0, le=1)
     strategy: Literal["narrative", "rolling", "checkpoint"] = "narrative"
     keep_recent_ratio: float = Field(default=0.40, gt=0, lt=1)
+    keep_first: int = Field(default=0, ge=0)
+    """The first N genuine messages are pinned: never summarized away."""
     workers: int = Field(default=2, ge=1)
     coalesce_ms: int = Field(default=200, ge=0)
     checkin_interval: float = Field(default=5.0, gt=0)
@@ -178,6 +184,8 @@ class Settings(BaseSettings):
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     rolling: RollingSettings = Field(default_factory=RollingSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """``[prices."model"]``: US dollars per million tokens, over the built-in table."""
     memory: MemorySettings = Field(default_factory=MemorySettings)
 
     @field_validator("roots")
@@ -411,6 +419,12 @@ def _effective_values(model: BaseModel, prefix: str = "") -> Iterator[tuple[str,
         value = getattr(model, name)
         if isinstance(value, BaseModel):
             yield from _effective_values(value, f"{prefix}{name}.")
+        elif isinstance(value, dict):
+            # A table of models ([prices."model"]) shows as plain JSON.
+            yield prefix + name, {
+                key: item.model_dump(exclude_none=True) if isinstance(item, BaseModel) else item
+                for key, item in value.items()
+            }
         else:
             yield prefix + name, value
 

@@ -1,0 +1,351 @@
+"""Receipts: one JSON line per job in ``.memoryd/receipts.jsonl``, and the history of them.
+
+A receipt says what a job did and what it cost: the strategy and backend, the outcome and
+why, the messages and tokens before and after, the span it summarized (and where the
+originals are), the pinned messages it kept, the retention check's scores and the LLM's
+token counts and cost (docs/design.md#receipts). It never holds message text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memoryd.fsutil import append_line
+from memoryd.workspace import Workspace
+
+RECEIPTS = "receipts.jsonl"
+
+
+def receipts_path(workspace: Workspace) -> Path:
+    """``<workspace>/.memoryd/receipts.jsonl``."""
+    return workspace.meta / RECEIPTS
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizedSpan:
+    """The messages a job replaced, and where their original lines now are."""
+
+    count: int
+    first_id: str | None
+    last_id: str | None
+    archive: str | None
+    """Path of the archive file, relative to the workspace."""
+    offset: int
+    """Byte offset of the first original line in the archive file."""
+    length: int
+    """Bytes of original lines in the archive file."""
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "firstId": self.first_id,
+            "lastId": self.last_id,
+            "archive": self.archive,
+            "offset": self.offset,
+            "length": self.length,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> SummarizedSpan:
+        return cls(
+            int(record.get("count") or 0),
+            _str_or_none(record.get("firstId")),
+            _str_or_none(record.get("lastId")),
+            _str_or_none(record.get("archive")),
+            int(record.get("offset") or 0),
+            int(record.get("length") or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LLMUsage:
+    """What a job asked of the LLM, as the API reported it (zeros for the extractive backend)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    """Uncached input tokens."""
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+    def __add__(self, other: LLMUsage) -> LLMUsage:
+        return LLMUsage(
+            self.calls + other.calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_creation_tokens + other.cache_creation_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_creation_tokens
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> LLMUsage:
+        return cls(
+            *(
+                int(record.get(name) or 0)
+                for name in (
+                    "calls",
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_creation_tokens",
+                )
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionFigures:
+    """The retention check's scores: before and after the repair, and what stayed missing."""
+
+    before: float
+    after: float
+    missing: int
+
+    def to_record(self) -> dict[str, Any]:
+        return {"before": self.before, "after": self.after, "missing": self.missing}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> RetentionFigures:
+        return cls(
+            float(record.get("before") or 0.0),
+            float(record.get("after") or 0.0),
+            int(record.get("missing") or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """One job, as ``receipts.jsonl`` records it (see the module docstring)."""
+
+    job: str
+    strategy: str
+    backend: str | None
+    model: str | None
+    started_at: str
+    finished_at: str
+    duration_ms: int
+    outcome: str
+    """completed | ineffective | failed."""
+    reason: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    summarized: SummarizedSpan | None = None
+    pins_kept: int = 0
+    retention: RetentionFigures | None = None
+    llm: LLMUsage = field(default_factory=LLMUsage)
+    cost_usd: float | None = None
+    workspace: str | None = None
+    """Set when read back (the folder it was read from); not written."""
+
+    @property
+    def tokens_saved(self) -> int:
+        """Tokens the job took out of the conversation (0 for a job that changed nothing)."""
+        return max(0, self.tokens_before - self.tokens_after) if self.summarized else 0
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON object of one ``receipts.jsonl`` line."""
+        return {
+            "job": self.job,
+            "strategy": self.strategy,
+            "backend": self.backend,
+            "model": self.model,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "duration_ms": self.duration_ms,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "messages_before": self.messages_before,
+            "messages_after": self.messages_after,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "summarized": self.summarized.to_record() if self.summarized else None,
+            "pins_kept": self.pins_kept,
+            "retention": self.retention.to_record() if self.retention else None,
+            "llm": self.llm.to_record(),
+            "cost_usd": self.cost_usd,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], workspace: str | None = None) -> Receipt:
+        """A receipt from its JSON object; raises KeyError, TypeError or ValueError when
+        a required field is missing or of the wrong type."""
+        summarized = record.get("summarized")
+        retention = record.get("retention")
+        llm = record.get("llm")
+        cost = record.get("cost_usd")
+        return cls(
+            job=str(record["job"]),
+            strategy=str(record["strategy"]),
+            backend=_str_or_none(record.get("backend")),
+            model=_str_or_none(record.get("model")),
+            started_at=str(record["started_at"]),
+            finished_at=str(record["finished_at"]),
+            duration_ms=int(record["duration_ms"]),
+            outcome=str(record["outcome"]),
+            reason=str(record.get("reason") or ""),
+            messages_before=int(record["messages_before"]),
+            messages_after=int(record["messages_after"]),
+            tokens_before=int(record["tokens_before"]),
+            tokens_after=int(record["tokens_after"]),
+            summarized=(
+                SummarizedSpan.from_record(summarized) if isinstance(summarized, dict) else None
+            ),
+            pins_kept=int(record.get("pins_kept") or 0),
+            retention=(
+                RetentionFigures.from_record(retention) if isinstance(retention, dict) else None
+            ),
+            llm=LLMUsage.from_record(llm) if isinstance(llm, dict) else LLMUsage(),
+            cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+            workspace=workspace,
+        )
+
+
+def receipt_line(receipt: Receipt) -> bytes:
+    """The bytes of one ``receipts.jsonl`` line (pure)."""
+    return json.dumps(receipt.to_record(), separators=(",", ":")).encode() + b"\n"
+
+
+def append_receipt(workspace: Workspace, receipt: Receipt) -> None:
+    """Append ``receipt`` to the workspace's ``receipts.jsonl`` and fsync it.
+
+    The file is opened with ``O_NOFOLLOW``: a symlink there is refused (OSError), never
+    written through.
+    """
+    workspace.meta.mkdir(parents=True, exist_ok=True)
+    append_line(receipts_path(workspace), receipt_line(receipt))
+
+
+def read_receipts(workspace: Workspace) -> list[Receipt]:
+    """The workspace's receipts, oldest first; lines that are not receipts are skipped."""
+    try:
+        raw = receipts_path(workspace).read_bytes()
+    except FileNotFoundError:
+        return []
+    return list(parse_receipts(raw.splitlines(), str(workspace.path)))
+
+
+def parse_receipts(lines: Iterable[bytes], workspace: str | None = None) -> Iterator[Receipt]:
+    """The receipts among ``lines`` (pure); a torn or foreign line is skipped."""
+    for line in lines:
+        try:
+            record = json.loads(line)
+            if isinstance(record, dict):
+                yield Receipt.from_record(record, workspace)
+        except (ValueError, KeyError, TypeError):
+            continue
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryTotals:
+    """Totals over receipts: jobs by outcome, tokens saved, LLM tokens and cost."""
+
+    jobs: int
+    completed: int
+    failed: int
+    ineffective: int
+    tokens_saved: int
+    llm_tokens: int
+    cost_usd: float
+    unpriced_jobs: int
+    """Jobs that used an LLM whose price is unknown (their cost is not in ``cost_usd``)."""
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "jobs": self.jobs,
+            "completed": self.completed,
+            "failed": self.failed,
+            "ineffective": self.ineffective,
+            "tokens_saved": self.tokens_saved,
+            "llm_tokens": self.llm_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "unpriced_jobs": self.unpriced_jobs,
+        }
+
+
+def history_totals(receipts: Sequence[Receipt]) -> HistoryTotals:
+    """The totals of ``receipts`` (pure)."""
+    return HistoryTotals(
+        jobs=len(receipts),
+        completed=sum(1 for r in receipts if r.outcome == "completed"),
+        failed=sum(1 for r in receipts if r.outcome == "failed"),
+        ineffective=sum(1 for r in receipts if r.outcome == "ineffective"),
+        tokens_saved=sum(r.tokens_saved for r in receipts),
+        llm_tokens=sum(r.llm.total_tokens for r in receipts),
+        cost_usd=sum(r.cost_usd for r in receipts if r.cost_usd is not None),
+        unpriced_jobs=sum(1 for r in receipts if r.cost_usd is None and r.llm.calls > 0),
+    )
+
+
+def latest(receipts: Sequence[Receipt], limit: int | None) -> list[Receipt]:
+    """The ``limit`` most recent receipts (all when None), oldest first (pure)."""
+    ordered = sorted(receipts, key=lambda r: r.finished_at)
+    return ordered if limit is None else ordered[-limit:] if limit > 0 else []
+
+
+def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: bool) -> str:
+    """A table of ``receipts`` and a totals line, for people (pure).
+
+    ``many`` adds a workspace column (a root's history covers several workspaces).
+    """
+    header = ["finished", "strategy", "backend", "outcome", "msgs", "tokens", "saved"]
+    header += ["retention", "calls", "cost"]
+    rows: list[list[str]] = []
+    for r in receipts:
+        retention = f"{r.retention.before:.2f}->{r.retention.after:.2f}" if r.retention else "-"
+        row = [
+            r.finished_at[:19].replace("T", " "),
+            r.strategy,
+            r.backend or "-",
+            r.outcome,
+            f"{r.messages_before}->{r.messages_after}",
+            f"{r.tokens_before:,}->{r.tokens_after:,}",
+            f"{r.tokens_saved:,}",
+            retention,
+            str(r.llm.calls),
+            "-" if r.cost_usd is None else f"${r.cost_usd:.4f}",
+        ]
+        if many:
+            row.insert(0, r.workspace or "?")
+        rows.append(row)
+    if many:
+        header.insert(0, "workspace")
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in (header, *rows)
+    ]
+    unpriced = f" ({totals.unpriced_jobs} jobs at unknown prices)" if totals.unpriced_jobs else ""
+    lines.append(
+        f"{totals.jobs} jobs ({totals.completed} completed, {totals.ineffective} ineffective, "
+        f"{totals.failed} failed): {totals.tokens_saved:,} tokens saved, "
+        f"{totals.llm_tokens:,} LLM tokens, ${totals.cost_usd:.4f}{unpriced}"
+    )
+    return "\n".join(lines)
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,356 @@
+"""The retention check: which details of the summarized messages a summary kept (pure).
+
+Details are found without an LLM: identifiers (file paths, URLs, issue and PR numbers,
+versions, code in backticks, numbers with units, dates), decisions and preferences (the
+extractive summarizer's cue words) and open action items. Retention is the share of them
+that a summary still carries, matched on normalised forms. What a summary lost can be put
+back in a deterministic "Details kept verbatim" section that fits the summary's token cap
+(docs/design.md#retention).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memoryd.summarizers.prompts import render_transcript
+from memoryd.tokens import estimate_text_tokens
+
+VERBATIM_HEADER = "Details kept verbatim:"
+IDENTIFIER_KINDS = ("path", "url", "issue", "version", "code", "quantity", "date")
+SENTENCE_KINDS = ("decision", "preference", "action")
+MAX_ITEM_CHARS = 200
+SENTENCE_OVERLAP = 0.6
+"""Share of a sentence's content words a summary must hold for the sentence to count."""
+
+_URL = re.compile(r"\bhttps?://[^\s<>\"'`)\]]+", re.IGNORECASE)
+_PATH = re.compile(
+    r"(?<![\w/.:-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*[\w]"
+    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|toml|json|jsonl|md|ya?ml|txt|rs|go|c|h|"
+    r"cpp|hpp|java|kt|rb|sh|sql|csv|cfg|ini|lock|html|css|service|conf|log)\b"
+)
+_ISSUE = re.compile(
+    r"(?:\b(?:issue|bug|ticket|pr|pull request|pull|merge request|mr)\s*#?\s*"
+    r"|(?<![\w&])#)(\d{1,7})\b",
+    re.IGNORECASE,
+)
+_VERSION = re.compile(
+    r"(?<![\w.])v?(\d+\.\d+\.\d+(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?)(?!\w|\.\w)"
+)
+_VERSION_V = re.compile(r"(?<![\w.])v(\d+\.\d+)(?!\w|\.\w)", re.IGNORECASE)
+_CODE = re.compile(r"`([^`\n]{1,80})`")
+_UNITS = {
+    "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "day": "day", "days": "day", "week": "week", "weeks": "week",
+    "kb": "kb", "mb": "mb", "gb": "gb", "tb": "tb", "kib": "kib", "mib": "mib", "gib": "gib",
+    "%": "%", "percent": "%", "token": "tokens", "tokens": "tokens",
+    "usd": "usd", "dollars": "usd", "eur": "eur", "px": "px", "rps": "rps",
+    "req/s": "rps", "requests/s": "rps", "mhz": "mhz", "ghz": "ghz", "cores": "cores",
+    "users": "users", "rows": "rows", "requests": "requests", "retries": "retries",
+}  # fmt: skip
+_QUANTITY = re.compile(
+    r"(?<![\w.])(\d+(?:[.,]\d+)?)\s?("
+    + "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
+    + r")(?![\w])",
+    re.IGNORECASE,
+)
+_MONEY = re.compile(r"\$\s?(\d+(?:[.,]\d+)?)")
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}  # fmt: skip
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ISO_DATE = re.compile(r"\b(\d{4})[-/](\d{1,2})[-/](\d{1,2})\b")
+_MONTH_DAY_YEAR = re.compile(
+    rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
+)
+_DAY_MONTH_YEAR = re.compile(
+    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH})\.?,?\s+(\d{{4}})\b", re.I
+)
+
+_DECISION = re.compile(
+    r"\b(decided|decision|agreed|we'?ll go with|going with|settled on|chose|choose)\b", re.I
+)
+_PREFERENCE = re.compile(
+    r"\b(prefer|prefers|preference|always|never|please (use|keep|avoid|don'?t))\b", re.I
+)
+_ACTION = re.compile(
+    r"\b(action item|todo|to-do|follow[- ]up|next step|deadline|need to|needs to|must)\b", re.I
+)
+_DONE = re.compile(r"\b(done|completed|finished|fixed|merged|shipped|resolved)\b", re.I)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"[a-z0-9][a-z0-9_'-]*")
+_STOP_TEXT = (
+    "a an the and or but if then so to of in on at by for with from as is are was were be been "
+    "it its this that these those we i you he she they our your their us me my not no yes do "
+    "does did will would should could can may might must need needs about into over than also "
+    "just all any some more most very let lets use using used have has had there here what which "
+    "who when where why how decided decision agreed going go chose choose prefer always never "
+    "please keep avoid don't dont todo action item follow up next step deadline settled"
+)
+_STOPWORDS = frozenset(_STOP_TEXT.split())
+
+
+@dataclass(frozen=True, slots=True)
+class Detail:
+    """One detail that must survive a summary."""
+
+    kind: str
+    text: str
+    """As it was written (what the verbatim section shows)."""
+    key: str
+    """The normalised form matched against a summary."""
+    position: int
+    """Index of the last message that mentions it (higher is more recent)."""
+    mentions: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionScore:
+    """How much of the details a text kept: the share, and what it lost."""
+
+    score: float
+    total: int
+    missing: tuple[Detail, ...]
+
+
+def normalise(text: str) -> str:
+    """Case-folded text with runs of white space made one space (pure)."""
+    return " ".join(text.casefold().split())
+
+
+def _date_key(year: str, month: int, day: str) -> str:
+    return f"{int(year):04d}-{month:02d}-{int(day):02d}"
+
+
+def _looks_like_path(path: str) -> bool:
+    if not re.search(r"[A-Za-z]", path):
+        return False
+    return path[0] in "/~." or path.count("/") >= 2 or bool(re.search(r"\.[A-Za-z]\w{0,4}$", path))
+
+
+def _identifiers(text: str) -> Iterable[tuple[str, str, str]]:
+    """(kind, text, key) of every identifier in ``text``."""
+    for match in _URL.finditer(text):
+        url = match.group().rstrip(".,;:!?")
+        yield "url", url, normalise(url).rstrip("/")
+    for match in _PATH.finditer(text):
+        path = match.group()
+        if "://" in text[max(0, match.start() - 8) : match.end()] or path.startswith("//"):
+            continue
+        if "/" in path and not _looks_like_path(path):
+            continue  # "and/or", "12/03/2026", "3/4"
+        yield "path", path, normalise(path)
+    for match in _ISSUE.finditer(text):
+        yield "issue", match.group().strip(), f"#{int(match.group(1))}"
+    for pattern in (_VERSION, _VERSION_V):
+        for match in pattern.finditer(text):
+            yield "version", match.group(), match.group(1)
+    for match in _CODE.finditer(text):
+        yield "code", match.group(1), normalise(match.group(1))
+    for match in _QUANTITY.finditer(text):
+        number = match.group(1).replace(",", ".")
+        unit = _UNITS[match.group(2).lower()]
+        yield "quantity", match.group(), f"{number} {unit}"
+    for match in _MONEY.finditer(text):
+        yield "quantity", match.group(), f"{match.group(1).replace(',', '.')} usd"
+    for match in _ISO_DATE.finditer(text):
+        year, month, day = match.groups()
+        if 1 <= int(month) <= 12 and 1 <= int(day) <= 31:
+            yield "date", match.group(), _date_key(year, int(month), day)
+    for match in _MONTH_DAY_YEAR.finditer(text):
+        month_name, day, year = match.groups()
+        yield "date", match.group(), _date_key(year, _MONTHS[month_name.lower()], day)
+    for match in _DAY_MONTH_YEAR.finditer(text):
+        day, month_name, year = match.groups()
+        yield "date", match.group(), _date_key(year, _MONTHS[month_name.lower()], day)
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The words of ``text`` that carry its meaning (no stop or cue words) (pure)."""
+    return frozenset(w for w in _WORD.findall(text.casefold()) if w not in _STOPWORDS)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if len(s.strip()) >= 8]
+
+
+def _sentence_kind(sentence: str) -> str | None:
+    if _DECISION.search(sentence):
+        return "decision"
+    if _PREFERENCE.search(sentence):
+        return "preference"
+    if _ACTION.search(sentence) and not _DONE.search(sentence):
+        return "action"
+    return None
+
+
+def _same_topic(a: frozenset[str], b: frozenset[str]) -> bool:
+    return bool(a and b) and len(a & b) / min(len(a), len(b)) >= SENTENCE_OVERLAP
+
+
+def extract_details(
+    messages: Sequence[Mapping[str, Any]], previous_summary: str | None = None
+) -> list[Detail]:
+    """Every detail of ``messages`` (and of the summary before them) that must survive (pure).
+
+    A detail mentioned several times counts once, with its mentions and its most recent
+    position. An action item that a later sentence marks done is no longer open and is
+    left out.
+    """
+    texts: list[str] = []
+    if previous_summary:
+        texts.append(previous_summary.replace(VERBATIM_HEADER, ""))
+    for message in messages:
+        rendered = render_transcript([message])
+        texts.append(re.sub(r"^\[[a-z_]+\]\s*", "", rendered))
+    found: dict[tuple[str, str], Detail] = {}
+    done_topics: list[tuple[int, frozenset[str]]] = []
+
+    def note(kind: str, text: str, key: str, position: int) -> None:
+        if not key:
+            return
+        slot = ("sentence" if kind in SENTENCE_KINDS else kind, key)
+        known = found.get(slot)
+        mentions = known.mentions + 1 if known else 1
+        shown = known.text if known else text
+        found[slot] = Detail(kind, shown, key, position, mentions)
+
+    for position, text in enumerate(texts):
+        for kind, shown, key in _identifiers(text):
+            note(kind, shown, key, position)
+        for sentence in _sentences(text):
+            sentence = re.sub(r"^[-*]\s+|^(user|assistant):\s+", "", sentence, flags=re.I)
+            sentence_kind = _sentence_kind(sentence)
+            if sentence_kind is None:
+                if _DONE.search(sentence):
+                    done_topics.append((position, content_words(sentence)))
+                continue
+            words = content_words(sentence)
+            if len(words) < 2:
+                continue
+            shown = (
+                sentence
+                if len(sentence) <= MAX_ITEM_CHARS
+                else sentence[: MAX_ITEM_CHARS - 1] + "…"
+            )
+            note(sentence_kind, shown, " ".join(sorted(words)), position)
+    details = []
+    for detail in found.values():
+        if detail.kind == "action":
+            words = frozenset(detail.key.split())
+            if any(p > detail.position and _same_topic(words, w) for p, w in done_topics):
+                continue
+        details.append(detail)
+    return details
+
+
+class _Index:
+    """A text prepared for matching details against it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = normalise(text)
+        self.keys = {key for _kind, _shown, key in _identifiers(text)}
+        self.words = content_words(text)
+
+    def holds(self, detail: Detail) -> bool:
+        if detail.kind in SENTENCE_KINDS:
+            words = frozenset(detail.key.split())
+            return bool(words) and len(words & self.words) / len(words) >= SENTENCE_OVERLAP
+        if detail.key in self.keys:
+            return True
+        if detail.kind in ("issue", "date", "quantity"):
+            return False
+        return detail.key in self.text
+
+
+def score(details: Sequence[Detail], text: str) -> RetentionScore:
+    """The share of ``details`` that ``text`` carries (1.0 when there is none) (pure)."""
+    if not details:
+        return RetentionScore(1.0, 0, ())
+    index = _Index(text)
+    missing = tuple(d for d in details if not index.holds(d))
+    kept = len(details) - len(missing)
+    return RetentionScore(round(kept / len(details), 4), len(details), missing)
+
+
+def by_priority(details: Iterable[Detail]) -> list[Detail]:
+    """Most recent first, then most referenced, then identifiers before sentences (pure)."""
+    return sorted(
+        details, key=lambda d: (-d.position, -d.mentions, d.kind in SENTENCE_KINDS, d.text)
+    )
+
+
+_LABELS = {
+    "path": "Files",
+    "url": "Links",
+    "issue": "Issues and PRs",
+    "version": "Versions",
+    "code": "Code",
+    "quantity": "Figures",
+    "date": "Dates",
+}
+
+
+def render_section(items: Sequence[Detail]) -> str:
+    """The "Details kept verbatim" section for ``items`` (pure; empty for none)."""
+    if not items:
+        return ""
+    lines = [VERBATIM_HEADER]
+    for kind in IDENTIFIER_KINDS:
+        shown = [d.text for d in items if d.kind == kind]
+        if shown:
+            lines.append(f"- {_LABELS[kind]}: " + "; ".join(shown))
+    lines.extend(f"- {d.text}" for d in items if d.kind in SENTENCE_KINDS)
+    return "\n".join(lines)
+
+
+def _trim(text: str, max_tokens: int) -> str:
+    """``text`` cut at a line (else sentence) boundary to fit ``max_tokens``."""
+    if estimate_text_tokens(text) <= max_tokens:
+        return text
+    lines = text.splitlines()
+    while len(lines) > 1 and estimate_text_tokens("\n".join(lines)) > max_tokens:
+        lines.pop()
+    kept = "\n".join(lines)
+    if estimate_text_tokens(kept) <= max_tokens:
+        return kept
+    return kept[: max(0, max_tokens * 4 - 1)].rstrip() + "…"
+
+
+def with_verbatim_section(text: str, missing: Sequence[Detail], max_tokens: int) -> str:
+    """``text`` followed by the missing details, the whole within ``max_tokens`` (pure).
+
+    The details go in by priority (:func:`by_priority`) while they fit in what the text
+    leaves free, or in half of the cap when the text fills it (the text is then cut at a
+    line boundary to make room). The result is deterministic for the same input.
+    """
+    if not missing:
+        return _trim(text, max_tokens)
+    own = estimate_text_tokens(text)
+    room = max(max_tokens - own - 1, max_tokens // 2)
+    chosen: list[Detail] = []
+    for detail in by_priority(missing):
+        trial = render_section([*chosen, detail])
+        if estimate_text_tokens(trial) <= room:
+            chosen.append(detail)
+    ordered = [d for d in missing if d in chosen]
+    section = render_section(ordered)
+    if not section:
+        return _trim(text, max_tokens)
+    body = _trim(text, max(0, max_tokens - estimate_text_tokens(section) - 1))
+    return f"{body}\n{section}" if body else section
