@@ -26,7 +26,13 @@ from memoryd.policy import (
     get_threshold_action,
     should_emit_event,
 )
-from memoryd.stores import compact, read_entries, record_task_bookmark, write_entry
+from memoryd.stores import (
+    CompactionReport,
+    compact,
+    read_entries,
+    record_task_bookmark,
+    write_entry,
+)
 from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
 
 __all__ = [
@@ -34,6 +40,7 @@ __all__ = [
     "CheckpointParseError",
     "CheckpointSummary",
     "CommitAborted",
+    "CompactionReport",
     "ConfigError",
     "ContextMonitor",
     "Heartbeat",

@@ -88,7 +88,7 @@ def handle_compact(args: argparse.Namespace, out: TextIO) -> int:
         keep_bookmarks=memory_setting(args, "keep_bookmarks", stores.DEFAULT_KEEP_BOOKMARKS),
         dry_run=args.dry_run,
     )
-    _write_json(out, report)
+    _write_json(out, report.as_json())
     return 0
 
 

@@ -51,6 +51,13 @@ RESERVED_ENV = frozenset({CONFIG_ENV})
 ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
 ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# Defaults that code outside Settings needs too (the monitor, the level text, the stores'
+# functions): each is written here once.
+DEFAULT_TOKEN_LIMIT = 100_000
+DEFAULT_WARNING_AT = 0.70
+DEFAULT_CRITICAL_AT = 0.85
+DEFAULT_MEMORY_THRESHOLD = 50
+DEFAULT_KEEP_BOOKMARKS = 10
 WORKSPACE_KEYS = frozenset(
     {
         "token_limit",
@@ -140,8 +147,8 @@ class MemorySettings(BaseModel):
 
     model_config = _NESTED
 
-    threshold: int = Field(default=50, gt=0)
-    keep_bookmarks: int = Field(default=10, ge=0)
+    threshold: int = Field(default=DEFAULT_MEMORY_THRESHOLD, gt=0)
+    keep_bookmarks: int = Field(default=DEFAULT_KEEP_BOOKMARKS, ge=0)
 
 
 class Settings(BaseSettings):
@@ -160,10 +167,10 @@ class Settings(BaseSettings):
 
     roots: list[Path] = Field(default_factory=lambda: [Path("~/agents")])
     max_depth: int = Field(default=4, ge=0)
-    token_limit: int = Field(default=100_000, gt=0)
-    warning_at: float = Field(default=0.70, gt=0, le=1)
+    token_limit: int = Field(default=DEFAULT_TOKEN_LIMIT, gt=0)
+    warning_at: float = Field(default=DEFAULT_WARNING_AT, gt=0, le=1)
     summarize_at: float = Field(default=0.80, gt=0, le=1)
-    critical_at: float = Field(default=0.85, gt=0, le=1)
+    critical_at: float = Field(default=DEFAULT_CRITICAL_AT, gt=0, le=1)
     strategy: Literal["narrative", "rolling", "checkpoint"] = "narrative"
     keep_recent_ratio: float = Field(default=0.40, gt=0, lt=1)
     keep_first: int = Field(default=0, ge=0)

@@ -99,7 +99,7 @@ def _alive(pid: int) -> bool:
     return stat_line[stat_line.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
-def compact_stores_job(workspace: Path, settings: Settings) -> dict[str, Any]:
+def compact_stores_job(workspace: Path, settings: Settings) -> stores.CompactionReport:
     """Worker side of a memory-store compaction, with HEARTBEAT.md like any job."""
     heartbeat = HeartbeatManager(Workspace(workspace))
     try:
@@ -113,9 +113,7 @@ def compact_stores_job(workspace: Path, settings: Settings) -> dict[str, Any]:
     except MemorydError as exc:
         heartbeat.fail_task(f"memory compaction failed: {exc}")
         raise
-    heartbeat.complete_task(
-        f"compacted memory stores: {report.get('summaries_created', 0)} entries summarized"
-    )
+    heartbeat.complete_task(report.describe())
     return report
 
 
@@ -634,7 +632,8 @@ class Supervisor:
         if kind == "summarize" and isinstance(result, JobResult):
             self._summarize_done(tracked, result, now)
         else:
-            log.info("memory_compacted", workspace=str(path), **_counts(result))
+            counts = result.counts() if isinstance(result, stores.CompactionReport) else {}
+            log.info("memory_compacted", workspace=str(path), **counts)
         tracked.state_numbers = None
         self.process(tracked, now)
 
@@ -749,12 +748,6 @@ def _calibration(value: Any) -> float:
     except (TypeError, ValueError):
         return 1.0
     return factor if math.isfinite(factor) and factor > 0 else 1.0
-
-
-def _counts(report: Any) -> dict[str, Any]:
-    if not isinstance(report, dict):
-        return {}
-    return {k: v for k, v in report.items() if isinstance(v, int | bool)}
 
 
 def run_daemon(

@@ -35,9 +35,3 @@ def find_workspaces(root: Path, max_depth: int) -> Iterator[Path]:
             ):
                 stack.append((Path(entry.path), depth + 1))
     yield from sorted(found)
-
-
-def is_inside(path: Path, root: Path) -> bool:
-    """True when ``path`` (resolved) lies at or below ``root`` (resolved)."""
-    real, base = path.resolve(), root.resolve()
-    return real == base or base in real.parents

@@ -27,10 +27,6 @@ class UnsafePathError(InputError):
     """A path leaves its workspace, is a hard link, or is not a regular file."""
 
 
-class WorkspaceBusy(MemorydError):
-    """Another job (this daemon, another daemon or a one-shot command) holds the workspace."""
-
-
 class CommitAborted(MemorydError):
     """A rewrite was abandoned before the rename; the original file is untouched."""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import events
+from memoryd.config import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_WARNING_AT
 from memoryd.errors import InputError
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write
@@ -63,8 +64,9 @@ def monitor_path(workspace: Path, agent_id: str) -> Path:
 class ContextMonitor:
     """Tracks one agent's context usage; see the module docstring.
 
-    ``clock`` returns epoch seconds (tests pass a fixed one). Thresholds default to the
-    daemon's (0.70 warning, 0.85 critical) and tokens are estimated as characters / 4.
+    ``clock`` returns epoch seconds (tests pass a fixed one). Budget and thresholds
+    default to the daemon's (``token_limit``, ``warning_at``, ``critical_at``) and tokens
+    are estimated as characters / 4.
     """
 
     def __init__(
@@ -73,9 +75,9 @@ class ContextMonitor:
         agent_id: str,
         *,
         session_id: str | None = None,
-        token_limit: int = 100_000,
-        warning_at: float = 0.70,
-        critical_at: float = 0.85,
+        token_limit: int = DEFAULT_TOKEN_LIMIT,
+        warning_at: float = DEFAULT_WARNING_AT,
+        critical_at: float = DEFAULT_CRITICAL_AT,
         tasks_total: int = 0,
         clock: Callable[[], float] = time.time,
     ) -> None:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from memoryd.config import DEFAULT_CRITICAL_AT, DEFAULT_WARNING_AT
+
 Level = Literal["normal", "warning", "critical"]
 Action = Literal["none", "prepare_handoff", "force_return"]
 
@@ -13,11 +15,13 @@ ACTIONS: dict[Level, tuple[Action, str]] = {
     "normal": ("none", "Context normal - continue working"),
     "warning": (
         "prepare_handoff",
-        "Context warning (70%+) - complete current task, prepare clean handoff",
+        f"Context warning ({DEFAULT_WARNING_AT:.0%}+) - complete current task, "
+        "prepare clean handoff",
     ),
     "critical": (
         "force_return",
-        "Context critical (85%+) - initiating checkpoint return: save state and return control",
+        f"Context critical ({DEFAULT_CRITICAL_AT:.0%}+) - initiating checkpoint return: "
+        "save state and return control",
     ),
 }
 
@@ -52,13 +56,25 @@ def detect_threshold(
     warning_at: float | None = None,
     critical_at: float | None = None,
 ) -> Level:
-    """The level of a usage ratio: warning from 0.70, critical from 0.85.
+    """The level of a usage ratio: by default warning from 0.70, critical from 0.85.
 
     The thresholds come from ``config`` (a Settings, say) when given, and an explicit
     ``warning_at`` / ``critical_at`` wins over both.
     """
-    warning = warning_at if warning_at is not None else config.warning_at if config else 0.70
-    critical = critical_at if critical_at is not None else config.critical_at if config else 0.85
+    warning = (
+        warning_at
+        if warning_at is not None
+        else config.warning_at
+        if config
+        else DEFAULT_WARNING_AT
+    )
+    critical = (
+        critical_at
+        if critical_at is not None
+        else config.critical_at
+        if config
+        else DEFAULT_CRITICAL_AT
+    )
     if usage_ratio >= critical:
         return "critical"
     if usage_ratio >= warning:

@@ -1,4 +1,6 @@
-"""Memory stores: bookmarks, todos, decisions, lessons, and their compaction (SPEC §7).
+"""Memory stores: bookmarks, todos, decisions, lessons, and their compaction.
+
+See docs/design.md#memory-stores.
 
 A store is ``memory/<store>.jsonl`` in a workspace. Every complete line is an *entry*: a
 live entry (a JSON object), a summary line standing for an entry compacted earlier
@@ -23,12 +25,13 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from memoryd.commit import ArchivePlan, Part, archive_name, read_snapshot, rewrite
+from memoryd.config import DEFAULT_KEEP_BOOKMARKS, DEFAULT_MEMORY_THRESHOLD
 from memoryd.errors import InputError, MemorydError
 from memoryd.events import emit, iso_ms
 from memoryd.fsutil import append_line, check_workspace, flocked, resolve_inside
@@ -37,8 +40,7 @@ from memoryd.workspace import Workspace
 
 STORES: tuple[str, ...] = ("bookmarks", "todos", "decisions", "lessons")
 SACRED: frozenset[str] = frozenset({"decisions", "lessons"})
-DEFAULT_THRESHOLD = 50
-DEFAULT_KEEP_BOOKMARKS = 10
+DEFAULT_THRESHOLD = DEFAULT_MEMORY_THRESHOLD
 
 TIMESTAMP_KEYS = ("timestamp", "created_at", "date", "ts", "time")
 BOOKMARK_TASK_KEYS = ("task", "title", "description", "name")
@@ -115,6 +117,74 @@ class CompactionPlan:
     def summaries_created(self) -> int:
         """Summary lines the compaction writes."""
         return len(self.replacements)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What :func:`compact` did (or would do, for a dry run), per store processed."""
+
+    compacted: bool
+    dry_run: bool = False
+    stores_processed: tuple[str, ...] = ()
+    entries_before: dict[str, int] = field(default_factory=dict)
+    entries_after: dict[str, int] = field(default_factory=dict)
+    summaries_created: dict[str, int] = field(default_factory=dict)
+    sacred_skipped: tuple[str, ...] = ()
+    archives: dict[str, str] = field(default_factory=dict)
+    """The archive of each store that was rewritten, relative to the workspace."""
+    malformed_lines: dict[str, list[int]] = field(default_factory=dict)
+    """Line numbers of malformed lines per store (kept in place)."""
+    reason: str | None = None
+    """Why nothing was compacted: ``nothing_to_compact`` or ``sacred_data``."""
+    store: str | None = None
+    """The sacred store that was named, with ``reason`` ``sacred_data``."""
+
+    @property
+    def summarized(self) -> int:
+        """Entries replaced by summary lines, over every store."""
+        return sum(self.summaries_created.values())
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as ``memory compact`` prints it (docs/design.md#memory-stores)."""
+        if self.reason == "sacred_data":
+            return {"compacted": False, "reason": "sacred_data", "store": self.store}
+        report: dict[str, Any] = {
+            "compacted": self.compacted,
+            "dry_run": self.dry_run,
+            "stores_processed": list(self.stores_processed),
+            "entries_before": dict(self.entries_before),
+            "entries_after": dict(self.entries_after),
+            "summaries_created": dict(self.summaries_created),
+            "sacred_skipped": list(self.sacred_skipped),
+            "archives": dict(self.archives),
+        }
+        if self.malformed_lines:
+            report["malformed_lines"] = dict(self.malformed_lines)
+        if self.reason is not None:
+            report["reason"] = self.reason
+        return report
+
+    def counts(self) -> dict[str, int | bool]:
+        """The report's figures for a log line: totals over the stores, no text."""
+        return {
+            "compacted": self.compacted,
+            "dry_run": self.dry_run,
+            "stores": len(self.stores_processed),
+            "entries_before": sum(self.entries_before.values()),
+            "entries_after": sum(self.entries_after.values()),
+            "summarized": self.summarized,
+            "malformed": sum(len(lines) for lines in self.malformed_lines.values()),
+        }
+
+    def describe(self) -> str:
+        """One line for HEARTBEAT.md's ``last_result``."""
+        if not self.compacted:
+            return f"memory stores: nothing compacted ({self.reason or 'nothing_to_compact'})"
+        per_store = ", ".join(
+            f"{name} {count}" for name, count in self.summaries_created.items() if count
+        )
+        entries = "entry" if self.summarized == 1 else "entries"
+        return f"compacted memory stores: {self.summarized} {entries} summarized ({per_store})"
 
 
 def check_store(store: str) -> None:
@@ -473,14 +543,11 @@ def compact(
     now: float | None = None,
     *,
     drain_seconds: float = 0.5,
-) -> dict[str, Any]:
-    """Compact ``store`` (or every store that is not sacred) and return the report of SPEC §7.
+) -> CompactionReport:
+    """Compact ``store`` (or every store that is not sacred); see :class:`CompactionReport`.
 
-    A named sacred store gives ``{"compacted": false, "reason": "sacred_data", "store": …}``.
-    The report has ``compacted``, ``dry_run``, ``stores_processed``, ``entries_before``,
-    ``entries_after``, ``summaries_created``, ``sacred_skipped``, ``archives`` and, when
-    any, ``malformed_lines`` (line numbers per store, kept in place); ``reason`` says why
-    nothing was compacted. ``dry_run`` reports the same and touches no file. Each rewrite
+    A named sacred store is not touched (``reason`` ``sacred_data``). ``dry_run`` reports
+    the same and touches no file. Each rewrite
     is atomic and archives the replaced lines; lines appended meanwhile are kept.
     ``drain_seconds`` is how long the replaced file is watched for writers that do not
     lock. Raises InputError for bad arguments, CommitAborted when a store changed under us.
@@ -491,37 +558,38 @@ def compact(
     _check_count("keep_bookmarks", keep_bookmarks)
     ws = Workspace(check_workspace(workspace))
     if store in SACRED:
-        return {"compacted": False, "reason": "sacred_data", "store": store}
+        return CompactionReport(False, reason="sacred_data", store=store)
     targets = [store] if store is not None else [s for s in STORES if s not in SACRED]
     moment = time.time() if now is None else now
-    report: dict[str, Any] = {
-        "compacted": False,
-        "dry_run": dry_run,
-        "stores_processed": targets,
-        "entries_before": {},
-        "entries_after": {},
-        "summaries_created": {},
-        "sacred_skipped": sorted(SACRED) if store is None else [],
-        "archives": {},
-    }
+    before: dict[str, int] = {}
+    after: dict[str, int] = {}
+    created: dict[str, int] = {}
+    archives: dict[str, str] = {}
     malformed: dict[str, list[int]] = {}
     for name in targets:
         plan, archived = _compact_store(
             ws, name, threshold, keep_bookmarks, dry_run, moment, drain_seconds
         )
-        report["entries_before"][name] = plan.entries_before
-        report["entries_after"][name] = plan.entries_after
-        report["summaries_created"][name] = plan.summaries_created
-        report["compacted"] = report["compacted"] or plan.summaries_created > 0
+        before[name] = plan.entries_before
+        after[name] = plan.entries_after
+        created[name] = plan.summaries_created
         if archived is not None:
-            report["archives"][name] = archived
+            archives[name] = archived
         if plan.malformed_lines:
             malformed[name] = list(plan.malformed_lines)
-    if malformed:
-        report["malformed_lines"] = malformed
-    if not report["compacted"]:
-        report["reason"] = "nothing_to_compact"
-    return report
+    compacted = any(created.values())
+    return CompactionReport(
+        compacted,
+        dry_run=dry_run,
+        stores_processed=tuple(targets),
+        entries_before=before,
+        entries_after=after,
+        summaries_created=created,
+        sacred_skipped=tuple(sorted(SACRED)) if store is None else (),
+        archives=archives,
+        malformed_lines=malformed,
+        reason=None if compacted else "nothing_to_compact",
+    )
 
 
 def stores_needing_compaction(
@@ -575,6 +643,7 @@ __all__ = [
     "SACRED",
     "STORES",
     "CompactionPlan",
+    "CompactionReport",
     "Entry",
     "Replacement",
     "WriteResult",

@@ -43,7 +43,11 @@ def wait_until(
 
 
 def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """PATH, HOME and XDG_CONFIG_HOME in ``home``, unbuffered output, plus ``extra``."""
+    """PATH, HOME and XDG_CONFIG_HOME in ``home``, unbuffered output, plus ``extra``.
+
+    PYTHONPATH names this checkout, so the daemon runs the code under test (not whatever
+    copy of memoryd the interpreter has installed).
+    """
     config_home = home / ".config"
     config_home.mkdir(parents=True, exist_ok=True)
     env = {
@@ -51,6 +55,7 @@ def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, s
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(config_home),
         "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(TESTS.parent),
         "LANG": "C.UTF-8",
     }
     env.update(extra or {})

@@ -571,6 +571,7 @@ def daemon_process(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[by
             "HOME": str(home),
             "XDG_CONFIG_HOME": str(home / ".config"),
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
             **env,
         }
         log = (tmp_path / "daemon.log").open("wb")

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -764,7 +765,12 @@ def test_the_daemon_compacts_a_memory_store_past_its_threshold(
     capsys.readouterr()
 
     wait_until(lambda: "memory_compacted" in types(ws), 20, "event memory_compacted")
-    daemon.wait_log("memory_compacted", workspace=str(ws))
+    logged = daemon.wait_log("memory_compacted", workspace=str(ws))
+    # The log line carries the report's figures (totals over bookmarks and todos).
+    assert logged["compacted"] is True
+    assert logged["stores"] == 2
+    assert logged["summarized"] >= 1
+    assert logged["entries_before"] == logged["entries_after"] >= 1
     store = ws / "memory" / "bookmarks.jsonl"
 
     def compacted() -> bool:
@@ -773,6 +779,10 @@ def test_the_daemon_compacts_a_memory_store_past_its_threshold(
         return done and sum(1 for r in rows if "summary" in r) == 2
 
     wait_until(compacted, 20, "the two oldest bookmarks summarized, the job completed")
+    assert re.fullmatch(
+        r"compacted memory stores: [12] entr(y|ies) summarized \(bookmarks [12]\)",
+        read_heartbeat(ws)["last_result"],
+    )
     rows = [json.loads(x) for x in store.read_bytes().splitlines()]
     assert [r["plan"] for r in rows if "summary" not in r] == list(range(2, 12))
     archived = [

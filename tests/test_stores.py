@@ -145,7 +145,7 @@ def test_the_archive_holds_the_replaced_entries_byte_for_byte(ws: Path) -> None:
     [archive] = archives(ws)
     assert archive.name.startswith("memory-bookmarks-")
     assert archive.read_bytes() == b"".join(original[:20])
-    assert report["archives"] == {"bookmarks": f".memoryd/archive/{archive.name}"}
+    assert report.archives == {"bookmarks": f".memoryd/archive/{archive.name}"}
     [event] = [e for e in read_events(Workspace(ws).events) if e["type"] == "memory_compacted"]
     assert event["store"] == "bookmarks"
     assert (event["entries_before"], event["entries_after"]) == (30, 30)
@@ -155,7 +155,7 @@ def test_the_archive_holds_the_replaced_entries_byte_for_byte(ws: Path) -> None:
 def test_keep_bookmarks_decides_how_many_newest_stay(ws: Path) -> None:
     write_bookmarks(ws, 12)
     report = compact(ws, "bookmarks", threshold=5, keep_bookmarks=4, drain_seconds=0.0)
-    assert report["summaries_created"] == {"bookmarks": 8}
+    assert report.summaries_created == {"bookmarks": 8}
     live = [e for e in read_entries(ws, "bookmarks") if "summary" not in e]
     assert [e["task"] for e in live] == [8, 9, 10, 11]
 
@@ -167,10 +167,10 @@ def test_compacting_again_keeps_existing_summary_lines_as_they_are(ws: Path) -> 
     compact(ws, "bookmarks", threshold=25, drain_seconds=0.0)
     first = store_lines(ws, "bookmarks")
     write_bookmarks(ws, 5, start=30)
-    assert compact(ws, "bookmarks", threshold=25, drain_seconds=0.0)["compacted"] is False
+    assert compact(ws, "bookmarks", threshold=25, drain_seconds=0.0).compacted is False
     write_bookmarks(ws, 15, start=35)
     report = compact(ws, "bookmarks", threshold=25, drain_seconds=0.0)
-    assert report["summaries_created"] == {"bookmarks": 20}
+    assert report.summaries_created == {"bookmarks": 20}
     lines = store_lines(ws, "bookmarks")
     assert lines[:20] == first[:20]
     assert len(lines) == 50
@@ -258,7 +258,7 @@ def test_completed_todos_become_summary_lines_and_open_ones_stay(ws: Path) -> No
         write_entry(ws, "todos", {"title": f"todo {i}", "completed": done}, now=old + i * 86400)
     original = store_lines(ws, "todos")
     report = compact(ws, "todos", threshold=12, drain_seconds=0.0)
-    assert report["summaries_created"] == {"todos": 10}
+    assert report.summaries_created == {"todos": 10}
     lines = store_lines(ws, "todos")
     assert len(lines) == 15
     for i, line in enumerate(lines):
@@ -373,8 +373,8 @@ def test_a_malformed_line_survives_compaction_in_place_and_is_reported(ws: Path)
         stream.write(b"{not json\n")
     write_bookmarks(ws, 10, start=5)
     report = compact(ws, "bookmarks", threshold=10, keep_bookmarks=3, drain_seconds=0.0)
-    assert report["malformed_lines"] == {"bookmarks": [6]}
-    assert report["summaries_created"] == {"bookmarks": 12}
+    assert report.malformed_lines == {"bookmarks": [6]}
+    assert report.summaries_created == {"bookmarks": 12}
     lines = store_lines(ws, "bookmarks")
     assert len(lines) == 16
     assert lines[5] == b"{not json\n"
@@ -389,7 +389,7 @@ def test_a_trailing_fragment_is_neither_counted_nor_touched(ws: Path) -> None:
     with open(path, "ab") as stream:
         stream.write(b'{"task": "half')
     report = compact(ws, "bookmarks", threshold=11, keep_bookmarks=2, drain_seconds=0.0)
-    assert report["entries_before"] == {"bookmarks": 12}
+    assert report.entries_before == {"bookmarks": 12}
     assert path.read_bytes().endswith(b'\n{"task": "half')
 
 
@@ -410,7 +410,7 @@ def test_concurrent_writer_processes_lose_nothing_during_compactions(ws: Path) -
         while any(w.poll() is None for w in writers):
             if Workspace(ws).store("bookmarks").exists():
                 report = compact(ws, "bookmarks", threshold=5, keep_bookmarks=3, drain_seconds=0)
-                compactions += report["compacted"]
+                compactions += report.compacted
             time.sleep(0.005)
     finally:
         codes = [w.wait(timeout=60) for w in writers]
@@ -526,3 +526,22 @@ def test_stores_needing_compaction_lists_only_stores_a_compaction_would_change(
     compact(ws, "bookmarks", threshold=10, keep_bookmarks=2, drain_seconds=0.0)
     assert stores_needing_compaction(ws, threshold=10, keep_bookmarks=2) == []
     assert len(load_store(ws, "bookmarks")) == 12
+
+
+def test_compaction_report_reads_as_counts_and_one_line(ws: Path) -> None:
+    """The report's figures for a log line are totals (no per-store dict), and its line for
+    HEARTBEAT.md names the number of entries summarized, not a Python dict."""
+    write_bookmarks(ws, 30)
+    report = compact(ws, None, threshold=25, drain_seconds=0.0)
+    assert report.counts() == {
+        "compacted": True,
+        "dry_run": False,
+        "stores": 2,
+        "entries_before": 30,
+        "entries_after": 30,
+        "summarized": 20,
+        "malformed": 0,
+    }
+    assert report.describe() == "compacted memory stores: 20 entries summarized (bookmarks 20)"
+    nothing = compact(ws, None, threshold=25, drain_seconds=0.0)
+    assert nothing.describe() == "memory stores: nothing compacted (nothing_to_compact)"
