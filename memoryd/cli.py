@@ -29,12 +29,11 @@ from memoryd.conversation import ROLES, append_message
 from memoryd.errors import MemorydError, UsageError
 from memoryd.fsutil import check_workspace
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import JobRequest, JobResult, run_job
+from memoryd.job import JobRequest, JobResult, run_job, summarizer_env
 from memoryd.logs import configure_logging
 from memoryd.status import collect_status, render_status_table
 from memoryd.workspace import Workspace
 
-SUMMARIZER_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 EXIT_BY_OUTCOME = {
     "completed": 0,
     "nothing_to_do": 0,
@@ -137,7 +136,7 @@ def _load(args: argparse.Namespace, **overrides: Any) -> LoadedSettings:
 
 
 def _summarizer_env() -> dict[str, str]:
-    return {name: os.environ[name] for name in SUMMARIZER_ENV if name in os.environ}
+    return summarizer_env(os.environ)
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,4 +1,6 @@
-"""The ``memoryd memory`` command group: write, read and compact memory stores (SPEC §6, §7).
+"""The ``memoryd memory`` command group: write, read and compact memory stores.
+
+See docs/design.md#memory-stores.
 
 :func:`add_memory_parser` registers the group on the main parser's subparsers; every
 action sets ``handler(args, out) -> exit code``, which prints one JSON object to ``out``

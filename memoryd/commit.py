@@ -43,6 +43,7 @@ from memoryd.fsutil import (
     flocked,
     fsync_dir,
     is_enospc,
+    pid_alive,
     temp_name,
     write_all,
 )
@@ -419,15 +420,8 @@ class Recovery:
 
 
 def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Another process that may still use its files (our own pid's are left over)."""
+    return pid != os.getpid() and pid_alive(pid)
 
 
 def archive_target(workspace: Workspace, name: str) -> Path | None:

@@ -34,9 +34,9 @@ from memoryd.config import LoadedSettings, Settings, load_settings, settings_for
 from memoryd.conversation import ConversationReader
 from memoryd.discovery import find_workspaces
 from memoryd.errors import MemorydError
-from memoryd.fsutil import flocked
+from memoryd.fsutil import flocked, pid_alive
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import JobRequest, JobResult, run_job
+from memoryd.job import JobRequest, JobResult, report_failure, run_job, summarizer_env
 from memoryd.logs import configure_logging
 from memoryd.policy import should_emit_event
 from memoryd.state import build_state, read_state, saved_numbers, write_state
@@ -47,7 +47,6 @@ from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
 
-SUMMARIZER_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
 MAX_WAIT = 1.0
 """Longest the loop sleeps: bounds how late a timer (retry, rescan, shutdown) can fire."""
 ORPHAN_CHECK_SECONDS = 1.0
@@ -86,17 +85,8 @@ def _exit_with_daemon(daemon_pid: int) -> None:
     """
     while True:
         time.sleep(ORPHAN_CHECK_SECONDS)
-        if not _alive(daemon_pid):
+        if not pid_alive(daemon_pid):
             os._exit(0)
-
-
-def _alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie, dead but not yet reaped, counts as gone)."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat_line[stat_line.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
 def compact_stores_job(workspace: Path, settings: Settings) -> stores.CompactionReport:
@@ -404,9 +394,7 @@ class Supervisor:
                     manager = HeartbeatManager(workspace)
                     saved = read_state(workspace) or {}
                     if saved.get("summarizing") and manager.get_status().status == "active":
-                        reason = "interrupted: the daemon stopped during the job"
-                        manager.fail_task(reason)
-                        events.emit(workspace, "summarize_failed", reason=reason)
+                        report_failure(workspace, "interrupted: the daemon stopped during the job")
                     else:
                         manager.ensure_clean()
                 else:
@@ -466,7 +454,7 @@ class Supervisor:
         if update.reset:
             log.info("conversation_recounted", workspace=str(tracked.workspace.path))
         for line in update.new_lines:
-            if line.problem is not None and line.problem != "opaque":
+            if line.malformed:
                 events.emit(
                     tracked.workspace,
                     "malformed_line",
@@ -543,7 +531,7 @@ class Supervisor:
         request = JobRequest(
             workspace=path,
             settings=tracked.settings,
-            env={k: self.env[k] for k in SUMMARIZER_ENV if k in self.env},
+            env=summarizer_env(self.env),
             heartbeat_started=True,
             calibration=tracked.calibration,
             force=True,
@@ -670,8 +658,7 @@ class Supervisor:
     def _job_crashed(self, path: Path, tracked: Tracked | None, now: float, reason: str) -> None:
         log.warning("job_failed", workspace=str(path), reason=reason)
         with contextlib.suppress(OSError):
-            HeartbeatManager(Workspace(path)).fail_task(reason)
-            events.emit(Workspace(path), "summarize_failed", reason=reason)
+            report_failure(Workspace(path), reason)
         if tracked is not None:
             tracked.running = False
             after_failure(tracked, now)

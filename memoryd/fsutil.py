@@ -26,6 +26,27 @@ def temp_name(target: Path) -> Path:
     return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
 
 
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` runs (the writer named in a temporary file, the daemon).
+
+    A zombie, dead but not yet reaped by its parent, counts as gone.
+    """
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        # No /proc to read here: ask the kernel (EPERM means the process exists).
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return stat_line[stat_line.rfind(")") + 2 :][:1] not in ("Z", "X")
+
+
 def is_temp_name(name: str) -> bool:
     """True for the names of memoryd's temporary files."""
     return TEMP_MARK in name

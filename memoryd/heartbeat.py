@@ -7,9 +7,11 @@ of its own, so a read-modify-write by one never undoes the other's.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, get_args
@@ -223,3 +225,24 @@ class HeartbeatManager:
             return False
         self.reset()
         return True
+
+    @contextlib.contextmanager
+    def checkins(self, interval: float) -> Iterator[None]:
+        """Advance ``last_checkin`` every ``interval`` seconds while inside (a running job).
+
+        A check-in that cannot be written is skipped: the job goes on.
+        """
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(interval):
+                with contextlib.suppress(OSError):
+                    self.checkin()
+
+        thread = threading.Thread(target=beat, name="memoryd-checkin", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()

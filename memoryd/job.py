@@ -9,11 +9,9 @@ workspace's strategy (:mod:`memoryd.strategies`); this module reads, commits and
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -131,25 +129,6 @@ def report_failure(workspace: Workspace, reason: str, strategy: str | None = Non
     events.emit(workspace, "summarize_failed", reason=reason, **details)
 
 
-@contextlib.contextmanager
-def checkins(heartbeat: HeartbeatManager, interval: float) -> Iterator[None]:
-    """Advance HEARTBEAT.md's ``last_checkin`` every ``interval`` seconds while inside."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(interval):
-            with contextlib.suppress(OSError):
-                heartbeat.checkin()
-
-    thread = threading.Thread(target=beat, name="memoryd-checkin", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
 def run_job(
     request: JobRequest, progress: Progress | None = None, fault: FaultHook | None = None
 ) -> JobResult:
@@ -216,7 +195,7 @@ def _run_locked(
         summarizing=plan.summarized_count,
     )
     try:
-        with checkins(heartbeat, settings.checkin_interval):
+        with heartbeat.checkins(settings.checkin_interval):
             head = _produce_head(workspace, request, strategy, lines, plan, progress)
             return _commit_and_report(
                 workspace, request, strategy, lines, plan, head, snapshot, base, progress, fault

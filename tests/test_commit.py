@@ -41,7 +41,7 @@ from memoryd.commit import (
     rewrite,
 )
 from memoryd.errors import CommitAborted, UnsafePathError
-from memoryd.fsutil import TEMP_MARK, atomic_write, flocked, write_all
+from memoryd.fsutil import TEMP_MARK, atomic_write, flocked, pid_alive, write_all
 from memoryd.workspace import Workspace
 
 TESTS = Path(__file__).resolve().parent
@@ -801,6 +801,26 @@ def test_atomic_write_over_a_symlink_makes_a_0644_file_not_0777(tmp_path: Path) 
 
 
 # --- 10: recover and live processes ----------------------------------------------------
+
+
+def test_pid_alive_is_true_while_running_and_false_for_a_zombie_or_a_reaped_process() -> None:
+    """A running child is alive; once it exits it is a zombie until reaped, and counts as
+    gone both then and after it is reaped."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        assert pid_alive(child.pid)
+        assert child.stdin is not None
+        child.stdin.close()
+        # Wait for the exit without reaping: the child stays a zombie until wait().
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        assert not pid_alive(child.pid)
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+    assert not pid_alive(child.pid)
+    assert pid_alive(os.getpid())
 
 
 def test_recover_leaves_leftovers_of_a_live_process_alone(tmp_path: Path) -> None:
