@@ -41,6 +41,9 @@ class CompactionInfo(BaseModel):
     newest_message_timestamp: int | None
     compacted_at: str
     archive: str | None = None
+    first_id: str | None = None
+    """The id of the first message this compaction absorbed (its original is in ``archive``)."""
+    last_id: str | None = None
 
 
 class CheckpointStats(BaseModel):

@@ -27,7 +27,13 @@ from memoryd.conversation import Line
 from memoryd.fsutil import atomic_write
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
-from memoryd.strategies.summary import previous_count, summary_message, transcript_messages
+from memoryd.strategies.summary import (
+    message_span,
+    previous_count,
+    summarized_span,
+    summary_message,
+    transcript_messages,
+)
 from memoryd.summarizers.base import compact_to_checkpoint, make_summarizer
 from memoryd.workspace import Workspace
 
@@ -126,6 +132,7 @@ class CheckpointStrategy:
             if isinstance(t, int)
         ]
         stats = previous.stats if previous is not None else CheckpointStats()
+        first_id, last_id = message_span(to_compact)
         checkpoint = Checkpoint(
             version=(previous.version if previous is not None else 0) + 1,
             updated_at=events.iso_ms(now),
@@ -136,6 +143,8 @@ class CheckpointStrategy:
                 newest_message_timestamp=max(timestamps, default=None),
                 compacted_at=events.iso_ms(now),
                 archive=request.archive,
+                first_id=first_id,
+                last_id=last_id,
             ),
             stats=CheckpointStats(
                 total_compactions=stats.total_compactions + 1,
@@ -144,7 +153,11 @@ class CheckpointStrategy:
         )
         text = render_checkpoint(checkpoint)
         message = summary_message(
-            text, checkpoint.stats.total_messages, request.archive, int(now * 1000)
+            text,
+            checkpoint.stats.total_messages,
+            summarized_span(prefix, plan.folds_previous_summary),
+            request.archive,
+            int(now * 1000),
         )
         message["content"] = CHECKPOINT_PREFIX + text
         message["isCheckpoint"] = True

@@ -19,10 +19,18 @@ from memoryd.tokens import estimate_message_tokens
 
 SUMMARY_PREFIX = "[Summary of earlier conversation]\n\n"
 Style = Literal["narrative", "rolling"]
+Span = tuple[str | None, str | None]
+"""The ids of the first and last message a summary stands for."""
 
 
-def summary_message(text: str, summarized_count: int, archive: str, now_ms: int) -> dict[str, Any]:
-    """The summary message that replaces the summarized prefix (docs/design.md#workspace)."""
+def summary_message(
+    text: str, summarized_count: int, span: Span, archive: str, now_ms: int
+) -> dict[str, Any]:
+    """The summary message that replaces the summarized prefix (docs/design.md#workspace).
+
+    ``span`` holds the ids of the first and last message it stands for (``firstId``,
+    ``lastId``): with ``archive`` they lead back to the originals.
+    """
     return {
         "id": str(uuid.uuid4()),
         "role": "assistant",
@@ -30,8 +38,38 @@ def summary_message(text: str, summarized_count: int, archive: str, now_ms: int)
         "timestamp": now_ms,
         "isSummary": True,
         "summarizedCount": summarized_count,
+        "firstId": span[0],
+        "lastId": span[1],
         "archive": archive,
     }
+
+
+def _message_id(line: Line) -> str | None:
+    value = line.message.get("id") if line.message else None
+    return value if isinstance(value, str) else None
+
+
+def message_span(lines: Sequence[Line]) -> Span:
+    """The ids of the first and last of ``lines`` that have one (pure)."""
+    ids = [i for i in map(_message_id, lines) if i is not None]
+    return (ids[0], ids[-1]) if ids else (None, None)
+
+
+def summarized_span(prefix: Sequence[Line], folds_previous: bool) -> Span:
+    """The span a new head stands for: the prefix, plus a folded summary's own span (pure).
+
+    A rolling summary that folds an earlier one keeps the earlier ``firstId``, so the span
+    covers every round; a summary written before source links existed starts the span
+    after it.
+    """
+    first, last = message_span(prefix[1:] if folds_previous else prefix)
+    if folds_previous and prefix[0].message is not None:
+        earlier = prefix[0].message
+        if isinstance(earlier.get("firstId"), str):
+            first = earlier["firstId"]
+        if last is None and isinstance(earlier.get("lastId"), str):
+            last = earlier["lastId"]
+    return first, last
 
 
 def previous_summary_text(line: Line) -> str | None:
@@ -88,7 +126,13 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
     if not summary.text.strip():
         raise SummarizerError("the summarizer returned an empty summary")
     count = plan.summarized_count + (previous_count(prefix[0]) if previous is not None else 0)
-    message = summary_message(summary.text, count, request.archive, int(time.time() * 1000))
+    message = summary_message(
+        summary.text,
+        count,
+        summarized_span(prefix, plan.folds_previous_summary),
+        request.archive,
+        int(time.time() * 1000),
+    )
     tokens = estimate_message_tokens(message)
     return Head(
         message,
