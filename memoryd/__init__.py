@@ -1,39 +1,86 @@
 """memoryd: keeps AI-agent conversations inside their context budget.
 
 The daemon (``memoryd run``) and the command line share these pieces with agents written
-in Python; see README.md, "Python API".
+in Python; see README.md, "Python API". Each name is imported on first use (module
+``__getattr__``), so ``import memoryd`` stays cheap and loads neither the Anthropic SDK
+nor pydantic until a name that needs them is used (docs/design.md#cli).
 """
 
-from memoryd.api import MessageSummarizer, SummaryGenerator
-from memoryd.checkpoint import Checkpoint, CheckpointSummary
-from memoryd.config import Settings, load_settings
-from memoryd.conversation import append_message
-from memoryd.errors import (
-    CheckpointParseError,
-    CommitAborted,
-    ConfigError,
-    InputError,
-    MemorydError,
-    SummarizerError,
-    UsageError,
-)
-from memoryd.heartbeat import Heartbeat, HeartbeatManager
-from memoryd.job import JobRequest, JobResult, run_job
-from memoryd.monitor import ContextMonitor, MonitorState
-from memoryd.policy import (
-    ThresholdAction,
-    detect_threshold,
-    get_threshold_action,
-    should_emit_event,
-)
-from memoryd.stores import (
-    CompactionReport,
-    compact,
-    read_entries,
-    record_task_bookmark,
-    write_entry,
-)
-from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from memoryd.api import MessageSummarizer, SummaryGenerator
+    from memoryd.checkpoint import Checkpoint, CheckpointSummary
+    from memoryd.config import Settings, load_settings
+    from memoryd.conversation import append_message
+    from memoryd.errors import (
+        CheckpointParseError,
+        CommitAborted,
+        ConfigError,
+        InputError,
+        MemorydError,
+        SummarizerError,
+        UsageError,
+    )
+    from memoryd.heartbeat import Heartbeat, HeartbeatManager
+    from memoryd.job import JobRequest, JobResult, run_job
+    from memoryd.monitor import ContextMonitor, MonitorState
+    from memoryd.policy import (
+        ThresholdAction,
+        detect_threshold,
+        get_threshold_action,
+        should_emit_event,
+    )
+    from memoryd.stores import (
+        CompactionReport,
+        compact,
+        read_entries,
+        record_task_bookmark,
+        write_entry,
+    )
+    from memoryd.summarizers.checkpoint_prompt import (
+        build_compaction_prompt,
+        parse_compaction_result,
+    )
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "memoryd.api": ("MessageSummarizer", "SummaryGenerator"),
+    "memoryd.checkpoint": ("Checkpoint", "CheckpointSummary"),
+    "memoryd.config": ("Settings", "load_settings"),
+    "memoryd.conversation": ("append_message",),
+    "memoryd.errors": (
+        "CheckpointParseError",
+        "CommitAborted",
+        "ConfigError",
+        "InputError",
+        "MemorydError",
+        "SummarizerError",
+        "UsageError",
+    ),
+    "memoryd.heartbeat": ("Heartbeat", "HeartbeatManager"),
+    "memoryd.job": ("JobRequest", "JobResult", "run_job"),
+    "memoryd.monitor": ("ContextMonitor", "MonitorState"),
+    "memoryd.policy": (
+        "ThresholdAction",
+        "detect_threshold",
+        "get_threshold_action",
+        "should_emit_event",
+    ),
+    "memoryd.stores": (
+        "CompactionReport",
+        "compact",
+        "read_entries",
+        "record_task_bookmark",
+        "write_entry",
+    ),
+    "memoryd.summarizers.checkpoint_prompt": ("build_compaction_prompt", "parse_compaction_result"),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "Checkpoint",
@@ -69,3 +116,17 @@ __all__ = [
     "should_emit_event",
     "write_entry",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` on first use, then keep the value here."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memoryd' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

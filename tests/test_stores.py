@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -18,7 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memoryd.cli_memory import add_memory_parser
+from memoryd.cli import build_parser
+from memoryd.cli import memory as memory_command
 from memoryd.commit import Part
 from memoryd.errors import InputError
 from memoryd.events import iso_ms, read_events
@@ -53,12 +53,10 @@ def ws(tmp_path: Path) -> Path:
 
 
 def run_cli(argv: list[str]) -> tuple[int, dict[str, Any]]:
-    """Parse ``argv`` with a parser built from add_memory_parser, run the handler, decode."""
-    parser = argparse.ArgumentParser(prog="memoryd")
-    add_memory_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    """Parse ``argv`` with memoryd's parser and run the memory command (errors propagate)."""
+    args = build_parser("memory").parse_args(argv)
     out = io.StringIO()
-    code = args.handler(args, out)
+    code = memory_command.run(args, out)
     return code, json.loads(out.getvalue())
 
 
@@ -233,19 +231,6 @@ def test_a_custom_threshold_decides_when_a_store_is_compacted(ws: Path) -> None:
     _, report = run_cli([*base, "--threshold", "15"])
     assert report["compacted"] is True
     assert report["summaries_created"] == {"bookmarks": 10}
-
-
-def test_the_threshold_comes_from_settings_when_no_flag_is_given(ws: Path) -> None:
-    """args.settings.memory.threshold / keep_bookmarks are used when --threshold is absent."""
-    write_bookmarks(ws, 8)
-    parser = argparse.ArgumentParser(prog="memoryd")
-    add_memory_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["memory", "compact", "--workspace", str(ws)])
-    memory = argparse.Namespace(threshold=5, keep_bookmarks=2)
-    args.settings = argparse.Namespace(memory=memory)
-    out = io.StringIO()
-    assert args.handler(args, out) == 0
-    assert json.loads(out.getvalue())["summaries_created"]["bookmarks"] == 6
 
 
 # --- todos ---------------------------------------------------------------------------

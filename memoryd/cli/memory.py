@@ -2,9 +2,10 @@
 
 See docs/design.md#memory-stores.
 
-:func:`add_memory_parser` registers the group on the main parser's subparsers; every
-action sets ``handler(args, out) -> exit code``, which prints one JSON object to ``out``
-and raises :class:`~memoryd.errors.MemorydError` subclasses for the caller to report.
+Every action prints one JSON object to ``out`` and raises
+:class:`~memoryd.errors.MemorydError` subclasses for ``main`` to report. ``threshold`` and
+``keep_bookmarks`` come from the flag when given, else from ``[memory]`` in the
+configuration.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memoryd import stores
+from memoryd.cli.common import load_config, log_to_stderr
 from memoryd.errors import InputError
 
 _JSON_KINDS: dict[type, str] = {
@@ -27,18 +29,13 @@ _JSON_KINDS: dict[type, str] = {
 }
 
 
-def memory_setting(args: argparse.Namespace, name: str, default: int) -> int:
-    """A ``[memory]`` setting: the flag when given, else ``args.settings.memory.<name>``.
-
-    The configuration object is optional (the lead's ``main`` attaches it as
-    ``args.settings``); without it the documented default applies.
-    """
+def memory_setting(args: argparse.Namespace, name: str) -> int:
+    """A ``[memory]`` setting: the flag when given, else the configuration's value."""
     given = getattr(args, name, None)
     if given is not None:
         return int(given)
-    memory = getattr(getattr(args, "settings", None), "memory", None)
-    configured = getattr(memory, name, None)
-    return configured if isinstance(configured, int) else default
+    configured: int = getattr(load_config(args).settings.memory, name)
+    return configured
 
 
 def parse_entry(text: str) -> dict[str, Any]:
@@ -61,7 +58,7 @@ def handle_write(args: argparse.Namespace, out: TextIO) -> int:
     """``memory write``: append one entry and print the write result."""
     stores.check_store(args.store)
     entry = parse_entry(args.entry)
-    threshold = memory_setting(args, "threshold", stores.DEFAULT_THRESHOLD)
+    threshold = memory_setting(args, "threshold")
     _write_json(out, stores.write_entry(args.workspace, args.store, entry, threshold))
     return 0
 
@@ -86,8 +83,8 @@ def handle_compact(args: argparse.Namespace, out: TextIO) -> int:
     report = stores.compact(
         args.workspace,
         args.store,
-        threshold=memory_setting(args, "threshold", stores.DEFAULT_THRESHOLD),
-        keep_bookmarks=memory_setting(args, "keep_bookmarks", stores.DEFAULT_KEEP_BOOKMARKS),
+        threshold=memory_setting(args, "threshold"),
+        keep_bookmarks=memory_setting(args, "keep_bookmarks"),
         dry_run=args.dry_run,
     )
     _write_json(out, report.as_json())
@@ -114,15 +111,11 @@ def _add_threshold(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def add_memory_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``memory write|read|compact`` on the main parser's ``subparsers``."""
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memory write|read|compact`` and their arguments."""
     store_help = f"the store: {', '.join(stores.STORES)}"
-    memory = subparsers.add_parser(
-        "memory",
-        help="memory stores: bookmarks, todos, decisions, lessons",
-        description="Append to, read and compact the memory stores of a workspace.",
-    )
-    actions = memory.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
+    parser.description = "Append to, read and compact the memory stores of a workspace."
+    actions = parser.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
 
     write = actions.add_parser("write", help="append one entry to a store")
     write.add_argument("--store", required=True, metavar="S", help=store_help)
@@ -149,4 +142,8 @@ def add_memory_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     compact.set_defaults(handler=handle_compact)
 
 
-__all__ = ["add_memory_parser", "handle_compact", "handle_read", "handle_write", "parse_entry"]
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the chosen action."""
+    log_to_stderr(args)
+    code: int = args.handler(args, out)
+    return code

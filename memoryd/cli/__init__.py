@@ -1,0 +1,176 @@
+"""The ``memoryd`` command: ``main(argv) -> exit code``, testable without a subprocess.
+
+Exit codes: 0 done (also "nothing to do", said in words), 1 the operation failed (files
+unchanged), 2 bad usage, configuration or input — one line on stderr, never a traceback.
+
+Each command lives in its own module under ``memoryd/cli/``, imported only when that
+command runs (or when its ``--help`` is asked for), so that a command an agent calls per
+message pays only for what it uses (docs/design.md#cli). To add a command:
+
+1. write ``memoryd/cli/<name>.py`` with two functions:
+   ``add_arguments(parser: argparse.ArgumentParser) -> None`` (its arguments; nested
+   actions with ``parser.add_subparsers``) and ``run(args, out: TextIO) -> int`` (do it,
+   print the answer to ``out``, return the exit code; raise a ``MemorydError`` subclass
+   for a refusal or a failure);
+2. add one line to ``COMMANDS`` below: ``"name": Command("memoryd.cli.name", "help")``.
+
+Keep heavy imports (the Anthropic SDK, watchdog, mcp, prometheus_client, pydantic) out of
+a module's top level unless its command needs them every time. The global options
+(``--config``, ``--log-format``) are accepted before and after the command by every
+(sub)parser; ``memoryd.cli.common.load_config(args)`` reads the configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, Protocol, TextIO, cast
+
+from memoryd import __version__
+from memoryd.errors import MemorydError, UsageError
+
+PROG = "memoryd"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command: the module that implements it and its one-line help."""
+
+    module: str
+    help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "run": Command("memoryd.cli.run", "run the daemon in the foreground"),
+    "demo": Command(
+        "memoryd.cli.demo", "run the daemon on a demo root with the offline summarizer (no key)"
+    ),
+    "summarize": Command("memoryd.cli.summarize", "one summarization job now"),
+    "status": Command("memoryd.cli.status", "usage and state of workspaces"),
+    "append": Command("memoryd.cli.append", "append one message under the lock"),
+    "heartbeat": Command("memoryd.cli.heartbeat", "the HEARTBEAT.md lifecycle"),
+    "memory": Command(
+        "memoryd.cli.memory", "memory stores: bookmarks, todos, decisions, lessons"
+    ),
+    "config": Command("memoryd.cli.config", "print the effective configuration"),
+}
+
+
+class CommandModule(Protocol):
+    """What a module named in ``COMMANDS`` provides."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace, out: TextIO) -> int: ...
+
+
+GLOBAL_OPTIONS = {"--config": "config", "--log-format": "log_format"}
+
+
+def add_global_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """``--config`` and ``--log-format`` on ``parser``.
+
+    The top-level parser defaults them to None; every subparser adds them again with
+    ``argparse.SUPPRESS`` as the default, so a value given after the command is taken and a
+    value given before it is not overwritten.
+    """
+    parser.add_argument(
+        "--config", type=Path, default=default, metavar="FILE", help="TOML configuration file"
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("json", "console"),
+        default=default,
+        help="log line format (default: json)",
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so main() owns the exit code and the line.
+
+    ``add_subparsers`` creates its parsers with this class too, and each carries the
+    global options.
+    """
+
+    def __init__(self, *args: Any, top: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        add_global_options(self, None if top else argparse.SUPPRESS)
+
+    def error(self, message: str) -> NoReturn:
+        # main() prefixes "memoryd: "; a subcommand's errors name the subcommand.
+        where = self.prog.removeprefix(PROG).strip()
+        raise UsageError(f"{where}: {message}" if where else message)
+
+
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (the first argument that is not a global option)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            return next(words, None)
+        if word in GLOBAL_OPTIONS:
+            next(words, None)  # its value
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def load_command(name: str) -> CommandModule:
+    """Import the module of command ``name``."""
+    return cast(CommandModule, importlib.import_module(COMMANDS[name].module))
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser: every command by name and help; the arguments of ``command`` only
+    (of every command when ``command`` is None, which imports them all)."""
+    parser = _Parser(
+        prog=PROG,
+        top=True,
+        description="Keep AI-agent conversations inside their context budget.",
+        epilog="Run 'memoryd COMMAND --help' for a command's arguments.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, spec in COMMANDS.items():
+        sub = commands.add_parser(name, help=spec.help, description=spec.help)
+        if command is None or name == command:
+            load_command(name).add_arguments(sub)
+    return parser
+
+
+def _os_error_line(exc: OSError) -> str:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run one ``memoryd`` command; returns its exit code."""
+    stdout = out or sys.stdout
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        command = command_in(words)
+        parser = build_parser(command if command in COMMANDS else "")
+        args = parser.parse_args(words)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        code: int = load_command(args.command).run(args, stdout)
+        return code
+    except MemorydError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except SystemExit as exc:  # --help and --version end here
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+    except OSError as exc:
+        # An operation failed on a file or the disk: one line, exit 1 (files unchanged).
+        print(f"{PROG}: {_os_error_line(exc)}", file=sys.stderr)
+        return 1

@@ -1,0 +1,38 @@
+"""``memoryd append``: one message, under the writers' lock."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from memoryd.conversation import ROLES, append_message
+from memoryd.errors import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The workspace, ``--role``, ``--content`` (else stdin) and ``--blocks``."""
+    parser.add_argument("workspace", type=Path)
+    parser.add_argument("--role", required=True, choices=ROLES)
+    parser.add_argument("--content", help="the text (default: read from stdin)")
+    parser.add_argument(
+        "--blocks", action="store_true", help="the content is a JSON list of content blocks"
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Append the message; print its id as JSON."""
+    text = args.content if args.content is not None else sys.stdin.read()
+    content: Any = text
+    if args.blocks:
+        try:
+            content = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--blocks: the content is not valid JSON ({exc.msg})") from None
+        if not isinstance(content, list):
+            raise UsageError("--blocks: the content must be a JSON list of content blocks")
+    message = append_message(args.workspace, args.role, content)
+    print(json.dumps({"appended": True, "id": message["id"]}), file=out)
+    return 0

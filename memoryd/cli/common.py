@@ -1,0 +1,25 @@
+"""Helpers shared by the command modules: reading the configuration, the summarizer's env."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memoryd.config import LoadedSettings
+
+def load_config(args: argparse.Namespace, **overrides: Any) -> LoadedSettings:
+    """The configuration for this run: ``--config``, the environment, ``--log-format`` and
+    ``overrides`` (flags by field name; None means not given)."""
+    from memoryd.config import load_settings
+
+    return load_settings(args.config, {"log_format": args.log_format, **overrides})
+
+
+def log_to_stderr(args: argparse.Namespace) -> None:
+    """One-shot commands keep stdout for their answer and log warnings only, on stderr."""
+    import sys
+
+    from memoryd.logs import configure_logging
+
+    configure_logging(args.log_format or "json", "warning", sys.stderr)

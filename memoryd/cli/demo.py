@@ -1,0 +1,40 @@
+"""``memoryd demo``: prepare a demo root, then run the daemon on it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo folder."""
+    parser.add_argument(
+        "folder",
+        nargs="?",
+        type=Path,
+        default=Path("memoryd-demo"),
+        help="(default: ./memoryd-demo)",
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Write the demo root and run the daemon on it until Ctrl-C."""
+    from memoryd.config import load_settings
+    from memoryd.daemon import run_daemon
+    from memoryd.demo import prepare_demo
+
+    config = prepare_demo(args.folder)
+    workspace = config.parent / "example-agent"
+    print(
+        f"memoryd demo: root {config.parent}, config {config}\n"
+        "  the example workspace is past its trigger and is summarized right away;\n"
+        f"  in another terminal:  memoryd --config {config} status\n"
+        f'  add a message:        memoryd append {workspace} --role user --content "hello"\n'
+        "  stop with Ctrl-C.",
+        file=sys.stderr,
+    )
+    loaded = load_settings(config, {"log_format": args.log_format})
+    result: int = run_daemon(loaded, config_file=config)
+    return result

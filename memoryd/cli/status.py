@@ -1,0 +1,83 @@
+"""``memoryd status``: one workspace, or every workspace under a folder or the roots."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from memoryd.cli.common import load_config
+from memoryd.errors import MemorydError, UsageError
+
+if TYPE_CHECKING:
+    from memoryd.config import Settings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """An optional path and ``--json``."""
+    parser.add_argument("path", nargs="?", type=Path, help="a workspace or a folder of them")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--watch", action="store_true", help="refresh the table until Ctrl-C (live on a terminal)"
+    )
+    parser.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between refreshes (default: 2)"
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Print a table (or JSON rows) of usage, level, strategy and heartbeat."""
+    from memoryd.status import collect_status, render_status_table
+
+    settings = load_config(args).settings
+    if args.path:
+        paths = [args.path]
+    else:
+        # A configured root that does not exist yet holds no workspace: say so, no error.
+        paths = [root for root in settings.roots if root.is_dir()]
+        for root in settings.roots:
+            if not root.is_dir():
+                print(f"memoryd: root {root} does not exist (yet)", file=sys.stderr)
+    if args.watch:
+        return _watch_status(args, paths, settings, out)
+    rows = collect_status(paths, settings)
+    if args.json:
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+    elif not rows:
+        where = ", ".join(str(p) for p in paths) or "the configured roots"
+        print(f"no workspaces found under {where}", file=out)
+    else:
+        out.write(render_status_table(rows))
+    return 0
+
+
+def _watch_status(
+    args: argparse.Namespace, paths: list[Path], settings: Settings, out: TextIO
+) -> int:
+    from memoryd.status import collect_status
+    from memoryd.status_watch import watch
+
+    if args.json:
+        raise UsageError("status: --watch and --json cannot be combined")
+    if not args.interval > 0:
+        raise UsageError(f"status: --interval must be above 0 (got {args.interval:g})")
+    last = [collect_status(paths, settings)]  # a bad PATH is refused before the screen is taken
+
+    def rows() -> list[dict[str, Any]]:
+        # A workspace removed between two frames must not end the watch: keep the last frame.
+        with contextlib.suppress(MemorydError, OSError):
+            last[0] = collect_status(paths, settings)
+        return last[0]
+
+    return watch(
+        rows,
+        out,
+        args.interval,
+        is_tty=out.isatty(),
+        colour=not os.environ.get("NO_COLOR"),
+    )
