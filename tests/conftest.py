@@ -47,6 +47,21 @@ FILLER_WORDS = (
 WorkspaceFactory = Callable[..., Path]
 SettingsFactory = Callable[..., Settings]
 
+REAL_DAEMON_FIXTURES = frozenset({"procs", "daemon_process"})
+"""Fixtures that start ``memoryd run`` as a real process."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts a real daemon is ``slow``, marked or not.
+
+    ``pytest -m "not slow"`` is the fast stage and ``pytest -m slow`` the real-process
+    stage (``.ci/run`` runs both): a daemon test that forgot its marker must not slip
+    into the fast stage.
+    """
+    for item in items:
+        if REAL_DAEMON_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def clean_environment(

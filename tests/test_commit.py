@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -160,7 +161,9 @@ def check_writer_lines(lines: Sequence[bytes], counts: dict[str, int], *, ordere
 
 
 @contextlib.contextmanager
-def running_writers(ws: Workspace, counts: dict[str, int], *flags: str) -> Iterator[list]:
+def running_writers(
+    ws: Workspace, counts: dict[str, int], *flags: str
+) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Writer subprocesses (tests/writers.py); on exit, waits for them and checks exit 0."""
     procs = [
         subprocess.Popen(
@@ -427,7 +430,7 @@ def test_failed_fsync_never_renames(
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         real_fsync(fd)
 
-    monkeypatch.setattr(memoryd.commit.os, "fsync", fsync)
+    monkeypatch.setattr("memoryd.commit.os.fsync", fsync)
     with pytest.raises(CommitAborted, match="original untouched"):
         commit_half(ws, 0)
     assert len(failed) == 1
@@ -557,8 +560,7 @@ def test_too_little_free_space_aborts_before_writing(
     ws = new_workspace(tmp_path / "ws", lines=20)
     original = ws.conversation.read_bytes()
     monkeypatch.setattr(
-        memoryd.commit.shutil,
-        "disk_usage",
+        "memoryd.commit.shutil.disk_usage",
         lambda _path: SimpleNamespace(total=1 << 30, used=(1 << 30) - 4096, free=4096),
     )
     with pytest.raises(CommitAborted, match="free space"):
@@ -863,7 +865,7 @@ REWRITE = st.tuples(st.just("rewrite"), st.integers(min_value=0, max_value=10_00
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.one_of(APPEND, REWRITE), min_size=1, max_size=12))
 def test_archives_then_live_minus_summaries_equal_all_appended_lines(
-    ops: list[tuple],
+    ops: list[tuple[Any, ...]],
 ) -> None:
     """Random appends (some torn, finished by the next append) and rewrites at random cuts:
     archives in creation order + live file, minus summary lines, are exactly the appended

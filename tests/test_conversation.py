@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import WorkspaceFactory, encode_lines, generated_messages
 
-from memoryd import conversation
+from memoryd import conversation, fsutil
 from memoryd.conversation import ConversationReader, append_message, parse_line, split_lines
 from memoryd.errors import InputError, UnsafePathError
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
@@ -70,7 +70,7 @@ def test_reader_never_rereads_counted_bytes(
         reads.append((offset, size))
         return real_pread(fd, size, offset)
 
-    monkeypatch.setattr(conversation.os, "pread", recording_pread)
+    monkeypatch.setattr("memoryd.conversation.os.pread", recording_pread)
     old_size = path.stat().st_size
     append_bytes(path, encode_lines(generated_messages(21, 50)[20:]))
     reader.update()
@@ -271,7 +271,7 @@ def test_append_holds_the_writers_lock_while_writing(
     folder = workspace(1, 100)
     lock_path = folder / ".memoryd" / "lock"
     observed: list[bool] = []
-    real_write_all = conversation.write_all
+    real_write_all = fsutil.write_all
 
     def checking_write_all(fd: int, data: bytes) -> None:
         probe = os.open(lock_path, os.O_RDWR)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import pty
@@ -124,10 +125,8 @@ def test_on_a_terminal_the_table_follows_appends_and_ctrl_c_exits_0(
 
     def read_some() -> bytes:
         if select.select([master], [], [], 0.1)[0]:
-            try:
+            with contextlib.suppress(OSError):
                 seen.extend(os.read(master, 65536))
-            except OSError:
-                pass
         return bytes(seen)
 
     try:
@@ -165,7 +164,7 @@ def test_on_a_pipe_each_refresh_is_plain_text(workspace: WorkspaceFactory, tmp_p
     )
     assert process.stdout is not None
     try:
-        lines = []
+        lines: list[bytes] = []
         while sum(1 for line in lines if line.startswith(b"memoryd status:")) < 2:
             lines.append(process.stdout.readline())
         process.send_signal(signal.SIGINT)

@@ -57,7 +57,10 @@ def test_each_strategy_has_its_own_trigger(make_settings: SettingsFactory) -> No
 def test_usage_due_is_strict_and_waits_for_growth_after_an_ineffective_job() -> None:
     """Due only strictly above the trigger; after an ineffective job at 90,000 tokens,
     not again until 5% of the budget more."""
-    counts = lambda tokens: Counts(10, tokens, [tokens // 10] * 10, False)  # noqa: E731
+
+    def counts(tokens: int) -> Counts:
+        return Counts(10, tokens, [tokens // 10] * 10, False)
+
     assert not usage_due(counts(80_000), 100_000, 0.80, None).due
     assert usage_due(counts(80_001), 100_000, 0.80, None).due
     assert not usage_due(counts(94_999), 100_000, 0.80, 90_000).due
