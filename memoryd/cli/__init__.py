@@ -53,9 +53,7 @@ COMMANDS: dict[str, Command] = {
     "status": Command("memoryd.cli.status", "usage and state of workspaces"),
     "append": Command("memoryd.cli.append", "append one message under the lock"),
     "heartbeat": Command("memoryd.cli.heartbeat", "the HEARTBEAT.md lifecycle"),
-    "memory": Command(
-        "memoryd.cli.memory", "memory stores: bookmarks, todos, decisions, lessons"
-    ),
+    "memory": Command("memoryd.cli.memory", "memory stores: bookmarks, todos, decisions, lessons"),
     "config": Command("memoryd.cli.config", "print the effective configuration"),
 }
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from memoryd.config import LoadedSettings
 
+
 def load_config(args: argparse.Namespace, **overrides: Any) -> LoadedSettings:
     """The configuration for this run: ``--config``, the environment, ``--log-format`` and
     ``overrides`` (flags by field name; None means not given)."""

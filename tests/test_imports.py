@@ -1,0 +1,71 @@
+"""Commands an agent runs per message import only what they use: never the Anthropic SDK,
+mcp, prometheus_client or watchdog (each is checked in a fresh interpreter)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("anthropic", "mcp", "prometheus_client", "watchdog")
+
+PROBE = """
+import json, sys
+argv, heavy = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+if argv is None:
+    import memoryd
+else:
+    import io
+    from memoryd.cli import main
+    code = main(argv, io.StringIO())
+    assert code == 0, code
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in heavy)))
+"""
+
+
+def heavy_modules_after(argv: list[str] | None) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return loaded
+
+
+def test_import_memoryd_loads_no_heavy_package() -> None:
+    assert heavy_modules_after(None) == []
+
+
+def test_the_lazy_api_still_gives_every_name() -> None:
+    import memoryd
+
+    for name in memoryd.__all__:
+        assert getattr(memoryd, name) is not None
+    with pytest.raises(AttributeError):
+        memoryd.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["append", "{ws}", "--role", "user", "--content", "hello"],
+        ["status", "{ws}", "--json"],
+        ["status", "{ws}"],
+        ["heartbeat", "{ws}", "start", "a task"],
+        ["heartbeat", "{ws}", "checkin"],
+        ["heartbeat", "{ws}", "complete", "--result", "done"],
+        ["heartbeat", "{ws}", "show"],
+    ],
+)
+def test_per_message_commands_load_no_heavy_package(tmp_path: Path, argv: list[str]) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    assert heavy_modules_after([arg.format(ws=ws) for arg in argv]) == []
