@@ -1,4 +1,4 @@
-"""The lossless rewrite of an append-only file (SPEC §3).
+"""The lossless rewrite of an append-only file (docs/design.md#commit).
 
 A rewrite replaces the first ``snapshot.end`` bytes of a file with new content while
 writers keep appending. The protocol:

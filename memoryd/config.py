@@ -1,10 +1,9 @@
 """Configuration: the validated Settings, where each value came from, and how it is shown.
 
-Sources, strongest first (docs/design.md#configuration): explicit overrides (command-line
-flags), ``MEMORYD_*`` environment variables (nested with ``__``), the TOML file, the
-defaults. ``load_settings`` builds them, refuses anything unknown or invalid with one
-``ConfigError`` line naming the key, the value and its source, and records the source of
-every value.
+Sources, strongest first: explicit overrides (command-line flags), ``MEMORYD_*``
+environment variables (nested with ``__``), the TOML file, the defaults. ``load_settings``
+builds them, refuses anything unknown or invalid with one ``ConfigError`` line naming the
+key, the value and its source, and records the source of every value.
 ``settings_for_workspace`` applies a workspace's own ``.memoryd/config.toml``.
 """
 

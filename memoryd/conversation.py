@@ -268,7 +268,10 @@ ROLES = ("user", "assistant")
 
 
 def new_message(role: str, content: Any, now_ms: int) -> dict[str, Any]:
-    """A message in the format of SPEC §2 with a fresh id (pure but for the id)."""
+    """A message in the conversation format with a fresh id (pure but for the id).
+
+    See docs/design.md#conversation.
+    """
     return {"id": str(uuid.uuid4()), "role": role, "content": content, "timestamp": now_ms}
 
 

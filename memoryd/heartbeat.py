@@ -1,4 +1,4 @@
-"""HEARTBEAT.md: the current task status of a workspace (SPEC §2).
+"""HEARTBEAT.md: the current task status of a workspace (docs/design.md#heartbeat).
 
 Front matter between ``---`` lines, one ``key: value`` per line, then a short body for
 people. memoryd and agents both write it, each rewrite atomic and under a small lock

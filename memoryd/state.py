@@ -15,7 +15,10 @@ from memoryd.workspace import Workspace
 
 @dataclass(frozen=True, slots=True)
 class WorkspaceState:
-    """What state.json holds (SPEC §2), plus the strategy and counters memoryd keeps."""
+    """What state.json holds, plus the strategy and counters memoryd keeps.
+
+    See docs/design.md#state.
+    """
 
     workspace: str
     messages: int

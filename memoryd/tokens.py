@@ -1,4 +1,7 @@
-"""Token estimates: about characters / 4 of a message's content, plus a constant (SPEC §4)."""
+"""Token estimates: about characters / 4 of a message's content, plus a constant.
+
+See docs/design.md#counting.
+"""
 
 from __future__ import annotations
 

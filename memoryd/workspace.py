@@ -1,4 +1,4 @@
-"""Where things live in a workspace (SPEC §2)."""
+"""Where things live in a workspace (docs/design.md#workspace)."""
 
 from __future__ import annotations
 

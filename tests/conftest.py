@@ -108,7 +108,7 @@ def filler_text(index: int, size: int) -> str:
 
 
 def make_message(index: int, role: str, content: Any, **extra: Any) -> dict[str, Any]:
-    """A message in the SPEC §2 format with a predictable id ``msg-<index>``."""
+    """A message in the conversation format with a predictable id ``msg-<index>``."""
     return {
         "id": f"msg-{index:04d}",
         "role": role,

@@ -1,4 +1,4 @@
-"""The lossless rewrite (SPEC §3): real files, real writer processes, real SIGKILLs.
+"""The lossless rewrite (docs/design.md#commit): real files, real writer processes, real SIGKILLs.
 
 The central property everywhere: every complete line ever appended is, exactly once and
 byte for byte, in ``conversation.jsonl`` or in a final archive; read in order (archives

@@ -239,7 +239,7 @@ def test_split_lines_ignores_a_trailing_fragment() -> None:
 def test_append_writes_one_message_with_uuid_id_and_timestamp(
     workspace: WorkspaceFactory,
 ) -> None:
-    """The appended line is a SPEC message: uuid4 id, role, content, integer ms timestamp."""
+    """The appended line is a conversation message: uuid4 id, role, content, ms timestamp."""
     folder = workspace(2, 100)
     path = folder / "conversation.jsonl"
     before = path.read_bytes()

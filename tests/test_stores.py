@@ -1,4 +1,4 @@
-"""Memory stores (SPEC §7): appends, reads, and compaction that never loses an entry."""
+"""Memory stores: appends, reads, and compaction that never loses an entry."""
 
 from __future__ import annotations
 

@@ -1,32 +1,39 @@
-"""The strategy protocol: the due check from the daemon's counts and from a job's lines,
-each strategy's split, and the choice of strategy (all pure)."""
+"""The strategies: the due check from the daemon's counts and from a job's lines, each
+strategy's split (pure), and the choice of strategy."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from conftest import SettingsFactory, encode_lines, generated_messages, make_message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from split_checks import (
+    MAX_LINE,
+    boundary_ok,
+    conversations,
+    genuine_user_turn,
+    lines_of,
+    straddling,
+    summary,
+    text_block,
+    text_of_tokens,
+    tool_result,
+    tool_use,
+)
 
-from memoryd.config import Settings, load_settings
-from memoryd.conversation import ConversationReader, Line, split_lines
+from memoryd.config import RollingSettings, Settings, load_settings
+from memoryd.conversation import ConversationReader, Line
 from memoryd.job import ineffective_text, plan_job
-from memoryd.policy import SplitPlan
+from memoryd.policy import SplitPlan, valid_boundaries
 from memoryd.strategies import STRATEGIES, Counts, strategy_for
 from memoryd.strategies.checkpoint import checkpoint_split
+from memoryd.strategies.narrative import narrative_split
 from memoryd.strategies.protocol import usage_due
-
-MAX_LINE = 8 << 20
-
-
-def lines_of(messages: list[dict[str, Any]]) -> list[Line]:
-    return list(split_lines(encode_lines(messages), MAX_LINE))
-
-
-def head_summary() -> dict[str, Any]:
-    return make_message(0, "assistant", "[Summary of earlier conversation]\n\nold", isSummary=True)
+from memoryd.strategies.rolling import rolling_due, rolling_split
 
 
 def settings_for(strategy: str, **overrides: Any) -> Settings:
@@ -54,13 +61,14 @@ def test_each_strategy_has_its_own_trigger(make_settings: SettingsFactory) -> No
     assert triggers == {"narrative": 0.75, "checkpoint": 0.9, "rolling": None}
 
 
+def counts(tokens: int) -> Counts:
+    """Ten messages holding ``tokens`` in all."""
+    return Counts(10, tokens, [tokens // 10] * 10, False)
+
+
 def test_usage_due_is_strict_and_waits_for_growth_after_an_ineffective_job() -> None:
     """Due only strictly above the trigger; after an ineffective job at 90,000 tokens,
     not again until 5% of the budget more."""
-
-    def counts(tokens: int) -> Counts:
-        return Counts(10, tokens, [tokens // 10] * 10, False)
-
     assert not usage_due(counts(80_000), 100_000, 0.80, None).due
     assert usage_due(counts(80_001), 100_000, 0.80, None).due
     assert not usage_due(counts(94_999), 100_000, 0.80, 90_000).due
@@ -73,7 +81,7 @@ def test_usage_due_is_strict_and_waits_for_growth_after_an_ineffective_job() -> 
 def test_checkpoint_split_takes_every_message_and_nothing_after_a_lone_checkpoint() -> None:
     """The checkpoint strategy compacts the whole conversation, folding the head in;
     a conversation that is only a checkpoint has nothing to compact."""
-    lines = lines_of([head_summary(), *generated_messages(6, 50)])
+    lines = lines_of([summary(), *generated_messages(6, 50)])
     plan = checkpoint_split(lines)
     assert plan == SplitPlan(
         keep_from=7,
@@ -127,7 +135,7 @@ def test_property_due_from_the_daemons_counts_equals_due_from_the_lines(
     roles = ("user", "assistant")
     messages = [make_message(i, roles[i % 2], "w " * size) for i, size in enumerate(sizes)]
     if with_summary:
-        messages.insert(0, head_summary())
+        messages.insert(0, summary())
     settings = settings_for(
         name,
         token_limit=4_000,
@@ -143,3 +151,243 @@ def test_property_due_from_the_daemons_counts_equals_due_from_the_lines(
     from_tally = strategy.due(Counts.of_tally(reader.tally, calibration))
     from_lines = strategy.due(Counts.of_lines(lines_of(messages), calibration))
     assert from_tally == from_lines
+
+
+# --- narrative split -------------------------------------------------------------------------
+
+
+def test_narrative_split_keeps_the_newest_40_percent() -> None:
+    """100 alternating messages: the oldest 60 are summarized, the newest 40 kept."""
+    lines = lines_of(generated_messages(100, 200))
+    plan = narrative_split(lines, 0.40)
+    assert plan is not None
+    assert plan.keep_from == 60
+    assert plan.summarized_count == 60
+    assert plan.summarized_tokens == sum(line.tokens for line in lines[:60])
+    assert plan.kept_tokens == sum(line.tokens for line in lines[60:])
+    assert not plan.folds_previous_summary
+
+
+def test_narrative_split_on_an_assistant_message_moves_to_the_nearest_user_turn() -> None:
+    """9 messages: 60% lands on index 5 (assistant); the split moves to index 4 (user)."""
+    lines = lines_of(generated_messages(9, 100))
+    plan = narrative_split(lines, 0.40)
+    assert plan is not None
+    assert plan.keep_from == 4
+    assert lines[4].role == "user"
+
+
+def test_narrative_split_skips_user_messages_that_only_carry_tool_results() -> None:
+    """A user message made only of tool_result blocks is not a genuine user turn."""
+    messages = generated_messages(10, 100)
+    messages[5] = make_message(5, "assistant", [tool_use("t1")])
+    messages[6] = make_message(6, "user", [tool_result("t1")])
+    plan = narrative_split(lines_of(messages), 0.40)
+    assert plan is not None
+    assert plan.keep_from == 4
+    assert genuine_user_turn(messages[plan.keep_from])
+
+
+def test_narrative_split_never_separates_a_tool_use_from_its_tool_result() -> None:
+    """A genuine user turn between a tool_use and its tool_result is not a split point."""
+    messages = generated_messages(12, 100)
+    # tool_use at 3, its result at 8 inside a genuine (mixed) user turn: boundaries 4..8
+    # would all cut that pair.
+    messages[3] = make_message(3, "assistant", [text_block("running"), tool_use("long")])
+    messages[8] = make_message(8, "user", [tool_result("long"), text_block("go on")])
+    # The same again at 9/10, right after the pair: boundary 10 would cut it.
+    messages[9] = make_message(9, "assistant", [tool_use("t2")])
+    messages[10] = make_message(10, "user", [tool_result("t2"), text_block("next")])
+    lines = lines_of(messages)
+    plan = narrative_split(lines, 0.40)
+    assert plan is not None
+    assert plan.keep_from == 2
+    assert not straddling(messages, plan.keep_from)
+    assert [boundary_ok(messages, k) for k in range(12)] == valid_boundaries(lines)
+
+
+def test_narrative_split_caps_the_kept_tokens_by_moving_the_split_later() -> None:
+    """With max_kept_tokens, a kept 40% holding more than the cap moves the split later
+    (still to a user turn) until the kept part fits; the newest message always stays."""
+    lines = lines_of(generated_messages(10, 396))  # 103 tokens each
+    assert narrative_split(lines, 0.40, max_kept_tokens=None).keep_from == 6  # type: ignore[union-attr]
+    plan = narrative_split(lines, 0.40, max_kept_tokens=250)
+    assert plan is not None
+    assert plan.keep_from == 8
+    assert plan.kept_tokens <= 250
+    tiny = narrative_split(lines, 0.40, max_kept_tokens=1)
+    assert tiny is not None
+    assert tiny.keep_from == 8  # the last user turn: the newest message is never summarized
+
+
+def test_narrative_split_folds_a_previous_summary_at_the_head() -> None:
+    """A head summary is folded in and not counted among the summarized messages."""
+    messages: list[dict[str, Any]] = [summary()]
+    messages += [
+        make_message(i, m["role"], m["content"])
+        for i, m in enumerate(generated_messages(10, 100), start=1)
+    ]
+    plan = narrative_split(lines_of(messages), 0.40)
+    assert plan is not None
+    assert plan.folds_previous_summary
+    assert plan.keep_from == 7
+    assert plan.summarized_count == 6
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        pytest.param([], id="empty"),
+        pytest.param(generated_messages(1, 100), id="one-message"),
+        pytest.param([summary(), make_message(1, "user", "hi")], id="summary-and-one"),
+        pytest.param(
+            generated_messages(8, 100, first_role="assistant")[:1]
+            + [make_message(i, "assistant", "x") for i in range(1, 8)],
+            id="no-user",
+        ),
+        pytest.param(
+            [make_message(0, "user", "start"), make_message(1, "assistant", [tool_use("a")])]
+            + [make_message(i, "user", [tool_result("a")]) for i in range(2, 6)]
+            + [
+                make_message(6, "user", [tool_result("a"), text_block()]),
+                make_message(7, "assistant", [tool_use("a")]),
+            ],
+            id="every-user-turn-cuts-a-tool-pair",
+        ),
+    ],
+)
+def test_narrative_split_is_none_when_there_is_no_safe_split(
+    messages: list[dict[str, Any]],
+) -> None:
+    """No genuine user turn (after the first message) that keeps tool pairs whole: None."""
+    assert narrative_split(lines_of(messages), 0.40) is None
+
+
+# --- rolling trigger and split -----------------------------------------------------------------
+
+ROLLING = RollingSettings(
+    message_count_threshold=30,
+    messages_to_summarize=20,
+    recent_messages_to_keep=10,
+    token_threshold=15_000,
+)
+WINDOW = {"messages_to_summarize": 20, "recent_messages_to_keep": 10}
+
+
+def rolling_lines(count: int, tokens_each: int, head_summary: bool = False) -> list[Line]:
+    roles = ("user", "assistant")
+    messages = [make_message(i, roles[i % 2], text_of_tokens(tokens_each)) for i in range(count)]
+    if head_summary:
+        messages = [summary(), *messages]
+    return lines_of(messages)
+
+
+def rolling_is_due(lines: Sequence[Line], calibration: float = 1.0) -> bool:
+    return rolling_due(Counts.of_lines(lines, calibration), ROLLING)
+
+
+def test_rolling_is_not_due_at_exactly_30_messages() -> None:
+    """More than 30 messages are needed, however large the oldest 20 are."""
+    assert not rolling_is_due(rolling_lines(30, 2_000))
+    assert rolling_is_due(rolling_lines(31, 2_000))
+
+
+def test_rolling_is_not_due_when_the_oldest_20_are_exactly_15000_tokens() -> None:
+    """The token condition is strict too: 20 x 750 = 15,000 tokens is not over."""
+    lines = rolling_lines(31, 750)
+    assert sum(line.tokens for line in lines[:20]) == 15_000
+    assert not rolling_is_due(lines)
+
+
+def test_rolling_token_condition_counts_calibrated_tokens() -> None:
+    """The oldest 20 are weighed after calibration: 15,000 estimated x 1.01 is over."""
+    lines = rolling_lines(31, 750)
+    assert not rolling_is_due(lines, calibration=1.0)
+    assert rolling_is_due(lines, calibration=1.01)
+
+
+def test_rolling_summarizes_the_oldest_20_when_both_conditions_are_exceeded() -> None:
+    """31 messages and 15,020 tokens in the oldest 20: those 20 go, 11 stay."""
+    lines = rolling_lines(31, 751)
+    assert rolling_is_due(lines)
+    plan = rolling_split(lines, **WINDOW)
+    assert plan is not None
+    assert plan.keep_from == 20
+    assert plan.summarized_count == 20
+    assert len(lines) - plan.keep_from == 11
+
+
+def test_rolling_does_not_count_a_head_summary_as_a_message() -> None:
+    """A summary + 30 messages is still 30 messages: not due; the split folds the summary."""
+    assert not rolling_is_due(rolling_lines(30, 2_000, head_summary=True))
+    lines = rolling_lines(31, 2_000, head_summary=True)
+    assert rolling_is_due(lines)
+    plan = rolling_split(lines, **WINDOW)
+    assert plan is not None
+    assert plan.folds_previous_summary
+    assert plan.summarized_count == 20
+
+
+@pytest.mark.parametrize("count", [12, 15, 21, 25])
+def test_rolling_always_keeps_the_newest_10(count: int) -> None:
+    """Even on a short conversation, at least recent_messages_to_keep stay verbatim."""
+    lines = rolling_lines(count, 100)
+    plan = rolling_split(lines, **WINDOW)
+    assert plan is not None
+    assert len(lines) - plan.keep_from >= 10
+
+
+def test_rolling_is_none_when_keeping_10_leaves_nothing_to_summarize() -> None:
+    """10 messages: keeping the newest 10 leaves no split point."""
+    assert rolling_split(rolling_lines(10, 100), **WINDOW) is None
+
+
+# --- properties: split validity ---------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages=conversations(), keep_ratio=st.floats(0.05, 0.95))
+def test_property_narrative_split_is_valid_nearest_and_complete(
+    messages: list[dict[str, Any]], keep_ratio: float
+) -> None:
+    """Any split returned starts at a genuine user turn with no tool pair across it, is
+    the valid boundary nearest the 60/40 point, and None means no valid boundary exists."""
+    lines = lines_of(messages)
+    head = 1 if messages and messages[0].get("isSummary") else 0
+    plan = narrative_split(lines, keep_ratio)
+    candidates = [k for k in range(head + 1, len(messages)) if boundary_ok(messages, k)]
+    if len(messages) - head < 2 or not candidates:
+        assert plan is None
+        return
+    assert plan is not None
+    k = plan.keep_from
+    assert k in candidates
+    assert genuine_user_turn(messages[k])
+    assert not straddling(messages, k)
+    proposed = head + max(1, math.floor((len(messages) - head) * (1 - keep_ratio)))
+    assert min(abs(c - proposed) for c in candidates) == abs(k - proposed)
+    assert plan.summarized_count == k - head >= 1
+    assert plan.folds_previous_summary == (head == 1)
+    assert plan.summarized_tokens + plan.kept_tokens == sum(line.tokens for line in lines)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    messages=conversations(),
+    to_summarize=st.integers(1, 25),
+    keep=st.integers(0, 12),
+)
+def test_property_rolling_split_is_valid_and_keeps_the_recent_messages(
+    messages: list[dict[str, Any]], to_summarize: int, keep: int
+) -> None:
+    """A rolling split is a valid boundary and keeps at least the newest ``keep``."""
+    plan = rolling_split(
+        lines_of(messages), messages_to_summarize=to_summarize, recent_messages_to_keep=keep
+    )
+    if plan is None:
+        return
+    k = plan.keep_from
+    assert genuine_user_turn(messages[k])
+    assert not straddling(messages, k)
+    assert len(messages) - k >= keep
+    assert plan.summarized_count >= 1

@@ -2,7 +2,7 @@
 
 Appends COUNT lines ``{"id": "<ID>-<n>", ...}`` to ``WS/conversation.jsonl``. By default
 each line is written under ``flock(LOCK_EX)`` on ``WS/.memoryd/lock`` (open, append,
-close), the writers' protocol of SPEC §3; ``--no-lock`` opens with O_APPEND, writes and
+close), the writers' protocol (docs/design.md#locks); ``--no-lock`` opens with O_APPEND, writes and
 closes each line without any lock. ``--delay S`` sleeps between lines. It deliberately
 does not import memoryd: it stands for an agent written by someone else.
 """

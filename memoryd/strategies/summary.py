@@ -1,6 +1,6 @@
 """The summary message: its format, and the head the narrative and rolling strategies write.
 
-The format is described in docs/design.md#workspace.
+The format is described in docs/design.md#summary-message.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ Span = tuple[str | None, str | None]
 def summary_message(
     text: str, summarized_count: int, span: Span, archive: str, now_ms: int
 ) -> dict[str, Any]:
-    """The summary message that replaces the summarized prefix (docs/design.md#workspace).
+    """The summary message that replaces the summarized prefix (docs/design.md#summary-message).
 
     ``span`` holds the ids of the first and last message it stands for (``firstId``,
     ``lastId``): with ``archive`` they lead back to the originals.

@@ -1,0 +1,113 @@
+"""Conversations for split tests: message builders, independent checkers computed from the
+raw messages (not from Line properties), and a hypothesis strategy of random conversations."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from conftest import encode_lines, make_message
+from hypothesis import strategies as st
+
+from memoryd.conversation import Line, split_lines
+
+MAX_LINE = 8 << 20
+
+
+def lines_of(
+    messages: Sequence[dict[str, Any] | bytes], max_line_bytes: int = MAX_LINE
+) -> list[Line]:
+    """Real parsed lines, as the job hands them to the policy."""
+    return list(split_lines(encode_lines(messages), max_line_bytes))
+
+
+def text_of_tokens(tokens: int) -> str:
+    """Content whose message estimate is exactly ``tokens`` (chars/4 rounded up, plus 4)."""
+    return "x" * ((tokens - 4) * 4)
+
+
+def tool_use(tool_id: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_id, "name": "run", "input": {"cmd": "ls"}}
+
+
+def tool_result(tool_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_id, "content": "ok"}
+
+
+def text_block(text: str = "and also this") -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def summary(index: int = 0) -> dict[str, Any]:
+    return make_message(
+        index,
+        "assistant",
+        "[Summary of earlier conversation]\n\nold",
+        isSummary=True,
+        summarizedCount=12,
+        archive=".memoryd/archive/a.jsonl",
+    )
+
+
+# --- independent checkers (computed from the raw messages, not from Line properties) ---
+
+
+def genuine_user_turn(message: Mapping[str, Any]) -> bool:
+    """A user message that is not a summary and not only tool results."""
+    if message.get("role") != "user" or message.get("isSummary") is True:
+        return False
+    content = message.get("content")
+    if not isinstance(content, list):
+        return True
+    blocks = [b for b in content if isinstance(b, Mapping)]
+    return not blocks or any(b.get("type") != "tool_result" for b in blocks)
+
+
+def _ids(messages: Sequence[Mapping[str, Any]], kind: str, key: str) -> set[str]:
+    found: set[str] = set()
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            found |= {
+                str(b[key])
+                for b in content
+                if isinstance(b, Mapping) and b.get("type") == kind and key in b
+            }
+    return found
+
+
+def straddling(messages: Sequence[Mapping[str, Any]], k: int) -> set[str]:
+    """Tool ids whose tool_use and tool_result lie on different sides of boundary k."""
+    before, after = messages[:k], messages[k:]
+    return (_ids(before, "tool_use", "id") & _ids(after, "tool_result", "tool_use_id")) | (
+        _ids(before, "tool_result", "tool_use_id") & _ids(after, "tool_use", "id")
+    )
+
+
+def boundary_ok(messages: Sequence[Mapping[str, Any]], k: int) -> bool:
+    return genuine_user_turn(messages[k]) and not straddling(messages, k)
+
+
+TOOL_IDS = ("t0", "t1", "t2", "t3")
+blocks = st.one_of(
+    st.sampled_from(["hi", "ok", "done"]).map(text_block),
+    st.sampled_from(TOOL_IDS).map(tool_use),
+    st.sampled_from(TOOL_IDS).map(tool_result),
+    st.just({"type": "image", "source": {"type": "base64", "data": "AA=="}}),
+)
+messages_strategy = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant"]),
+        "content": st.one_of(st.text(max_size=30), st.lists(blocks, max_size=3)),
+    }
+)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Random roles, tool_use/tool_result pairs (in any order), maybe a summary at the head."""
+    body = draw(st.lists(messages_strategy, max_size=30))
+    messages = [make_message(i, m["role"], m["content"]) for i, m in enumerate(body, start=1)]
+    if draw(st.booleans()):
+        messages.insert(0, summary())
+    return messages
