@@ -149,6 +149,11 @@ def encode_lines(messages: Sequence[dict[str, Any] | bytes]) -> bytes:
     return bytes(out)
 
 
+def raw_lines(folder: Path) -> list[bytes]:
+    """The lines of ``folder``'s conversation.jsonl as bytes, each with its ``\\n``."""
+    return (folder / "conversation.jsonl").read_bytes().splitlines(keepends=True)
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> WorkspaceFactory:
     """A factory: ``workspace(n, size=400, name="ws", messages=None, tail=b"")`` -> folder.

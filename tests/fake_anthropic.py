@@ -159,6 +159,38 @@ class RecordedRequest:
     body: Any
     received_at: float
 
+    @property
+    def system(self) -> str:
+        """The system prompt (a string, or the text of its blocks)."""
+        system = self.body.get("system", "") if isinstance(self.body, Mapping) else ""
+        return system if isinstance(system, str) else _blocks_text(system)
+
+    @property
+    def user_text(self) -> str:
+        """The text of every message of the request, in order."""
+        messages = self.body.get("messages") if isinstance(self.body, Mapping) else None
+        if not isinstance(messages, list):
+            return ""
+        return "\n".join(
+            _content_text(m.get("content", "")) for m in messages if isinstance(m, Mapping)
+        )
+
+    @property
+    def prompt_text(self) -> str:
+        """The system prompt and the messages' text: everything the model was told."""
+        return f"{self.system}\n{self.user_text}"
+
+
+def _content_text(content: object) -> str:
+    """A message's content as text: the string, or the text of its blocks."""
+    return content if isinstance(content, str) else _blocks_text(content)
+
+
+def _blocks_text(blocks: object) -> str:
+    if not isinstance(blocks, list):
+        return ""
+    return "\n".join(str(block.get("text", "")) for block in blocks if isinstance(block, Mapping))
+
 
 def echo_summary(request_json: Mapping[str, Any]) -> str:
     """A deterministic short digest of the transcript in the request's last user message."""
@@ -173,14 +205,9 @@ def echo_summary(request_json: Mapping[str, Any]) -> str:
 
 def _request_text(request_json: Mapping[str, Any]) -> str:
     messages = request_json.get("messages")
-    if not isinstance(messages, list) or not messages:
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):
         return ""
-    content = messages[-1].get("content", "") if isinstance(messages[-1], dict) else ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
-    return ""
+    return _content_text(messages[-1].get("content", ""))
 
 
 def _estimate_tokens(value: object) -> int:

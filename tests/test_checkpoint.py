@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from cli_helpers import cli
-from conftest import WorkspaceFactory, encode_lines, generated_messages, make_message
-from fake_anthropic import FakeAnthropic, RecordedRequest, Reply
+from conftest import WorkspaceFactory, encode_lines, generated_messages, make_message, raw_lines
+from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.checkpoint import CHECKPOINT_PREFIX, Checkpoint, CheckpointSummary
 from memoryd.config import load_settings
@@ -51,10 +51,6 @@ def conversation(folder: Path) -> bytes:
     return (folder / "conversation.jsonl").read_bytes()
 
 
-def raw_lines(folder: Path) -> list[bytes]:
-    return conversation(folder).splitlines(keepends=True)
-
-
 def tokens_of(data: bytes) -> int:
     return sum(line.tokens for line in split_lines(data, 8 << 20))
 
@@ -62,13 +58,6 @@ def tokens_of(data: bytes) -> int:
 def checkpoint_file(folder: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((folder / "checkpoint.json").read_bytes())
     return data
-
-
-def user_text(request: RecordedRequest) -> str:
-    content = request.body["messages"][-1]["content"]
-    if isinstance(content, str):
-        return content
-    return "\n".join(str(block.get("text", "")) for block in content)
 
 
 def between(text: str, tag: str) -> str:
@@ -248,7 +237,7 @@ def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
     assert "Use SQLite for storage" in head["content"]
     assert head["checkpoint"]["version"] == 1
     assert (folder / head["archive"]).read_bytes() == b"".join(first_lines)
-    assert "first compaction" in user_text(llm.message_requests[0])
+    assert "first compaction" in llm.message_requests[0].user_text
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()
     assert heartbeat.status == "completed"
     assert heartbeat.last_result == "compacted 20 messages into checkpoint v1"
@@ -270,7 +259,7 @@ def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
     assert saved["compaction_info"]["messages_compacted"] == 20
     assert saved["compaction_info"]["oldest_message_timestamp"] == 1_700_000_100_000
     assert saved["stats"] == {"total_compactions": 2, "total_messages": 40}
-    second_prompt = user_text(llm.message_requests[1])
+    second_prompt = llm.message_requests[1].user_text
     assert json.loads(between(second_prompt, "checkpoint")) == FIRST
     transcript = between(second_prompt, "transcript")
     assert "msg-0100" in transcript and "msg-0000" not in transcript
@@ -667,7 +656,7 @@ def test_switching_to_checkpoint_folds_a_narrative_summary_into_the_prompt(
     code, out = compact(folder, "--force")
 
     assert code == 0, out
-    transcript = between(user_text(llm.message_requests[0]), "transcript")
+    transcript = between(llm.message_requests[0].user_text, "transcript")
     assert "The team chose Rust for the CLI." in transcript
     saved = checkpoint_file(folder)
     assert saved["compaction_info"]["messages_compacted"] == 10

@@ -19,8 +19,9 @@ from conftest import (
     filler_text,
     generated_messages,
     make_message,
+    raw_lines,
 )
-from fake_anthropic import FakeAnthropic, RecordedRequest, Reply
+from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.config import Settings
 from memoryd.conversation import split_lines
@@ -37,10 +38,6 @@ API_KEY = "sk-ant-job-test-key"
 
 def run(folder: Path, settings: Settings, **kwargs: Any) -> JobResult:
     return run_job(JobRequest(workspace=folder, settings=settings, **kwargs))
-
-
-def raw_lines(folder: Path) -> list[bytes]:
-    return (folder / "conversation.jsonl").read_bytes().splitlines(keepends=True)
 
 
 def event_types(folder: Path) -> list[str]:
@@ -193,19 +190,6 @@ def anthropic_settings(
     )
 
 
-def prompt_text(request: RecordedRequest) -> str:
-    """The system and user text of one recorded Messages request."""
-    body = request.body
-    parts = [str(body.get("system", ""))]
-    for message in body["messages"]:
-        content = message["content"]
-        if isinstance(content, str):
-            parts.append(content)
-        else:
-            parts.extend(str(block.get("text", "")) for block in content)
-    return "\n".join(parts)
-
-
 def test_anthropic_job_uses_the_answer_as_the_summary(
     workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
 ) -> None:
@@ -231,7 +215,7 @@ def test_anthropic_job_uses_the_answer_as_the_summary(
         request.headers.get("x-api-key"),
         request.headers.get("authorization", "")[7:],
     )
-    prompt = prompt_text(request)
+    prompt = request.prompt_text
     assert all(f"msg-{i:04d}" in prompt for i in range(k))
     assert not any(f"msg-{i:04d}" in prompt for i in range(k, 40))
     assert "<transcript>" in prompt
@@ -301,7 +285,7 @@ def test_second_anthropic_job_folds_the_previous_summary(
     second = run(folder, settings, env=env)
 
     assert (first.outcome, second.outcome) == ("completed", "completed")
-    prompt = prompt_text(fake_anthropic.message_requests[1])
+    prompt = fake_anthropic.message_requests[1].prompt_text
     assert re.search(r"<previous_summary>\s*First: chose Redis.\s*</previous_summary>", prompt)
     heads = [json.loads(line) for line in raw_lines(folder)]
     assert [m.get("isSummary", False) for m in heads].count(True) == 1
@@ -369,7 +353,7 @@ def test_oversized_input_is_summarized_in_chunks_and_merged_leaving_nothing_out(
     requests = fake_anthropic.message_requests
     assert len(requests) >= 3
     assert result.llm_calls == len(requests)
-    prompts = [prompt_text(r) for r in requests]
+    prompts = [r.prompt_text for r in requests]
     k = result.summarized_count
     assert k >= 24
     for i in range(k):

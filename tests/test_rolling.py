@@ -16,8 +16,9 @@ from conftest import (
     WorkspaceFactory,
     filler_text,
     generated_messages,
+    raw_lines,
 )
-from fake_anthropic import FakeAnthropic, RecordedRequest, Reply
+from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.api import MessageSummarizer, SummaryGenerator
 from memoryd.config import Settings
@@ -31,10 +32,6 @@ from memoryd.workspace import Workspace
 API_KEY = "sk-ant-rolling-test-key"
 TOKENS_750 = 2_984
 """Content characters of a message estimated at exactly 750 tokens (746 + 4 overhead)."""
-
-
-def raw_lines(folder: Path) -> list[bytes]:
-    return (folder / "conversation.jsonl").read_bytes().splitlines(keepends=True)
 
 
 def offline(make_settings: SettingsFactory, **extra: Any) -> Settings:
@@ -51,22 +48,6 @@ def online(make_settings: SettingsFactory, fake: FakeAnthropic, **extra: Any) ->
             **extra,
         }
     )
-
-
-def prompt_text(request: RecordedRequest) -> tuple[str, str]:
-    """The system prompt and the user text of one recorded Messages request."""
-    body = request.body
-    user = []
-    for message in body["messages"]:
-        content = message["content"]
-        if isinstance(content, str):
-            user.append(content)
-        else:
-            user.extend(str(block.get("text", "")) for block in content)
-    system = body.get("system", "")
-    if isinstance(system, list):
-        system = "\n".join(str(block.get("text", "")) for block in system)
-    return str(system), "\n".join(user)
 
 
 def summary_lines(folder: Path) -> list[int]:
@@ -292,7 +273,8 @@ def test_rolling_prompt_asks_for_a_third_person_summary_and_folds_the_previous_o
     assert generator.generate_summary() == (
         "The user discussed the storage layer; they chose SQLite."
     )
-    system, user = prompt_text(fake_anthropic.message_requests[0])
+    request = fake_anthropic.message_requests[0]
+    system, user = request.system, request.user_text
     prompt = f"{system}\n{user}"
     assert "third person" in system
     assert "The user asked" in system
@@ -310,7 +292,7 @@ def test_rolling_prompt_asks_for_a_third_person_summary_and_folds_the_previous_o
     assert generator.should_summarize() is True
     assert generator.generate_summary() == "The user chose SQLite, then planned the migration."
 
-    _, second = prompt_text(fake_anthropic.message_requests[1])
+    second = fake_anthropic.message_requests[1].user_text
     previous = second.split("<previous_summary>")[1].split("</previous_summary>")[0]
     assert "The user discussed the storage layer; they chose SQLite." in previous
     transcript = second.split("<transcript>")[1].split("</transcript>")[0]
@@ -378,7 +360,7 @@ def test_ten_rounds_with_the_fake_server_keep_one_summary_within_budget(
     assert len(requests) == 10
     assert all(r.body["max_tokens"] == budget for r in requests)
     for number, request in enumerate(requests):
-        _, user = prompt_text(request)
+        user = request.user_text
         assert ("<previous_summary>" in user) is (number > 0)
     assert max(sizes) > budget // 2  # the cap was reached, and held
     head = json.loads(raw_lines(folder)[0])
