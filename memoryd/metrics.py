@@ -26,6 +26,7 @@ from prometheus_client.exposition import generate_latest, start_http_server
 from prometheus_client.registry import Collector
 
 from memoryd.fsutil import atomic_write
+from memoryd.strategies import STRATEGIES
 
 LEVELS = ("normal", "warning", "critical")
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -244,7 +245,7 @@ class Metrics:
         )
         for kind in TOKEN_KINDS:
             self.llm_tokens.labels(kind)
-        for strategy in ("narrative", "rolling", "checkpoint"):
+        for strategy in STRATEGIES:
             self.job_duration.labels(strategy)
             self.failures.labels(strategy)
         registry.register(_ViewCollector(view, per_workspace))

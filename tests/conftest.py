@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import structlog
+from daemon_harness import Processes
 from fake_anthropic import FakeAnthropic
 
 from memoryd.config import Settings, load_settings
@@ -47,7 +48,7 @@ FILLER_WORDS = (
 WorkspaceFactory = Callable[..., Path]
 SettingsFactory = Callable[..., Settings]
 
-REAL_DAEMON_FIXTURES = frozenset({"procs", "daemon_process"})
+REAL_DAEMON_FIXTURES = frozenset({"procs"})
 """Fixtures that start ``memoryd run`` as a real process."""
 
 
@@ -204,3 +205,13 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def procs() -> Iterator[Processes]:
+    """Daemons and writers started by a test; all killed (by pid) at teardown."""
+    processes = Processes()
+    try:
+        yield processes
+    finally:
+        processes.cleanup()

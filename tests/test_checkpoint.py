@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_helpers import cli
 from conftest import WorkspaceFactory, encode_lines, generated_messages, make_message, raw_lines
+from daemon_harness import Processes, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.checkpoint import CHECKPOINT_PREFIX, Checkpoint, CheckpointSummary
@@ -546,63 +544,8 @@ def test_checkpoint_file_wins_when_it_is_as_new_as_the_head(tmp_path: Path) -> N
 # --- through the daemon --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def daemon_process(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Start ``python -m memoryd run`` with a clean environment; killed at teardown."""
-    started: list[subprocess.Popen[bytes]] = []
-    logs: list[Any] = []
-
-    def start(root: Path, **env: str) -> subprocess.Popen[bytes]:
-        home = tmp_path / "home"
-        (home / ".config").mkdir(parents=True, exist_ok=True)
-        clean = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
-            **env,
-        }
-        log = (tmp_path / "daemon.log").open("wb")
-        logs.append(log)
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memoryd", "run", "--root", str(root)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=clean,
-            cwd=tmp_path,
-            start_new_session=True,
-        )
-        started.append(process)
-        return process
-
-    try:
-        yield start
-    finally:
-        for process in started:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    # Its own session: the group is the daemon and its workers only.
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
-        for log in logs:
-            log.close()
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-    return value
-
-
 def test_daemon_compacts_a_checkpoint_workspace_once_usage_passes_90_percent(
-    tmp_path: Path, daemon_process: Callable[..., subprocess.Popen[bytes]]
+    tmp_path: Path, procs: Processes
 ) -> None:
     """A workspace whose .memoryd/config.toml says strategy = "checkpoint": the daemon
     (no API key, so the extractive backend) leaves it alone at 80-90% usage and writes
@@ -613,16 +556,17 @@ def test_daemon_compacts_a_checkpoint_workspace_once_usage_passes_90_percent(
     (folder / ".memoryd" / "config.toml").write_text('strategy = "checkpoint"\n')
     # 8 messages of 254 tokens = 2,032 of 2,400: 85%, above the narrative 80% trigger.
     (folder / "conversation.jsonl").write_bytes(encode_lines(generated_messages(8, 1_000)))
-    process = daemon_process(root, MEMORYD_TOKEN_LIMIT="2400", MEMORYD_DRAIN_SECONDS="0")
+    env = {"MEMORYD_TOKEN_LIMIT": "2400", "MEMORYD_DRAIN_SECONDS": "0"}
+    daemon = procs.daemon([root], tmp_path / "home", env)
 
     state = folder / ".memoryd" / "state.json"
-    wait_for(state.exists, 20, "state.json")
-    wait_for(lambda: json.loads(state.read_bytes())["messages"] == 8, 20, "8 messages counted")
+    wait_until(state.exists, 20, "state.json")
+    wait_until(lambda: json.loads(state.read_bytes())["messages"] == 8, 20, "8 messages counted")
     assert json.loads(state.read_bytes())["strategy"] == "checkpoint"
     assert not (folder / "checkpoint.json").exists()
 
     append_message(folder, "user", "We decided to use SQLite. " + "z" * 600)  # 2,193: 91%
-    wait_for((folder / "checkpoint.json").exists, 20, "checkpoint.json")
+    wait_until((folder / "checkpoint.json").exists, 20, "checkpoint.json")
 
     saved = checkpoint_file(folder)
     # Version 1 of all 9 messages: nothing was compacted at 85%.
@@ -631,7 +575,7 @@ def test_daemon_compacts_a_checkpoint_workspace_once_usage_passes_90_percent(
     assert "We decided to use SQLite." in saved["decisions"]
     head = json.loads(raw_lines(folder)[0])
     assert head["checkpoint"]["version"] == 1
-    assert process.poll() is None
+    assert daemon.process is not None and daemon.process.poll() is None
 
 
 def test_switching_to_checkpoint_folds_a_narrative_summary_into_the_prompt(

@@ -64,16 +64,6 @@ TRIGGER = 0.80
 
 
 @pytest.fixture
-def procs() -> Iterator[Processes]:
-    """Daemons and writers started by a test; all killed (by pid) at teardown."""
-    processes = Processes()
-    try:
-        yield processes
-    finally:
-        processes.cleanup()
-
-
-@pytest.fixture
 def llm(fake_anthropic: FakeAnthropic) -> FakeAnthropic:
     """The fake Messages API server, answering a digest of each transcript."""
     fake_anthropic.set_default(Reply.echo())
