@@ -28,7 +28,7 @@ from memoryd.commit import (
     recover,
     rewrite,
 )
-from memoryd.config import Settings
+from memoryd.config import ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV, Settings
 from memoryd.conversation import Line, split_lines
 from memoryd.errors import CommitAborted, InputError, MemorydError, SummarizerError
 from memoryd.fsutil import check_workspace, flocked
@@ -45,7 +45,7 @@ Outcome = Literal["completed", "nothing_to_do", "ineffective", "failed", "busy",
 Progress = Callable[[str], None]
 JOB_DEADLINE_FACTOR = 4
 """A job's LLM deadline: this many times the configured request timeout."""
-SUMMARIZER_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+SUMMARIZER_ENV = (ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV)
 """The environment variables the summarizer honours, handed to a job explicitly."""
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd.summarizers.extractive import SENTENCE_END
 from memoryd.summarizers.prompts import render_transcript
 from memoryd.tokens import estimate_text_tokens
 
@@ -92,7 +93,6 @@ _ACTION = re.compile(
     r"\b(action item|todo|to-do|follow[- ]up|next step|deadline|need to|needs to|must)\b", re.I
 )
 _DONE = re.compile(r"\b(done|completed|finished|fixed|merged|shipped|resolved)\b", re.I)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'-]*")
 _STOP_TEXT = (
     "a an the and or but if then so to of in on at by for with from as is are was were be been "
@@ -186,7 +186,7 @@ def content_words(text: str) -> frozenset[str]:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if len(s.strip()) >= 8]
+    return [s.strip() for s in SENTENCE_END.split(text) if len(s.strip()) >= 8]
 
 
 def _sentence_kind(sentence: str) -> str | None:
