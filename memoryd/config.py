@@ -185,6 +185,7 @@ class Settings(BaseSettings):
     rescan_interval: float = Field(default=30.0, gt=0)
     max_line_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     stale_after: float = Field(default=300.0, gt=0)
+    index_archive: bool = True
     log_format: Literal["json", "console"] = "json"
     log_level: str = "info"
     summarizer: SummarizerSettings = Field(default_factory=SummarizerSettings)

@@ -361,6 +361,8 @@ def _commit_and_report(
         ),
     )
     log.info("summarize_completed", workspace=str(workspace.path), **details)
+    if settings.index_archive:
+        _index_in_background(workspace)
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
@@ -381,6 +383,18 @@ def _commit_and_report(
         head_line_tokens=(summary_tokens, *(x.tokens for x in kept)),
         head_malformed=sum(1 for x in kept if x.malformed),
     )
+
+
+def _index_in_background(workspace: Workspace) -> None:
+    """Index the new archive now that the commit is durable, outside the writers' lock.
+
+    In a thread, so the job's result is not delayed; a failure is logged and retried and
+    never fails the job (docs/design.md#recall). Imported here: the daemon's own process
+    never loads the index code.
+    """
+    from memoryd.recall import update_index_in_background
+
+    update_index_in_background(workspace.path)
 
 
 def _read_range(path: Path, start: int) -> bytes:

@@ -1,0 +1,34 @@
+"""``memoryd expand``: a message's original line, and lines around it, byte for byte."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TextIO
+
+from memoryd.cli.common import log_to_stderr
+from memoryd.cli.recall import count
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """WORKSPACE, ID, ``--before`` and ``--after``."""
+    parser.add_argument("workspace", type=Path)
+    parser.add_argument("id", help="a message id (from recall, or a summary's firstId/lastId)")
+    parser.add_argument("--before", type=count, default=0, help="lines before it (0)")
+    parser.add_argument("--after", type=count, default=0, help="lines after it (0)")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the original JSON lines on stdout, exactly as they were appended."""
+    from memoryd.recall import expand
+
+    log_to_stderr(args)
+    data = b"".join(expand(args.workspace, args.id, args.before, args.after))
+    binary = getattr(out, "buffer", None)
+    if binary is None:  # a text stream (tests): the lines are UTF-8 unless malformed
+        out.write(data.decode("utf-8", "surrogateescape"))
+        return 0
+    out.flush()
+    binary.write(data)
+    binary.flush()
+    return 0

@@ -1,0 +1,31 @@
+"""``memoryd mcp``: recall, expand, context status and memory stores as MCP tools (stdio)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TextIO
+
+from memoryd.cli.common import load_config, log_to_stderr
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--root`` or ``--workspace`` (default: the configured roots)."""
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--root", type=Path, help="serve every workspace below this folder")
+    scope.add_argument("--workspace", type=Path, help="serve this one workspace")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Serve on stdin/stdout until the client closes the connection; logs go to stderr."""
+    from memoryd.mcp_server import Scope, serve
+
+    log_to_stderr(args)
+    settings = load_config(args).settings
+    if args.workspace is not None:
+        scope = Scope.for_workspace(args.workspace)
+    else:
+        roots = [args.root] if args.root is not None else list(settings.roots)
+        scope = Scope.for_roots(roots, settings.max_depth)
+    serve(scope, settings)
+    return 0

@@ -1,0 +1,82 @@
+"""``memoryd recall``: search the messages memoryd summarized (the archive)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from memoryd.cli.common import log_to_stderr
+
+if TYPE_CHECKING:
+    from memoryd.recall import Hit
+
+
+def count(text: str) -> int:
+    """A whole number of 0 or more, for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """PATH, QUERY, ``--limit``, ``--role``, ``--json`` and ``--raw``."""
+    parser.add_argument(
+        "path", type=Path, help="a workspace, or a folder to search every workspace below"
+    )
+    parser.add_argument(
+        "query", help='plain words (all must match); "a phrase"; word* for a prefix'
+    )
+    parser.add_argument("--limit", type=count, default=10, help="at most this many hits (10)")
+    parser.add_argument("--role", choices=("user", "assistant"), help="only this role's messages")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--raw", action="store_true", help="the query is SQLite FTS5 syntax")
+
+
+def _when(timestamp: int | None) -> str:
+    if timestamp is None:
+        return "time unknown"
+    try:
+        moment = datetime.fromtimestamp(timestamp / 1000, UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"timestamp {timestamp}"
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def render_hits(hits: list[Hit]) -> str:
+    """Human output: one block per hit (workspace, time, role, id, then the snippet)."""
+    blocks = []
+    for hit in hits:
+        snippet = " ".join(hit.snippet.split())
+        blocks.append(
+            f"{hit.workspace}  {_when(hit.timestamp)}  {hit.role or '?'}  {hit.id or '(no id)'}\n"
+            f"    {snippet}\n"
+        )
+    return "\n".join(blocks)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Print the hits, or "no matches" in words (exit 0)."""
+    from memoryd.recall import recall
+
+    log_to_stderr(args)
+    if (args.path / "conversation.jsonl").is_file():
+        depth = 0
+    else:
+        from memoryd.cli.common import load_config
+
+        depth = load_config(args).settings.max_depth
+    hits = recall(args.path, args.query, args.limit, args.role, raw=args.raw, max_depth=depth)
+    if args.json:
+        out.write(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2) + "\n")
+    elif hits:
+        out.write(render_hits(hits))
+    else:
+        out.write(f"no matches for {args.query!r} in {args.path}\n")
+    return 0

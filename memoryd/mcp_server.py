@@ -1,0 +1,270 @@
+"""``memoryd mcp``: recall, expand, context status and memory stores as MCP tools (stdio).
+
+Built on the official ``mcp`` SDK's ``MCPServer``; imported only by ``memoryd mcp``. The
+server serves one workspace or the workspaces below its roots, and refuses any path
+outside them (docs/design.md#recall).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
+
+from memoryd import stores
+from memoryd.config import Settings
+from memoryd.errors import MemorydError
+from memoryd.fsutil import check_workspace
+from memoryd.recall import Hit, expand, recall
+from memoryd.workspace import CONVERSATION
+
+INSTRUCTIONS = (
+    "memoryd keeps this agent's conversation inside its context budget by replacing old "
+    "messages with a summary; the originals are archived, never lost. Use `recall` to "
+    "search them when the summary lacks an exact detail (a path, an error text, a number), "
+    "then `expand` to read a message word for word with the lines around it. "
+    "`context_status` tells how full the context is and what to do about it."
+)
+
+
+class HitOut(TypedDict):
+    """One archived message that matches."""
+
+    workspace: str
+    id: str | None
+    role: str | None
+    timestamp: int | None
+    archive: str
+    offset: int
+    length: int
+    snippet: str
+    score: float
+
+
+class RecallOut(TypedDict):
+    hits: list[HitOut]
+
+
+class ExpandOut(TypedDict):
+    workspace: str
+    id: str
+    lines: list[str]
+    """The original JSON lines, oldest first, the message itself among them."""
+
+
+class StatusOut(TypedDict):
+    workspace: str
+    messages: int
+    tokens: int
+    token_limit: int
+    usage_ratio: float
+    level: str
+    action: str
+    summarizing: bool
+    last_summary_at: str | None
+    strategy: str
+    heartbeat: dict[str, str | None]
+
+
+class EntriesOut(TypedDict):
+    store: str
+    entries: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The workspaces a server may touch: one workspace, or everything below some roots."""
+
+    roots: tuple[Path, ...]
+    workspace: Path | None
+    max_depth: int = 4
+
+    @classmethod
+    def for_workspace(cls, workspace: Path) -> Scope:
+        """Serve one workspace (it must exist)."""
+        return cls((), check_workspace(Path(workspace)).resolve())
+
+    @classmethod
+    def for_roots(cls, roots: list[Path], max_depth: int) -> Scope:
+        """Serve every workspace below ``roots``."""
+        return cls(tuple(Path(root).expanduser().resolve() for root in roots), None, max_depth)
+
+    @property
+    def bases(self) -> tuple[Path, ...]:
+        return (self.workspace,) if self.workspace is not None else self.roots
+
+    def path(self, given: str | None, *, workspace: bool) -> Path:
+        """The folder a tool call names (relative to the served folder), refused outside it.
+
+        With ``workspace``, it must be one workspace; otherwise a folder to search.
+        """
+        if given is None or not given.strip():
+            if self.workspace is not None:
+                return self.workspace
+            if not workspace and len(self.roots) == 1:
+                return self.roots[0]
+            served = ", ".join(str(base) for base in self.bases)
+            raise ToolError(f"name the workspace: this server serves the workspaces below {served}")
+        candidate = Path(given).expanduser()
+        if not candidate.is_absolute():
+            candidate = self.bases[0] / candidate if len(self.bases) == 1 else candidate.absolute()
+        real = candidate.resolve()
+        if not any(real == base or base in real.parents for base in self.bases):
+            served = ", ".join(str(base) for base in self.bases)
+            raise ToolError(f"{given}: is outside what this server serves ({served})")
+        if workspace and not (real / CONVERSATION).is_file():
+            raise ToolError(f"{given}: is not a workspace (no {CONVERSATION})")
+        return real
+
+
+WorkspaceArg = Annotated[
+    str | None,
+    Field(
+        description="The workspace folder (absolute, or relative to the served folder). "
+        "Leave it out when the server serves a single workspace."
+    ),
+]
+
+
+def build_server(scope: Scope, settings: Settings) -> MCPServer:
+    """An MCP server with memoryd's tools for ``scope``."""
+    server: MCPServer = MCPServer("memoryd", instructions=INSTRUCTIONS)
+
+    @server.tool(name="recall")
+    def recall_tool(
+        query: Annotated[
+            str,
+            Field(
+                description='Words to find; every word must occur. "Quote a phrase"; '
+                "end a word with * to match a prefix."
+            ),
+        ],
+        workspace: WorkspaceArg = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many hits.")] = 10,
+        role: Annotated[
+            Literal["user", "assistant"] | None, Field(description="Only this role's messages.")
+        ] = None,
+    ) -> RecallOut:
+        """Search the messages that were summarized away (the archive) for exact details.
+
+        Use it when the conversation summary mentions something but not the detail you
+        need. Returns the best hits with the message id, role, time and a snippet where
+        the matched words are between ** **; pass an id to `expand` to read it in full.
+        Without `workspace`, a server over a root searches every workspace below it.
+        """
+        path = scope.path(workspace, workspace=False)
+        try:
+            hits = recall(path, query, limit, role, max_depth=scope.max_depth)
+        except MemorydError as exc:
+            raise ToolError(str(exc)) from None
+        return {"hits": [_hit(hit) for hit in hits]}
+
+    @server.tool(name="expand")
+    def expand_tool(
+        id: Annotated[str, Field(description="A message id, as returned by recall.")],
+        workspace: WorkspaceArg = None,
+        before: Annotated[int, Field(ge=0, le=50, description="Lines before it.")] = 0,
+        after: Annotated[int, Field(ge=0, le=50, description="Lines after it.")] = 0,
+    ) -> ExpandOut:
+        """Read one archived (or live) message word for word, with lines around it.
+
+        Returns the original JSON lines exactly as they were appended, oldest first.
+        Use the id of a recall hit, or the firstId/lastId of a summary message.
+        """
+        path = scope.path(workspace, workspace=True)
+        try:
+            lines = expand(path, id, before, after)
+        except MemorydError as exc:
+            raise ToolError(str(exc)) from None
+        text = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
+        return {"workspace": str(path), "id": id, "lines": text}
+
+    @server.tool(name="context_status")
+    def context_status(workspace: WorkspaceArg = None) -> StatusOut:
+        """How full a workspace's context is, and what memoryd advises.
+
+        `usage_ratio` is tokens / token_limit; `level` is normal, warning (from 70%) or
+        critical (from 85%); `action` is none, prepare_handoff or force_return. The
+        heartbeat says whether a summarization is running or how the last one ended.
+        """
+        from memoryd.status import workspace_status
+
+        path = scope.path(workspace, workspace=True)
+        try:
+            row = workspace_status(path, settings, time.time())
+        except (MemorydError, OSError) as exc:
+            raise ToolError(str(exc)) from None
+        return {key: row[key] for key in StatusOut.__annotations__}  # type: ignore[return-value]
+
+    @server.tool(name="memory_write")
+    def memory_write(
+        store: Annotated[
+            Literal["bookmarks", "todos", "decisions", "lessons"],
+            Field(description="decisions and lessons are kept forever; the others are compacted."),
+        ],
+        entry: Annotated[
+            dict[str, Any],
+            Field(description='A JSON object, e.g. {"text": "...", "status": "open"}.'),
+        ],
+        workspace: WorkspaceArg = None,
+    ) -> dict[str, Any]:
+        """Append one entry to a memory store of the workspace (never rewrites it).
+
+        Memory stores outlive summaries: write what must not be forgotten (a decision, a
+        lesson, a todo, a bookmark of where you are). A timestamp is added if missing.
+        """
+        path = scope.path(workspace, workspace=True)
+        try:
+            result = stores.write_entry(path, store, entry, settings.memory.threshold)
+        except MemorydError as exc:
+            raise ToolError(str(exc)) from None
+        return dict(result)
+
+    @server.tool(name="memory_read")
+    def memory_read(
+        store: Annotated[
+            Literal["bookmarks", "todos", "decisions", "lessons"],
+            Field(description="The store to read."),
+        ],
+        workspace: WorkspaceArg = None,
+        last: Annotated[
+            int | None, Field(ge=1, description="Only the newest this many entries.")
+        ] = None,
+    ) -> EntriesOut:
+        """Read the entries of a memory store, oldest first.
+
+        Compacted entries appear as one summary line each.
+        """
+        path = scope.path(workspace, workspace=True)
+        try:
+            entries = stores.read_entries(path, store, last)
+        except MemorydError as exc:
+            raise ToolError(str(exc)) from None
+        return {"store": store, "entries": entries}
+
+    return server
+
+
+def _hit(hit: Hit) -> HitOut:
+    return HitOut(
+        workspace=str(hit.workspace),
+        id=hit.id,
+        role=hit.role,
+        timestamp=hit.timestamp,
+        archive=hit.archive,
+        offset=hit.offset,
+        length=hit.length,
+        snippet=hit.snippet,
+        score=hit.score,
+    )
+
+
+def serve(scope: Scope, settings: Settings) -> None:
+    """Serve MCP on stdin/stdout until the client closes the connection."""
+    build_server(scope, settings).run("stdio")

@@ -1,0 +1,170 @@
+"""``memoryd mcp`` as a real subprocess, driven by the official MCP SDK's own stdio client:
+the tools are listed with schemas and descriptions, each tool answers, bad arguments and
+paths outside the served folder are refused with an error result."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import SettingsFactory, encode_lines, generated_messages
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from memoryd.job import JobRequest, run_job
+
+REPO = Path(__file__).resolve().parent.parent
+TOOLS = {"recall", "expand", "context_status", "memory_write", "memory_read"}
+
+
+def summarized_workspace(folder: Path, tag: str, make_settings: SettingsFactory) -> None:
+    folder.mkdir(parents=True)
+    messages = generated_messages(60, 300)
+    for n, message in enumerate(messages):
+        message["content"] += f" {tag}{n:04d}q"
+    (folder / "conversation.jsonl").write_bytes(encode_lines(messages))
+    job = make_settings(token_limit=4000, index_archive=False)
+    assert run_job(JobRequest(folder, job, force=True)).outcome == "completed"
+
+
+def archived(folder: Path, message_id: str) -> str:
+    for archive in (folder / ".memoryd" / "archive").iterdir():
+        for line in archive.read_text().splitlines():
+            if json.loads(line).get("id") == message_id:
+                return line
+    raise AssertionError(f"{message_id} is not archived")
+
+
+def with_server(
+    tmp_path: Path, *scope: str
+) -> Callable[[Callable[[Client], Awaitable[None]]], None]:
+    """Run a session against ``memoryd mcp <scope>`` started by the SDK's stdio client."""
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True, exist_ok=True)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memoryd", "mcp", *scope],
+        env={
+            "PYTHONPATH": str(REPO),
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        },
+        cwd=str(tmp_path),
+    )
+
+    def run(session: Callable[[Client], Awaitable[None]]) -> None:
+        async def main() -> None:
+            with anyio.fail_after(60):
+                async with Client(params) as client:
+                    await session(client)
+
+        anyio.run(main)
+
+    return run
+
+
+def structured(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    content: dict[str, Any] = result.structured_content
+    return content
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error
+    text: str = result.content[0].text
+    return text
+
+
+@pytest.mark.slow
+def test_mcp_round_trip_over_a_root(tmp_path: Path, make_settings: SettingsFactory) -> None:
+    root = tmp_path / "agents"
+    alpha, beta = root / "alpha", root / "team" / "beta"
+    summarized_workspace(alpha, "alf", make_settings)
+    summarized_workspace(beta, "bet", make_settings)
+    outside = tmp_path / "outside"
+    summarized_workspace(outside, "out", make_settings)
+
+    async def session(client: Client) -> None:
+        listed = (await client.list_tools()).tools
+        assert {tool.name for tool in listed} == TOOLS
+        for tool in listed:
+            assert tool.description and len(tool.description) > 60
+            properties = tool.input_schema["properties"]
+            assert properties and all(p.get("description") for p in properties.values())
+
+        hits = structured(await client.call_tool("recall", {"query": "bet0007q"}))["hits"]
+        assert [(Path(h["workspace"]).name, h["id"]) for h in hits] == [("beta", "msg-0007")]
+        assert "**bet0007q**" in hits[0]["snippet"]
+        everywhere = structured(await client.call_tool("recall", {"query": "msg-0003"}))["hits"]
+        assert {Path(h["workspace"]).name for h in everywhere} == {"alpha", "beta"}
+
+        expanded = structured(
+            await client.call_tool(
+                "expand", {"workspace": "team/beta", "id": "msg-0007", "before": 1}
+            )
+        )
+        assert expanded["lines"] == [archived(beta, "msg-0006"), archived(beta, "msg-0007")]
+
+        status = structured(await client.call_tool("context_status", {"workspace": str(alpha)}))
+        assert status["messages"] == (alpha / "conversation.jsonl").read_bytes().count(b"\n")
+        assert 0 < status["usage_ratio"] < 1 and status["level"] == "normal"
+        assert status["action"] == "none" and status["heartbeat"]["status"] == "completed"
+
+        entry = {"text": "we ship on friday"}
+        written = structured(
+            await client.call_tool(
+                "memory_write", {"workspace": "alpha", "store": "decisions", "entry": entry}
+            )
+        )
+        assert written["written"] is True and written["entry_count"] == 1
+        read = structured(
+            await client.call_tool("memory_read", {"workspace": "alpha", "store": "decisions"})
+        )
+        assert [e["text"] for e in read["entries"]] == ["we ship on friday"]
+
+        bad = await client.call_tool("recall", {"query": "x", "limit": "many"})
+        assert "limit" in error_text(bad)
+        assert "no words" in error_text(await client.call_tool("recall", {"query": "!!!"}))
+        assert "store" in error_text(
+            await client.call_tool("memory_read", {"workspace": "alpha", "store": "secrets"})
+        )
+        refused = await client.call_tool("expand", {"workspace": str(outside), "id": "msg-0001"})
+        assert "outside" in error_text(refused)
+        refused = await client.call_tool("recall", {"workspace": "../outside", "query": "out*"})
+        assert "outside" in error_text(refused)
+        unnamed = await client.call_tool("expand", {"id": "msg-0001"})
+        assert "name the workspace" in error_text(unnamed)
+        unknown = await client.call_tool("expand", {"workspace": "alpha", "id": "nope"})
+        assert "no message with this id" in error_text(unknown)
+
+    with_server(tmp_path, "--root", str(root))(session)
+    assert not (outside / "memory").exists()
+    assert (
+        json.loads((alpha / "memory" / "decisions.jsonl").read_text())["text"]
+        == "we ship on friday"
+    )
+
+
+@pytest.mark.slow
+def test_mcp_server_for_one_workspace_needs_no_workspace_argument(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    alpha = tmp_path / "alpha"
+    summarized_workspace(alpha, "alf", make_settings)
+
+    async def session(client: Client) -> None:
+        hits = structured(await client.call_tool("recall", {"query": "alf0002q"}))["hits"]
+        assert [h["id"] for h in hits] == ["msg-0002"]
+        lines = structured(await client.call_tool("expand", {"id": "msg-0002"}))["lines"]
+        assert lines == [archived(alpha, "msg-0002")]
+        other = await client.call_tool("context_status", {"workspace": str(tmp_path)})
+        assert "outside" in error_text(other)
+
+    with_server(tmp_path, "--workspace", str(alpha))(session)
