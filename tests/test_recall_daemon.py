@@ -103,12 +103,15 @@ def test_every_marker_is_recalled_and_expanded_after_the_daemon_summarized_each_
     searcher.start()
     try:
         for round_ in range(3):
+            searched = len(searches)
             for tag in configs:
                 written[tag].update(append_marked(root / tag, tag, 45 * round_, 45))
             for tag in configs:
                 wait_until(
                     lambda t=tag, r=round_: completed_jobs(root / t) > r, 60, f"{tag} job {round_}"
                 )
+            # At least one whole search ran while this round was committed and indexed.
+            wait_until(lambda n=searched: len(searches) > n + 1, 120, "searches")
     finally:
         stop.set()
         searcher.join(120)
@@ -122,7 +125,7 @@ def test_every_marker_is_recalled_and_expanded_after_the_daemon_summarized_each_
             "the last job",
         )
 
-    assert len(searches) >= 2
+    assert len(searches) >= 6
     for done in searches:
         assert done.returncode == 0, done.stderr
         assert b"locked" not in done.stderr and b"Traceback" not in done.stderr
