@@ -1,7 +1,9 @@
-"""Shared helpers of the benchmarks: conversations, results, tables, the daemon subprocess.
+"""Shared helpers of the benchmarks: conversations, results, tables, process figures.
 
 Not a benchmark itself; each ``bench/NAME.py`` imports it (``bench/`` is on sys.path
-when a script there runs).
+when a script there runs). The daemon subprocess, :func:`wait_until` and the
+HEARTBEAT.md reader are the tests' own (``tests/daemon_harness.py``), so the benchmarks
+drive the daemon exactly as the end-to-end tests do.
 """
 
 from __future__ import annotations
@@ -10,17 +12,13 @@ import contextlib
 import json
 import os
 import platform
-import queue
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,14 @@ REPO = BENCH.parent
 RESULTS = BENCH / "results"
 TMP = RESULTS / "tmp"
 FAKE_ANTHROPIC = REPO / "tests" / "fake_anthropic.py"
+
+sys.path.insert(0, str(REPO / "tests"))
+# Found through the line above; re-exported ("as"), so that scripts say common.wait_until.
+import daemon_harness as harness  # noqa: E402
+from daemon_harness import LogLine as LogLine  # noqa: E402
+from daemon_harness import cmdline as cmdline  # noqa: E402
+from daemon_harness import read_heartbeat as read_heartbeat  # noqa: E402
+from daemon_harness import wait_until as wait_until  # noqa: E402
 
 SENTENCE = (
     "we decided to keep the parser small and move the cache into the loader because the "
@@ -163,22 +169,19 @@ def scratch(name: str) -> Iterator[Path]:
 # ----- processes ------------------------------------------------------------------------
 
 
+class Daemon(harness.Daemon):
+    """The tests' daemon harness on one root, its home folder beside the root."""
+
+    def __init__(self, root: Path, env: Mapping[str, str], notify: bool = False) -> None:
+        super().__init__([root], root.parent / "home", env, notify=notify)
+
+
 def descendants(pid: int) -> list[int]:
     """Every live descendant of ``pid`` (forkserver workers are grandchildren)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
     found: list[int] = []
     stack = [pid]
     while stack:
-        for child in children.get(stack.pop(), []):
+        for child in harness.children(stack.pop()):
             found.append(child)
             stack.append(child)
     return found
@@ -208,12 +211,6 @@ def pss_mb(pid: int) -> float:
     return 0.0
 
 
-def cmdline(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-    return ""
-
-
 def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
@@ -227,144 +224,6 @@ def role_of(pid: int, daemon: int) -> str:
         if parent_of(pid) != daemon:
             return "worker"
     return "forkserver" if "forkserver" in text else "other"
-
-
-@dataclass
-class LogLine:
-    at: float
-    """time.perf_counter() when the bench read it."""
-    record: dict[str, Any]
-
-
-@dataclass
-class Daemon:
-    """``memoryd run`` as a subprocess; its JSON log lines stamped on arrival."""
-
-    root: Path
-    env: dict[str, str]
-    notify: bool = False
-    started_at: float = 0.0
-    ready_at: float | None = None
-    process: subprocess.Popen[bytes] | None = None
-    lines: queue.SimpleQueue[LogLine] = field(default_factory=queue.SimpleQueue)
-    history: list[LogLine] = field(default_factory=list)
-    _sock: socket.socket | None = None
-    _threads: list[threading.Thread] = field(default_factory=list)
-    notes: list[tuple[float, str]] = field(default_factory=list)
-    stderr_bytes: int = 0
-    stderr_lines: int = 0
-
-    def start(self) -> Daemon:
-        env = {**os.environ, **self.env}
-        env.pop("ANTHROPIC_API_KEY", None)
-        if self.notify:
-            address = str(TMP / f"notify-{os.getpid()}.sock")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(address)
-            TMP.mkdir(parents=True, exist_ok=True)
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._sock.bind(address)
-            env["NOTIFY_SOCKET"] = address
-            thread = threading.Thread(target=self._read_notify, daemon=True)
-            self._threads.append(thread)
-        self.started_at = time.perf_counter()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "memoryd", "run", "--root", str(self.root)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(REPO),
-            start_new_session=True,
-        )
-        self._threads.append(threading.Thread(target=self._read_stdout, daemon=True))
-        self._threads.append(threading.Thread(target=self._read_stderr, daemon=True))
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def _read_notify(self) -> None:
-        assert self._sock is not None
-        while True:
-            try:
-                data = self._sock.recv(4096)
-            except OSError:
-                return
-            now = time.perf_counter()
-            text = data.decode(errors="replace")
-            self.notes.append((now, text))
-            if "READY=1" in text.split("\n") and self.ready_at is None:
-                self.ready_at = now
-
-    def _read_stdout(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for raw in self.process.stdout:
-            now = time.perf_counter()
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                record = {"event": "unparsed", "text": raw.decode(errors="replace")}
-            item = LogLine(now, record)
-            self.lines.put(item)
-            self.history.append(item)
-
-    def _read_stderr(self) -> None:
-        """Count stderr; echo the first lines, each cut to 300 characters."""
-        assert self.process is not None and self.process.stderr is not None
-        for raw in self.process.stderr:
-            self.stderr_bytes += len(raw)
-            self.stderr_lines += 1
-            if self.stderr_lines <= 5:
-                text = raw.decode(errors="replace").rstrip("\n")
-                cut = f" ... ({len(text):,} characters)" if len(text) > 300 else ""
-                sys.stderr.write(f"[daemon stderr] {text[:300]}{cut}\n")
-
-    def wait_for(self, event: str, timeout: float) -> LogLine:
-        """The next log line with this ``event`` (earlier lines are consumed)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no {event!r} within {timeout} s")
-            try:
-                item = self.lines.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(f"daemon exited ({self.process.returncode})") from None
-                continue
-            if item.record.get("event") == event:
-                return item
-
-    def events(self, event: str) -> list[LogLine]:
-        return [item for item in self.history if item.record.get("event") == event]
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL the whole session if it does not exit in 15 s."""
-        process = self.process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        if process is not None:
-            # Workers and the forkserver are in the daemon's session: none may outlive it.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-        if self._sock is not None:
-            address = self._sock.getsockname()
-            self._sock.close()
-            with contextlib.suppress(FileNotFoundError, TypeError):
-                os.unlink(address)
-        for thread in self._threads:
-            thread.join(timeout=2)
-
-    def __enter__(self) -> Daemon:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ grows by those appends (1 MB for the default 1000), so sizes are starting sizes.
 wraps ``os.pread`` to count the bytes the reader reads per update. The full recount is
 ``split_lines`` over the whole 100 MB file (read included), as a job does it.
 
-Targets (issue 2): per-append cost flat within 1.2x across sizes; at 100 MB at least
+Targets: per-append cost flat within 1.2x across sizes; at 100 MB at least
 100x cheaper than a full recount.
 
     python bench/accounting.py [--appends 1000] [--recounts 5]

@@ -14,7 +14,7 @@ durable, and the same old inode freed (on this ext4 mounted with ``discard``, fr
 the rewrite).
 
 Each repetition starts from a fresh copy of the file (not timed) and ``os.sync()``;
-commit and copy alternate. Median of 5. Target (issue 2): commit within 1.5x of the copy.
+commit and copy alternate. Median of 5. Target: commit within 1.5x of the copy.
 
     python bench/commit.py [--repeats 5] [--size-mb 100]
 """

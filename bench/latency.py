@@ -9,7 +9,7 @@ reads) until it says ``status: active``. The interval is ``time.perf_counter()``
 before the ``write()`` to the first read that sees ``active``. The bench then waits for
 that job's ``job_finished`` and a random 0.2 to 0.5 s pause, so trials do not overlap.
 
-Targets (issue 3): p50 <= 50 ms, p99 <= 250 ms.
+Targets: p50 <= 50 ms, p99 <= 250 ms.
 
     python bench/latency.py [--trials 120]
 """
@@ -75,37 +75,31 @@ def append_locked(workspace: Path, line: bytes) -> float:
     return start
 
 
-def status_of(heartbeat: Path) -> str | None:
-    try:
-        text = heartbeat.read_text()
-    except OSError:
-        return None
-    for line in text.splitlines()[1:12]:
-        if line.startswith("status:"):
-            return line.split(":", 1)[1].strip()
-    return None
+def status_of(workspace: Path) -> str | None:
+    return common.read_heartbeat(workspace).get("status")
 
 
 def wait_ready_and_tidied(daemon: common.Daemon, workspaces: list[Path]) -> None:
     """READY, then every HEARTBEAT.md tidied to idle, then a second of quiet."""
-    daemon.wait_for("daemon_ready", 60)
-    deadline = time.monotonic() + 30
-    while not all(status_of(w / "HEARTBEAT.md") == "idle" for w in workspaces):
-        if time.monotonic() > deadline:
-            raise TimeoutError("HEARTBEAT.md files not tidied")
-        time.sleep(0.05)
-    time.sleep(1.0)
+    daemon.wait_ready(60)
+    common.wait_until(
+        lambda: all(status_of(w) == "idle" for w in workspaces),
+        30,
+        "every HEARTBEAT.md tidied to idle",
+        interval=0.05,
+    )
+    time.sleep(1.0)  # a second of quiet before the first trial, not a wait for an event
 
 
-def wait_active(heartbeat: Path, timeout: float) -> float:
-    deadline = time.perf_counter() + timeout
-    while True:
-        now = time.perf_counter()
-        if status_of(heartbeat) == "active":
-            return time.perf_counter()
-        if now > deadline:
-            raise TimeoutError(f"{heartbeat}: not active within {timeout} s")
-        time.sleep(0.0002)
+def wait_active(workspace: Path, timeout: float) -> float:
+    """perf_counter() at the first read of HEARTBEAT.md that says ``active``."""
+    seen: float = common.wait_until(
+        lambda: status_of(workspace) == "active" and time.perf_counter(),
+        timeout,
+        f"{workspace}: HEARTBEAT.md active",
+        interval=0.0002,
+    )
+    return seen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,20 +131,16 @@ def main(argv: list[str] | None = None) -> int:
             for i, workspace in enumerate(workspaces):
                 time.sleep(rng.uniform(0.2, 0.5))
                 start = append_locked(workspace, crossing)
-                seen = wait_active(workspace / "HEARTBEAT.md", 10)
+                seen = wait_active(workspace, 10)
                 latencies_ms.append((seen - start) * 1000)
                 finished = None
                 while finished is None:
-                    item = daemon.wait_for("job_finished", 30)
+                    item = daemon.next_log("job_finished", 30)
                     if item.record.get("workspace") == str(workspace):
                         finished = item
                 outcome = str(finished.record.get("outcome"))
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
-                dispatched = [
-                    d
-                    for d in daemon.events("summarize_dispatched")
-                    if d.record.get("workspace") == str(workspace)
-                ]
+                dispatched = daemon.stamped("summarize_dispatched", workspace=str(workspace))
                 if dispatched:
                     dispatch_ms.append((dispatched[-1].at - start) * 1000)
                 if (i + 1) % 20 == 0:

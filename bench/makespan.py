@@ -8,7 +8,7 @@ tidied, one ~1 KB message is appended to each of them as fast as possible; the m
 runs from just before the first append to the arrival of the last ``job_finished`` log
 line. Ideal: ``ceil(200 / workers) x latency``.
 
-Target (issue 3): makespan <= 1.2x ideal.
+Target: makespan <= 1.2x ideal.
 
     python bench/makespan.py [--workspaces 200] [--latency 0.5] [--workers 2]
                              [--drain-seconds D]   (default: the daemon's own, 0.5 s)
@@ -63,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             finished: dict[str, common.LogLine] = {}
             limit = time.monotonic() + max(240.0, 4 * ideal)
             while len(finished) < args.workspaces:
-                item = daemon.wait_for("job_finished", max(1.0, limit - time.monotonic()))
+                item = daemon.next_log("job_finished", max(1.0, limit - time.monotonic()))
                 finished[str(item.record.get("workspace"))] = item
-            dispatched = daemon.events("summarize_dispatched")
+            dispatched = daemon.stamped("summarize_dispatched")
 
     last = max(item.at for item in finished.values())
     makespan = last - start

@@ -13,7 +13,7 @@ and of each descendant (forkserver, resource tracker, pool workers); Pss too, si
 forkserver children share pages. The window holds
 one periodic rescan (``rescan_interval`` 30 s), which is counted, not avoided.
 
-Targets (issue 3): READY <= 10 s, idle RSS <= 150 MB, idle CPU near zero.
+Targets: READY <= 10 s, idle RSS <= 150 MB, idle CPU near zero.
 
     python bench/scale.py [--workspaces 10000] [--idle 30]
 """
@@ -44,16 +44,6 @@ def inotify_watches(pid: int) -> int:
             continue
         total += text.count("inotify wd:")
     return total
-
-
-def wait_ready(daemon: common.Daemon) -> float:
-    """Seconds from start to READY=1 (the datagram may trail the log line a little)."""
-    deadline = time.monotonic() + 10
-    while daemon.ready_at is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if daemon.ready_at is None:
-        raise RuntimeError("no READY=1 on NOTIFY_SOCKET")
-    return daemon.ready_at - daemon.started_at
 
 
 def tree_cpu(pid: int) -> dict[int, float]:
@@ -92,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         with common.Daemon(root, env, notify=True) as daemon:
             assert daemon.process is not None
             pid = daemon.process.pid
-            ready_log = daemon.wait_for("daemon_ready", 120)
-            ready_s = wait_ready(daemon)
+            ready_log = daemon.next_log("daemon_ready", 120)
+            # The datagram may trail the log line a little.
+            ready_s = daemon.wait_notify_ready(10)
             ready_log_s = ready_log.at - daemon.started_at
             tracked = ready_log.record.get("workspaces")
             polling = ready_log.record.get("polling")
@@ -134,12 +125,12 @@ def main(argv: list[str] | None = None) -> int:
                 member: ("daemon" if member == pid else common.role_of(member, pid))
                 for member in after
             }
-            stderr_bytes = daemon.stderr_bytes
+            stderr_bytes = len(daemon.stderr)
             notes = [text for _at, text in daemon.notes]
         # A restart on the same root: state.json and HEARTBEAT.md are there now.
         with common.Daemon(root, env, notify=True) as again:
-            again.wait_for("daemon_ready", 120)
-            restart_ready_s = wait_ready(again)
+            again.next_log("daemon_ready", 120)
+            restart_ready_s = again.wait_notify_ready(10)
 
     processes: list[dict[str, Any]] = []
     for member, role in roles.items():

@@ -1,11 +1,13 @@
-"""Run ``memoryd run`` as a real subprocess for end-to-end tests, and clean up after it.
+"""Run ``memoryd run`` as a real subprocess, for the end-to-end tests and the benchmarks.
 
 :class:`Daemon` starts the daemon in its own session with a clean environment (PATH,
 HOME and XDG_CONFIG_HOME in the test's folder, no ANTHROPIC_*), reads its JSON log lines
-from stdout in a thread, and offers wait-for helpers with bounded timeouts. ``kill_all``
-SIGKILLs every process still in the daemon's process group (the daemon, its forkserver,
-resource tracker and workers, orphans included), by pid, and is safe to call twice.
-:class:`Writer` runs ``tests/writers.py``. Standard library only.
+from stdout in a thread (each stamped with the time it arrived), optionally listens on a
+``NOTIFY_SOCKET`` of its own, and offers wait-for helpers with bounded timeouts.
+``kill_all`` SIGKILLs every process still in the daemon's process group (the daemon, its
+forkserver, resource tracker and workers, orphans included), by pid, and is safe to call
+twice. :class:`Writer` runs ``tests/writers.py``. :func:`wait_until` is the one polling
+helper of the tests and of ``bench/``. Standard library only.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 TESTS = Path(__file__).resolve().parent
 WRITERS = TESTS / "writers.py"
@@ -143,8 +147,22 @@ def pid_talking_to(port: int, pids: Sequence[int]) -> int | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One JSON log record of the daemon and when the harness read it."""
+
+    at: float
+    """``time.perf_counter()`` when the line arrived."""
+    record: dict[str, Any]
+
+
 class Daemon:
-    """``python -m memoryd run`` in its own session, its stdout parsed line by line."""
+    """``python -m memoryd run`` in its own session, its stdout parsed line by line.
+
+    With ``notify``, the daemon's ``NOTIFY_SOCKET`` is a datagram socket in ``home`` that
+    the harness reads: ``notes`` has every message with its arrival time, ``ready_at``
+    the arrival of ``READY=1``. A ``with`` block starts the daemon and stops it (:meth:`stop`).
+    """
 
     def __init__(
         self,
@@ -152,24 +170,40 @@ class Daemon:
         home: Path,
         env: Mapping[str, str] | None = None,
         config: Path | None = None,
+        notify: bool = False,
     ) -> None:
         self.roots = list(roots)
         self.home = home
         self.env = clean_env(home, env)
         self.config = config
+        self.notify = notify
         self.process: subprocess.Popen[bytes] | None = None
         self.lines: list[str] = []
-        self.records: list[dict[str, Any]] = []
-        self.stderr = b""
+        self.history: list[LogLine] = []
+        """Every JSON record with its arrival time, oldest first."""
+        self.notes: list[tuple[float, str]] = []
+        self.started_at = 0.0
+        """``time.perf_counter()`` just before the process was started."""
+        self.ready_at: float | None = None
+        self._stderr = bytearray()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._sock: socket.socket | None = None
+        self._notify_done = threading.Event()
+        self._consumed = 0
 
     @property
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
 
-    def start(self) -> Daemon:
+    @property
+    def stderr(self) -> bytes:
+        """What the daemon wrote on stderr so far."""
+        with self._lock:
+            return bytes(self._stderr)
+
+    def start(self) -> Self:
         """Start the daemon (returns at once; see :meth:`wait_ready`)."""
         argv = [sys.executable, "-m", "memoryd"]
         if self.config is not None:
@@ -177,6 +211,16 @@ class Daemon:
         argv.append("run")
         for root in self.roots:
             argv += ["--root", str(root)]
+        readers = [self._read_stdout, self._read_stderr]
+        if self.notify:
+            address = self.home / "notify.sock"
+            address.parent.mkdir(parents=True, exist_ok=True)
+            address.unlink(missing_ok=True)
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sock.bind(str(address))
+            self.env["NOTIFY_SOCKET"] = str(address)
+            readers.append(self._read_notify)
+        self.started_at = time.perf_counter()
         self.process = subprocess.Popen(
             argv,
             env=self.env,
@@ -186,17 +230,21 @@ class Daemon:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        self._threads = [
-            threading.Thread(target=self._read_stdout, daemon=True),
-            threading.Thread(target=self._read_stderr, daemon=True),
-        ]
+        self._threads = [threading.Thread(target=reader, daemon=True) for reader in readers]
         for thread in self._threads:
             thread.start()
         return self
 
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
     def _read_stdout(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         for raw in self.process.stdout:
+            at = time.perf_counter()
             text = raw.decode("utf-8", errors="replace").rstrip("\n")
             try:
                 record = json.loads(text)
@@ -205,22 +253,47 @@ class Daemon:
             with self._lock:
                 self.lines.append(text)
                 if isinstance(record, dict):
-                    self.records.append(record)
+                    self.history.append(LogLine(at, record))
 
     def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None
-        self.stderr = self.process.stderr.read()
+        for raw in self.process.stderr:
+            with self._lock:
+                self._stderr += raw
+
+    def _read_notify(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        # A timeout, because closing a socket does not wake a thread blocked in recv().
+        sock.settimeout(0.1)
+        while not self._notify_done.is_set():
+            try:
+                data = sock.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            at = time.perf_counter()
+            text = data.decode(errors="replace")
+            self.notes.append((at, text))
+            if self.ready_at is None and "READY=1" in text.split("\n"):
+                self.ready_at = at
 
     # ----- the log ----------------------------------------------------------------------
 
     def logged(self, event: str, **fields: Any) -> list[dict[str, Any]]:
         """The log records of ``event`` whose fields equal ``fields``, oldest first."""
+        return [line.record for line in self.stamped(event, **fields)]
+
+    def stamped(self, event: str, **fields: Any) -> list[LogLine]:
+        """:meth:`logged`, each record with the time it arrived."""
         with self._lock:
-            records = list(self.records)
+            history = list(self.history)
         return [
-            r
-            for r in records
-            if r.get("event") == event and all(r.get(k) == v for k, v in fields.items())
+            line
+            for line in history
+            if line.record.get("event") == event
+            and all(line.record.get(k) == v for k, v in fields.items())
         ]
 
     def wait_log(self, event: str, timeout: float = 20, count: int = 1, **fields: Any) -> Any:
@@ -250,6 +323,36 @@ class Daemon:
 
     def wait_ready(self, timeout: float = 30) -> Any:
         return self.wait_log("daemon_ready", timeout)
+
+    def next_log(self, event: str, timeout: float) -> LogLine:
+        """The next ``event`` record after those this method already returned (or skipped).
+
+        For a caller that follows the log as a stream: each record is returned once.
+        """
+        process = self.process
+        assert process is not None
+
+        def found() -> LogLine | None:
+            exited = process.poll() is not None
+            with self._lock:
+                pending = self.history[self._consumed :]
+            for offset, line in enumerate(pending, start=1):
+                if line.record.get("event") == event:
+                    self._consumed += offset
+                    return line
+            self._consumed += len(pending)
+            if exited:
+                raise AssertionError(f"the daemon exited ({process.returncode}) before {event}")
+            return None
+
+        line: LogLine = wait_until(found, timeout, f"log event {event}", interval=0.005)
+        return line
+
+    def wait_notify_ready(self, timeout: float = 30) -> float:
+        """Seconds from the start to the arrival of ``READY=1`` (needs ``notify``)."""
+        assert self.notify, "READY=1 is only seen with notify=True"
+        ready: float = wait_until(lambda: self.ready_at, timeout, "READY=1 on NOTIFY_SOCKET")
+        return ready - self.started_at
 
     # ----- signals and exit -------------------------------------------------------------
 
@@ -282,11 +385,23 @@ class Daemon:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.05)
+        self._notify_done.set()
         for thread in self._threads:
             thread.join(timeout=5)
+        if self._sock is not None:
+            self._sock.close()
+            (self.home / "notify.sock").unlink(missing_ok=True)
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
+
+    def stop(self, timeout: float = 15) -> None:
+        """SIGTERM, wait up to ``timeout`` for a clean exit, then :meth:`kill_all`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout)
+        self.kill_all()
 
     def log_text(self) -> str:
         with self._lock:

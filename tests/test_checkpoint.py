@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 from cli_helpers import cli
 from conftest import WorkspaceFactory, encode_lines, generated_messages, make_message, raw_lines
-from daemon_harness import Processes, wait_until
+from daemon_harness import Processes, read_state, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.checkpoint import CHECKPOINT_PREFIX, Checkpoint, CheckpointSummary
@@ -279,9 +278,7 @@ def test_lines_appended_while_the_llm_answers_stay_after_the_checkpoint(
     appended: list[dict[str, Any]] = []
 
     def writer() -> None:
-        deadline = time.monotonic() + 20
-        while not llm.message_requests and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: llm.message_requests, 20, "the LLM request", interval=0.01)
         for i in range(3):
             appended.append(append_message(folder, "user", f"late message {i}"))
 
@@ -558,11 +555,12 @@ def test_daemon_compacts_a_checkpoint_workspace_once_usage_passes_90_percent(
     (folder / "conversation.jsonl").write_bytes(encode_lines(generated_messages(8, 1_000)))
     env = {"MEMORYD_TOKEN_LIMIT": "2400", "MEMORYD_DRAIN_SECONDS": "0"}
     daemon = procs.daemon([root], tmp_path / "home", env)
+    daemon.wait_ready()
 
-    state = folder / ".memoryd" / "state.json"
-    wait_until(state.exists, 20, "state.json")
-    wait_until(lambda: json.loads(state.read_bytes())["messages"] == 8, 20, "8 messages counted")
-    assert json.loads(state.read_bytes())["strategy"] == "checkpoint"
+    state = wait_until(
+        lambda: (s := read_state(folder)) and s["messages"] == 8 and s, 20, "8 messages counted"
+    )
+    assert state["strategy"] == "checkpoint"
     assert not (folder / "checkpoint.json").exists()
 
     append_message(folder, "user", "We decided to use SQLite. " + "z" * 600)  # 2,193: 91%
