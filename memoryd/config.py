@@ -1,24 +1,23 @@
-"""Configuration: the validated Settings, where each value came from, and how it is shown.
+"""Configuration: the validated Settings and where each value came from.
 
-Sources, strongest first: explicit overrides (command-line flags), ``MEMORYD_*``
-environment variables (nested with ``__``), the TOML file, the defaults. ``load_settings``
-builds them, refuses anything unknown or invalid with one ``ConfigError`` line naming the
-key, the value and its source, and records the source of every value.
-``settings_for_workspace`` applies a workspace's own ``.memoryd/config.toml``.
+Sources, strongest first (docs/design.md#configuration): explicit overrides (command-line
+flags), ``MEMORYD_*`` environment variables (nested with ``__``), the TOML file, the
+defaults. ``load_settings`` builds them, refuses anything unknown or invalid with one
+``ConfigError`` line naming the key, the value and its source, and records the source of
+every value.
+``settings_for_workspace`` applies a workspace's own ``.memoryd/config.toml``;
+``memoryd.config_view`` shows the result, ``memoryd.config_schema`` holds the helpers.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
-import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -39,25 +38,37 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from memoryd.config_schema import (
+    API_KEY,
+    ENV_DELIMITER,
+    ENV_PREFIX,
+    check_scalar_types,
+    deep_merge,
+    describe,
+    file_error,
+    find_config_file,
+    flatten,
+    leaf_keys,
+    mark,
+    mark_env,
+    nest,
+    origin_text,
+    setting_env_vars,
+)
+from memoryd.defaults import (
+    DEFAULT_CRITICAL_AT,
+    DEFAULT_KEEP_BOOKMARKS,
+    DEFAULT_MEMORY_THRESHOLD,
+    DEFAULT_TOKEN_LIMIT,
+    DEFAULT_WARNING_AT,
+)
 from memoryd.errors import ConfigError
 from memoryd.pricing import ModelPrice
 from memoryd.workspace import Workspace
 
-ENV_PREFIX = "MEMORYD_"
-ENV_DELIMITER = "__"
-CONFIG_ENV = "MEMORYD_CONFIG"
-RESERVED_ENV = frozenset({CONFIG_ENV})
-"""``MEMORYD_*`` variables that are not settings and so are not refused as unknown."""
 ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
 ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 LOG_LEVELS = ("debug", "info", "warning", "error")
-# Defaults that code outside Settings needs too (the monitor, the level text, the stores'
-# functions): each is written here once.
-DEFAULT_TOKEN_LIMIT = 100_000
-DEFAULT_WARNING_AT = 0.70
-DEFAULT_CRITICAL_AT = 0.85
-DEFAULT_MEMORY_THRESHOLD = 50
-DEFAULT_KEEP_BOOKMARKS = 10
 WORKSPACE_KEYS = frozenset(
     {
         "token_limit",
@@ -73,13 +84,14 @@ WORKSPACE_KEYS = frozenset(
 )
 """The keys a workspace's ``.memoryd/config.toml`` may set: its budget and strategy."""
 
-API_KEY = "anthropic.api_key"
-HEADERS = "anthropic.default_headers"
-MASKED = "set (masked)"
-UNSET = "unset"
-_SECRET_HEADER = re.compile(r"authorization|token|key|secret|password|cookie|auth", re.IGNORECASE)
 
-_NESTED = ConfigDict(extra="forbid", frozen=True)
+# NaN and infinity are refused everywhere: a NaN passes no bound check it should fail and
+# an infinite duration overflows the clocks and waits it reaches (docs/design.md#configuration).
+_NESTED = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+MINUTE = 60.0
+HOUR = 3600.0
+DAY = 86_400.0
+WEEK = 7 * DAY
 
 
 class SummarizerSettings(BaseModel):
@@ -101,7 +113,7 @@ class AnthropicSettings(BaseModel):
 
     model: str = Field(default="claude-haiku-4-5", min_length=1)
     base_url: str = ""
-    timeout: float = Field(default=60.0, gt=0)
+    timeout: float = Field(default=60.0, gt=0, le=HOUR)
     max_retries: int = Field(default=4, ge=0)
     # Header values may hold credentials: kept out of repr() and so out of logs.
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
@@ -163,6 +175,7 @@ class Settings(BaseSettings):
         env_nested_delimiter=ENV_DELIMITER,
         extra="forbid",
         frozen=True,
+        allow_inf_nan=False,
     )
 
     roots: list[Path] = Field(default_factory=lambda: [Path("~/agents")])
@@ -176,15 +189,15 @@ class Settings(BaseSettings):
     keep_first: int = Field(default=0, ge=0)
     """The first N genuine messages are pinned: never summarized away."""
     workers: int = Field(default=2, ge=1)
-    coalesce_ms: int = Field(default=200, ge=0)
-    checkin_interval: float = Field(default=5.0, gt=0)
-    shutdown_timeout: float = Field(default=30.0, ge=0)
+    coalesce_ms: int = Field(default=200, ge=0, le=60_000)
+    checkin_interval: float = Field(default=5.0, gt=0, le=HOUR)
+    shutdown_timeout: float = Field(default=30.0, ge=0, le=HOUR)
     max_consecutive_failures: int = Field(default=3, ge=1)
-    failure_cooldown: float = Field(default=600.0, gt=0)
-    drain_seconds: float = Field(default=0.5, ge=0)
-    rescan_interval: float = Field(default=30.0, gt=0)
+    failure_cooldown: float = Field(default=600.0, gt=0, le=WEEK)
+    drain_seconds: float = Field(default=0.5, ge=0, le=MINUTE)
+    rescan_interval: float = Field(default=30.0, gt=0, le=DAY)
     max_line_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
-    stale_after: float = Field(default=300.0, gt=0)
+    stale_after: float = Field(default=300.0, gt=0, le=WEEK)
     index_archive: bool = True
     log_format: Literal["json", "console"] = "json"
     log_level: str = "info"
@@ -210,15 +223,17 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _levels_in_order(self) -> Settings:
-        if self.warning_at > self.critical_at:
-            raise PydanticCustomError(
-                "threshold_order",
-                "warning_at must not be above critical_at",
-                {
-                    "keys": "warning_at critical_at",
-                    **self.model_dump(include={"warning_at", "critical_at"}),
-                },
-            )
+        for low, high in (
+            ("warning_at", "critical_at"),
+            ("warning_at", "summarize_at"),
+            ("summarize_at", "critical_at"),
+        ):
+            if getattr(self, low) > getattr(self, high):
+                raise PydanticCustomError(
+                    "threshold_order",
+                    f"{low} must not be above {high}",
+                    {"keys": f"{low} {high}", **self.model_dump(include={low, high})},
+                )
         return self
 
     @classmethod
@@ -234,12 +249,15 @@ class Settings(BaseSettings):
         planned = _PLANNED_SOURCES.get()
         if planned is not None:
             return (init_settings, *planned)
-        toml_file = _find_config_file(None, os.environ)[0]
+        toml_file = find_config_file(None, os.environ)[0]
         return (
             init_settings,
             env_settings,
             TomlConfigSettingsSource(settings_cls, toml_file=toml_file),
         )
+
+
+_LEAVES = frozenset(leaf_keys(Settings))
 
 
 # The environment and file sources load_settings built, for settings_customise_sources
@@ -289,30 +307,33 @@ def load_settings(
     must exist; a missing ``$XDG_CONFIG_HOME/memoryd/config.toml`` just means no file.
     """
     environ: Mapping[str, str] = os.environ if env is None else env
-    env_vars = _setting_env_vars(environ)
-    config_path, candidate = _find_config_file(config_file, environ)
+    env_vars = setting_env_vars(environ, Settings, _LEAVES)
+    config_path, candidate = find_config_file(config_file, environ)
     try:
         toml_source = TomlConfigSettingsSource(Settings, toml_file=config_path)
     except (OSError, ValueError) as err:  # TOMLDecodeError and UnicodeDecodeError are ValueErrors
-        raise _file_error(config_path, err) from None
+        raise file_error(config_path, err) from None
     env_source = _MappingEnvSource(Settings, {name: environ[name] for name in env_vars})
-    flag_data = _nest(overrides or {})
+    flag_data = nest(overrides or {})
     try:
         env_data = env_source()
     except SettingsError as err:
         raise ConfigError(f"config: environment: {err}") from None
 
-    origins = {leaf: "default" for leaf in _leaf_keys(Settings)}
-    _mark(origins, _flatten(Settings, toml_source()), f"file {config_path}")
-    _mark_env(origins, _flatten(Settings, env_data), env_vars)
-    _mark(origins, _flatten(Settings, flag_data), "flag")
+    origins = {leaf: "default" for leaf in leaf_keys(Settings)}
+    toml_data = toml_source()
+    mark(origins, flatten(Settings, toml_data), f"file {config_path}", _LEAVES)
+    mark_env(origins, flatten(Settings, env_data), env_vars, _LEAVES)
+    check_scalar_types(Settings, toml_data, lambda key: f"(in file {config_path})")
+    check_scalar_types(Settings, env_data, lambda key: origin_text(key, origins), from_text=True)
+    mark(origins, flatten(Settings, flag_data), "flag", _LEAVES)
 
     token = _PLANNED_SOURCES.set((env_source, toml_source))
     try:
         settings = Settings(**flag_data)
     except ValidationError as err:
         # from None: a chained ValidationError would print its input values, secrets included.
-        raise ConfigError(_describe(err, origins)) from None
+        raise ConfigError(describe(err, origins, _LEAVES)) from None
     finally:
         _PLANNED_SOURCES.reset(token)
 
@@ -334,7 +355,7 @@ def settings_for_workspace(settings: Settings, workspace: Path) -> Settings:
     except FileNotFoundError:
         return settings
     except (OSError, ValueError) as err:
-        raise _file_error(path, err) from None
+        raise file_error(path, err) from None
     for key in data:
         if key not in WORKSPACE_KEYS:
             raise ConfigError(
@@ -343,239 +364,12 @@ def settings_for_workspace(settings: Settings, workspace: Path) -> Settings:
             )
     if not data:
         return settings
-    origins = {key: f"file {path}" for key in _flatten(Settings, data)}
+    origins = {key: f"file {path}" for key in flatten(Settings, data)}
+    check_scalar_types(Settings, data, lambda key: f"(in file {path})")
     try:
-        return Settings.model_validate(_deep_merge(settings.model_dump(), data))
+        return Settings.model_validate(deep_merge(settings.model_dump(), data))
     except ValidationError as err:
-        raise ConfigError(_describe(err, origins, fallback="daemon settings")) from None
-
-
-def render_config(loaded: LoadedSettings) -> str:
-    """Every effective ``key = value`` with its source, secrets masked, for ``memoryd config``."""
-    if loaded.config_path is not None:
-        header = f"# config file: {loaded.config_path}"
-    else:
-        header = f"# config file: none (no file at {loaded.config_candidate})"
-    rows = [
-        (f"{key} = {_render_value(key, value)}", loaded.sources.get(key, "default"))
-        for key, value in _effective_values(loaded.settings)
-    ]
-    width = max(len(assignment) for assignment, _ in rows)
-    lines = [header] + [f"{assignment.ljust(width)}  # {origin}" for assignment, origin in rows]
-    return "\n".join(lines) + "\n"
-
-
-def config_as_dict(loaded: LoadedSettings, masked: bool = True) -> dict[str, Any]:
-    """The effective configuration as JSON-ready data: file, nested values and sources.
-
-    With ``masked`` (the default) the API key reads "set (masked)" or null and secret-looking
-    header values are masked; ``masked=False`` shows them in clear.
-    """
-    values = loaded.settings.model_dump(mode="json")
-    api_key = loaded.settings.anthropic.api_key
-    anthropic = values["anthropic"]
-    if masked:
-        anthropic["api_key"] = MASKED if api_key is not None else None
-        anthropic["default_headers"] = _mask_headers(loaded.settings.anthropic.default_headers)
-    else:
-        anthropic["api_key"] = api_key.get_secret_value() if api_key is not None else None
-    return {
-        "config_file": str(loaded.config_path) if loaded.config_path else None,
-        "settings": values,
-        "sources": dict(loaded.sources),
-    }
-
-
-# --- schema walking ---------------------------------------------------------------------
-
-
-def _nested_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return None
-
-
-def _leaf_keys(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
-    for name, info in model.model_fields.items():
-        nested = _nested_model(info.annotation)
-        if nested is None:
-            yield prefix + name
-        else:
-            yield from _leaf_keys(nested, f"{prefix}{name}.")
-
-
-_LEAVES = frozenset(_leaf_keys(Settings))
-
-
-def _flatten(
-    model: type[BaseModel] | None, data: Mapping[str, Any], prefix: str = ""
-) -> dict[str, Any]:
-    """Dotted leaf keys of ``data``, walking into nested models; unknown keys are leaves too."""
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        info = model.model_fields.get(key) if model is not None else None
-        nested = _nested_model(info.annotation) if info is not None else None
-        if nested is not None and isinstance(value, Mapping):
-            flat.update(_flatten(nested, value, f"{prefix}{key}."))
-        else:
-            flat[prefix + key] = value
-    return flat
-
-
-def _effective_values(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    for name in type(model).model_fields:
-        value = getattr(model, name)
-        if isinstance(value, BaseModel):
-            yield from _effective_values(value, f"{prefix}{name}.")
-        elif isinstance(value, dict):
-            # A table of models ([prices."model"]) shows as plain JSON.
-            yield prefix + name, {
-                key: item.model_dump(exclude_none=True) if isinstance(item, BaseModel) else item
-                for key, item in value.items()
-            }
-        else:
-            yield prefix + name, value
-
-
-def _deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in update.items():
-        old = merged.get(key)
-        if isinstance(old, Mapping) and isinstance(value, Mapping):
-            merged[key] = _deep_merge(old, value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
-    nested: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        entry: Any = value
-        for part in reversed(key.split(".")):
-            entry = {part: entry}
-        nested = _deep_merge(nested, entry)
-    return nested
-
-
-# --- sources ------------------------------------------------------------------------------
-
-
-def _find_config_file(config_file: Path | None, env: Mapping[str, str]) -> tuple[Path | None, Path]:
-    """(the file to read or None, the path considered); an explicit path must be a file."""
-    if config_file is not None:
-        explicit, given_by = Path(config_file).expanduser(), "--config"
-    elif env.get(CONFIG_ENV):
-        explicit, given_by = Path(env[CONFIG_ENV]).expanduser(), f"${CONFIG_ENV}"
-    else:
-        xdg = env.get("XDG_CONFIG_HOME", "")
-        # The XDG spec says a relative XDG_CONFIG_HOME is invalid and must be ignored.
-        base = Path(xdg) if xdg and Path(xdg).is_absolute() else _home(env) / ".config"
-        default = base / "memoryd" / "config.toml"
-        return (default if default.is_file() else None), default
-    if not explicit.exists():
-        raise ConfigError(f"config: {explicit}: no such config file (given by {given_by})")
-    if not explicit.is_file():
-        raise ConfigError(f"config: {explicit}: not a regular file (given by {given_by})")
-    return explicit, explicit
-
-
-def _home(env: Mapping[str, str]) -> Path:
-    home = env.get("HOME")
-    return Path(home) if home else Path.home()
-
-
-def _file_error(path: Path | None, err: Exception) -> ConfigError:
-    if isinstance(err, tomllib.TOMLDecodeError):
-        found = re.fullmatch(r"(.*) \(at line (\d+), column \d+\)", str(err))
-        if found:
-            return ConfigError(f"config: {path}: invalid TOML at line {found[2]}: {found[1]}")
-        return ConfigError(f"config: {path}: invalid TOML: {err}")
-    if isinstance(err, UnicodeDecodeError):
-        return ConfigError(f"config: {path}: not UTF-8 text")
-    if isinstance(err, OSError):
-        return ConfigError(f"config: {path}: cannot read: {err.strerror or err}")
-    return ConfigError(f"config: {path}: {err}")
-
-
-def _setting_env_vars(env: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
-    """The ``MEMORYD_*`` variables that name a setting, with their paths; others are refused.
-
-    pydantic-settings ignores an unknown variable, so a typo would silently do nothing.
-    """
-    found: dict[str, tuple[str, ...]] = {}
-    for name, value in env.items():
-        upper = name.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in RESERVED_ENV:
-            continue
-        target = _env_target(tuple(upper[len(ENV_PREFIX) :].lower().split(ENV_DELIMITER)))
-        if target is None:
-            known = [_env_name(leaf) for leaf in sorted(_LEAVES)]
-            close = difflib.get_close_matches(upper, known, n=1, cutoff=0.8)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ConfigError(
-                f"config: unknown environment variable {name} (no such setting){hint}"
-            )
-        path, is_json = target
-        if is_json:
-            try:
-                json.loads(value)
-            except ValueError:
-                key = ".".join(path)
-                raise ConfigError(
-                    f"config: {key} = {_shown(key, value)} (from env {name}): "
-                    "not valid JSON (a list or table must be written as JSON)"
-                ) from None
-        found[name] = path
-    return found
-
-
-def _env_target(parts: tuple[str, ...]) -> tuple[tuple[str, ...], bool] | None:
-    """(dotted path, value must be JSON) of an env variable's name parts, or None if unknown."""
-    model: type[BaseModel] = Settings
-    for index, part in enumerate(parts):
-        info = model.model_fields.get(part)
-        if info is None:
-            return None
-        path, last = parts[: index + 1], index == len(parts) - 1
-        nested = _nested_model(info.annotation)
-        if nested is not None:
-            if last:
-                return path, True
-            model = nested
-            continue
-        origin = get_origin(info.annotation)
-        if origin is dict:  # deeper parts are keys of the table
-            return path, last
-        return (path, origin is list) if last else None
-    return None
-
-
-def _env_name(key: str) -> str:
-    return ENV_PREFIX + key.replace(".", ENV_DELIMITER).upper()
-
-
-def _mark(origins: dict[str, str], flat: Mapping[str, Any], origin: str) -> None:
-    for key in flat:
-        origins[key] = origin
-        for leaf in _LEAVES:
-            if leaf.startswith(key + "."):
-                origins[leaf] = origin
-
-
-def _mark_env(
-    origins: dict[str, str], flat: Mapping[str, Any], env_vars: Mapping[str, tuple[str, ...]]
-) -> None:
-    """Attribute each key from the environment to the most specific variable that set it."""
-    for key in flat:
-        parts = tuple(key.split("."))
-        matches = [
-            (len(path), name) for name, path in env_vars.items() if parts[: len(path)] == path
-        ]
-        if matches:
-            _mark(origins, {key: None}, f"env {max(matches)[1]}")
+        raise ConfigError(describe(err, origins, _LEAVES, fallback="daemon settings")) from None
 
 
 def _with_anthropic_fallbacks(
@@ -592,68 +386,3 @@ def _with_anthropic_fallbacks(
     if not update:
         return settings
     return settings.model_copy(update={"anthropic": settings.anthropic.model_copy(update=update)})
-
-
-# --- errors and display -----------------------------------------------------------------------
-
-
-def _describe(err: ValidationError, origins: Mapping[str, str], fallback: str = "default") -> str:
-    """One line for the first problem of ``err``: key, value (masked), source and reason."""
-    problems = err.errors(include_url=False)
-    problem = problems[0]
-    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-    key = ".".join(str(part) for part in problem["loc"])
-    reason = problem["msg"].removeprefix("Value error, ")
-
-    def where(dotted: str) -> str:
-        parts = dotted.split(".")
-        while parts and ".".join(parts) not in origins:
-            parts.pop()
-        origin = origins[".".join(parts)] if parts else fallback
-        if origin == "default":
-            return "(default)"
-        return f"(in {origin})" if origin.startswith("file ") else f"(from {origin})"
-
-    if problem["type"] == "extra_forbidden":
-        close = difflib.get_close_matches(key, sorted(_LEAVES), n=1, cutoff=0.8)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        return f"config: unknown key '{key}' {where(key)}{hint}{more}"
-    context = problem.get("ctx") or {}
-    if problem["type"] == "threshold_order":
-        shown = " and ".join(
-            f"{name} = {_shown(name, context[name])} {where(name)}"
-            for name in context["keys"].split()
-        )
-        return f"config: {shown}: {reason}{more}"
-    return f"config: {key} = {_shown(key, problem['input'])} {where(key)}: {reason}{more}"
-
-
-def _shown(key: str, value: Any) -> str:
-    """``repr`` of a value for an error line, never showing a secret, kept short."""
-    if key == API_KEY or key.startswith(API_KEY + ".") or API_KEY.startswith(key + "."):
-        return "<hidden>"  # the key itself, or a table that may hold it
-    if key == HEADERS:
-        value = _mask_headers(value) if isinstance(value, Mapping) else "<hidden>"
-    elif key.startswith(HEADERS + ".") and _SECRET_HEADER.search(key[len(HEADERS) + 1 :]):
-        return "<hidden>"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _mask_headers(headers: Mapping[Any, Any]) -> dict[Any, Any]:
-    return {
-        name: "(masked)" if _SECRET_HEADER.search(str(name)) else value
-        for name, value in headers.items()
-    }
-
-
-def _render_value(key: str, value: Any) -> str:
-    if key == API_KEY:
-        return MASKED if value is not None else UNSET
-    if key == HEADERS:
-        value = _mask_headers(value)
-    if isinstance(value, Path):
-        value = str(value)
-    elif isinstance(value, list):
-        value = [str(item) if isinstance(item, Path) else item for item in value]
-    return json.dumps(value, ensure_ascii=False)

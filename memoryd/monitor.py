@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import events
-from memoryd.config import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_WARNING_AT
+from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_WARNING_AT
 from memoryd.errors import InputError
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from memoryd.config import DEFAULT_CRITICAL_AT, DEFAULT_WARNING_AT
+from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_WARNING_AT
 
 Level = Literal["normal", "warning", "critical"]
 Action = Literal["none", "prepare_handoff", "force_return"]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from memoryd.commit import ArchivePlan, Part, archive_name, read_snapshot, rewrite
-from memoryd.config import DEFAULT_KEEP_BOOKMARKS, DEFAULT_MEMORY_THRESHOLD
+from memoryd.defaults import DEFAULT_KEEP_BOOKMARKS, DEFAULT_MEMORY_THRESHOLD
 from memoryd.errors import InputError, MemorydError
 from memoryd.events import emit, iso_ms
 from memoryd.fsutil import append_line, check_workspace, flocked, resolve_inside

@@ -13,11 +13,10 @@ from memoryd.config import (
     AnthropicSettings,
     LoadedSettings,
     Settings,
-    config_as_dict,
     load_settings,
-    render_config,
     settings_for_workspace,
 )
+from memoryd.config_view import config_as_dict, render_config
 from memoryd.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent

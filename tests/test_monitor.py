@@ -106,7 +106,7 @@ def test_a_settings_object_as_config_moves_both_boundaries(
     ratio: float, level: str, make_settings: SettingsFactory
 ) -> None:
     """A Settings with warning_at 0.50 and critical_at 0.75 sets the levels, inclusive."""
-    settings = make_settings(warning_at=0.50, critical_at=0.75)
+    settings = make_settings(warning_at=0.50, summarize_at=0.70, critical_at=0.75)
     assert detect_threshold(ratio, settings) == level
 
 
@@ -123,7 +123,7 @@ def test_default_settings_object_gives_the_default_boundaries(
 
 def test_explicit_thresholds_win_over_the_config(make_settings: SettingsFactory) -> None:
     """warning_at= / critical_at= given by keyword override the Settings' values."""
-    settings = make_settings(warning_at=0.50, critical_at=0.75)
+    settings = make_settings(warning_at=0.50, summarize_at=0.70, critical_at=0.75)
     assert detect_threshold(0.6, settings, warning_at=0.65) == "normal"
     assert detect_threshold(0.8, settings, critical_at=0.9) == "warning"
     assert detect_threshold(0.9, settings, critical_at=0.9) == "critical"

@@ -1,0 +1,323 @@
+"""Helpers of the configuration loader that do not depend on the Settings model itself.
+
+Walking a model's fields as dotted keys, finding the file, resolving ``MEMORYD_*``
+variables, recording where each value came from, and describing a refusal in one line
+with secrets hidden (docs/design.md#configuration).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from memoryd.errors import ConfigError
+
+ENV_PREFIX = "MEMORYD_"
+ENV_DELIMITER = "__"
+CONFIG_ENV = "MEMORYD_CONFIG"
+RESERVED_ENV = frozenset({CONFIG_ENV})
+"""``MEMORYD_*`` variables that are not settings and so are not refused as unknown."""
+API_KEY = "anthropic.api_key"
+HEADERS = "anthropic.default_headers"
+_SECRET_HEADER = re.compile(r"authorization|token|key|secret|password|cookie|auth", re.IGNORECASE)
+
+
+# --- schema walking ---------------------------------------------------------------------
+
+
+def nested_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def leaf_keys(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
+    for name, info in model.model_fields.items():
+        nested = nested_model(info.annotation)
+        if nested is None:
+            yield prefix + name
+        else:
+            yield from leaf_keys(nested, f"{prefix}{name}.")
+
+
+def flatten(
+    model: type[BaseModel] | None, data: Mapping[str, Any], prefix: str = ""
+) -> dict[str, Any]:
+    """Dotted leaf keys of ``data``, walking into nested models; unknown keys are leaves too."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        info = model.model_fields.get(key) if model is not None else None
+        nested = nested_model(info.annotation) if info is not None else None
+        if nested is not None and isinstance(value, Mapping):
+            flat.update(flatten(nested, value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
+def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in update.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        entry: Any = value
+        for part in reversed(key.split(".")):
+            entry = {part: entry}
+        nested = deep_merge(nested, entry)
+    return nested
+
+
+def check_scalar_types(
+    model: type[BaseModel],
+    data: Mapping[str, Any],
+    where: Callable[[str], str],
+    from_text: bool = False,
+    prefix: str = "",
+) -> None:
+    """Refuse a value of the wrong kind for a number or text setting, with one line.
+
+    pydantic's lax mode would turn ``"4000"`` into 4000 and ``true`` into 1; a TOML file or
+    a JSON value says what it means, so a string where a number belongs and a boolean where
+    a count belongs are mistakes (docs/design.md#configuration). ``from_text`` marks
+    environment variables, whose scalars are always strings for pydantic to parse; there
+    only booleans inside JSON values are refused. Anything else is left to pydantic.
+    """
+    for key, value in data.items():
+        info = model.model_fields.get(key)
+        if info is None:
+            continue
+        dotted = prefix + key
+        nested = nested_model(info.annotation)
+        if nested is not None:
+            if isinstance(value, Mapping):
+                check_scalar_types(nested, value, where, from_text, f"{dotted}.")
+            continue
+        problem = _wrong_kind(info.annotation, value, from_text)
+        if problem:
+            raise ConfigError(
+                f"config: {dotted} = {shown(dotted, value)} {where(dotted)}: {problem}"
+            )
+
+
+def _wrong_kind(annotation: Any, value: Any, from_text: bool) -> str | None:
+    if annotation not in (int, float, str) and get_origin(annotation) is not Literal:
+        return None
+    if from_text and isinstance(value, str):
+        return None
+    if annotation in (int, float) and isinstance(value, bool):
+        return f"must be a number, not {str(value).lower()}"
+    if annotation is int and not isinstance(value, int):
+        return "must be a whole number" + (", not a string" if isinstance(value, str) else "")
+    if annotation is float and not isinstance(value, int | float):
+        return "must be a number" + (", not a string" if isinstance(value, str) else "")
+    if (annotation is str or get_origin(annotation) is Literal) and not isinstance(value, str):
+        return "must be a string"
+    return None
+
+
+# --- sources ------------------------------------------------------------------------------
+
+
+def find_config_file(config_file: Path | None, env: Mapping[str, str]) -> tuple[Path | None, Path]:
+    """(the file to read or None, the path considered); an explicit path must be a file."""
+    if config_file is not None:
+        explicit, given_by = Path(config_file).expanduser(), "--config"
+    elif env.get(CONFIG_ENV):
+        explicit, given_by = Path(env[CONFIG_ENV]).expanduser(), f"${CONFIG_ENV}"
+    else:
+        xdg = env.get("XDG_CONFIG_HOME", "")
+        # The XDG spec says a relative XDG_CONFIG_HOME is invalid and must be ignored.
+        base = Path(xdg) if xdg and Path(xdg).is_absolute() else _home(env) / ".config"
+        default = base / "memoryd" / "config.toml"
+        return (default if default.is_file() else None), default
+    if not explicit.exists():
+        raise ConfigError(f"config: {explicit}: no such config file (given by {given_by})")
+    if not explicit.is_file():
+        raise ConfigError(f"config: {explicit}: not a regular file (given by {given_by})")
+    return explicit, explicit
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def file_error(path: Path | None, err: Exception) -> ConfigError:
+    if isinstance(err, tomllib.TOMLDecodeError):
+        found = re.fullmatch(r"(.*) \(at line (\d+), column \d+\)", str(err))
+        if found:
+            return ConfigError(f"config: {path}: invalid TOML at line {found[2]}: {found[1]}")
+        return ConfigError(f"config: {path}: invalid TOML: {err}")
+    if isinstance(err, UnicodeDecodeError):
+        return ConfigError(f"config: {path}: not UTF-8 text")
+    if isinstance(err, OSError):
+        return ConfigError(f"config: {path}: cannot read: {err.strerror or err}")
+    return ConfigError(f"config: {path}: {err}")
+
+
+def setting_env_vars(
+    env: Mapping[str, str], model: type[BaseModel], leaves: frozenset[str]
+) -> dict[str, tuple[str, ...]]:
+    """The ``MEMORYD_*`` variables that name a setting, with their paths; others are refused.
+
+    pydantic-settings ignores an unknown variable, so a typo would silently do nothing.
+    """
+    found: dict[str, tuple[str, ...]] = {}
+    for name, value in env.items():
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in RESERVED_ENV:
+            continue
+        target = _env_target(model, tuple(upper[len(ENV_PREFIX) :].lower().split(ENV_DELIMITER)))
+        if target is None:
+            known = [_env_name(leaf) for leaf in sorted(leaves)]
+            close = difflib.get_close_matches(upper, known, n=1, cutoff=0.8)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(
+                f"config: unknown environment variable {name} (no such setting){hint}"
+            )
+        path, is_json = target
+        if is_json:
+            try:
+                json.loads(value)
+            except ValueError:
+                key = ".".join(path)
+                raise ConfigError(
+                    f"config: {key} = {shown(key, value)} (from env {name}): "
+                    "not valid JSON (a list or table must be written as JSON)"
+                ) from None
+        found[name] = path
+    return found
+
+
+def _env_target(
+    model: type[BaseModel], parts: tuple[str, ...]
+) -> tuple[tuple[str, ...], bool] | None:
+    """(dotted path, value must be JSON) of an env variable's name parts, or None if unknown."""
+    for index, part in enumerate(parts):
+        info = model.model_fields.get(part)
+        if info is None:
+            return None
+        path, last = parts[: index + 1], index == len(parts) - 1
+        nested = nested_model(info.annotation)
+        if nested is not None:
+            if last:
+                return path, True
+            model = nested
+            continue
+        origin = get_origin(info.annotation)
+        if origin is dict:  # deeper parts are keys of the table
+            return path, last
+        return (path, origin is list) if last else None
+    return None
+
+
+def _env_name(key: str) -> str:
+    return ENV_PREFIX + key.replace(".", ENV_DELIMITER).upper()
+
+
+def mark(
+    origins: dict[str, str], flat: Mapping[str, Any], origin: str, leaves: frozenset[str]
+) -> None:
+    for key in flat:
+        origins[key] = origin
+        for leaf in leaves:
+            if leaf.startswith(key + "."):
+                origins[leaf] = origin
+
+
+def mark_env(
+    origins: dict[str, str],
+    flat: Mapping[str, Any],
+    env_vars: Mapping[str, tuple[str, ...]],
+    leaves: frozenset[str],
+) -> None:
+    """Attribute each key from the environment to the most specific variable that set it."""
+    for key in flat:
+        parts = tuple(key.split("."))
+        matches = [
+            (len(path), name) for name, path in env_vars.items() if parts[: len(path)] == path
+        ]
+        if matches:
+            mark(origins, {key: None}, f"env {max(matches)[1]}", leaves)
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def describe(
+    err: ValidationError,
+    origins: Mapping[str, str],
+    leaves: frozenset[str],
+    fallback: str = "default",
+) -> str:
+    """One line for the first problem of ``err``: key, value (masked), source and reason."""
+    problems = err.errors(include_url=False)
+    problem = problems[0]
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    key = ".".join(str(part) for part in problem["loc"])
+    reason = problem["msg"].removeprefix("Value error, ")
+
+    def where(dotted: str) -> str:
+        return origin_text(dotted, origins, fallback)
+
+    if problem["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(key, sorted(leaves), n=1, cutoff=0.8)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return f"config: unknown key '{key}' {where(key)}{hint}{more}"
+    context = problem.get("ctx") or {}
+    if problem["type"] == "threshold_order":
+        values = " and ".join(
+            f"{name} = {shown(name, context[name])} {where(name)}"
+            for name in context["keys"].split()
+        )
+        return f"config: {values}: {reason}{more}"
+    return f"config: {key} = {shown(key, problem['input'])} {where(key)}: {reason}{more}"
+
+
+def origin_text(dotted: str, origins: Mapping[str, str], fallback: str = "default") -> str:
+    """Where the value of ``dotted`` came from, for an error line: "(in file F)", "(from
+    env VAR)", "(default)"; a key without a record takes its nearest recorded parent's."""
+    parts = dotted.split(".")
+    while parts and ".".join(parts) not in origins:
+        parts.pop()
+    origin = origins[".".join(parts)] if parts else fallback
+    if origin == "default":
+        return "(default)"
+    return f"(in {origin})" if origin.startswith("file ") else f"(from {origin})"
+
+
+def shown(key: str, value: Any) -> str:
+    """``repr`` of a value for an error line, never showing a secret, kept short."""
+    if key == API_KEY or key.startswith(API_KEY + ".") or API_KEY.startswith(key + "."):
+        return "<hidden>"  # the key itself, or a table that may hold it
+    if key == HEADERS:
+        value = mask_headers(value) if isinstance(value, Mapping) else "<hidden>"
+    elif key.startswith(HEADERS + ".") and _SECRET_HEADER.search(key[len(HEADERS) + 1 :]):
+        return "<hidden>"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def mask_headers(headers: Mapping[Any, Any]) -> dict[Any, Any]:
+    return {
+        name: "(masked)" if _SECRET_HEADER.search(str(name)) else value
+        for name, value in headers.items()
+    }

@@ -1,0 +1,82 @@
+"""How the effective configuration is shown: ``memoryd config`` and its ``--json``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from memoryd.config import LoadedSettings
+from memoryd.config_schema import API_KEY, HEADERS, mask_headers
+
+MASKED = "set (masked)"
+UNSET = "unset"
+
+
+def render_config(loaded: LoadedSettings) -> str:
+    """Every effective ``key = value`` with its source, secrets masked, for ``memoryd config``."""
+    if loaded.config_path is not None:
+        header = f"# config file: {loaded.config_path}"
+    else:
+        header = f"# config file: none (no file at {loaded.config_candidate})"
+    rows = [
+        (f"{key} = {_render_value(key, value)}", loaded.sources.get(key, "default"))
+        for key, value in _effective_values(loaded.settings)
+    ]
+    width = max(len(assignment) for assignment, _ in rows)
+    lines = [header] + [f"{assignment.ljust(width)}  # {origin}" for assignment, origin in rows]
+    return "\n".join(lines) + "\n"
+
+
+def config_as_dict(loaded: LoadedSettings, masked: bool = True) -> dict[str, Any]:
+    """The effective configuration as JSON-ready data: file, nested values and sources.
+
+    With ``masked`` (the default) the API key reads "set (masked)" or null and secret-looking
+    header values are masked; ``masked=False`` shows them in clear.
+    """
+    values = loaded.settings.model_dump(mode="json")
+    api_key = loaded.settings.anthropic.api_key
+    anthropic = values["anthropic"]
+    if masked:
+        anthropic["api_key"] = MASKED if api_key is not None else None
+        anthropic["default_headers"] = mask_headers(loaded.settings.anthropic.default_headers)
+    else:
+        anthropic["api_key"] = api_key.get_secret_value() if api_key is not None else None
+    return {
+        "config_file": str(loaded.config_path) if loaded.config_path else None,
+        "settings": values,
+        "sources": dict(loaded.sources),
+    }
+
+
+def _effective_values(model: BaseModel, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            yield from _effective_values(value, f"{prefix}{name}.")
+        elif isinstance(value, dict):
+            # A table of models ([prices."model"]) shows as plain JSON.
+            yield (
+                prefix + name,
+                {
+                    key: item.model_dump(exclude_none=True) if isinstance(item, BaseModel) else item
+                    for key, item in value.items()
+                },
+            )
+        else:
+            yield prefix + name, value
+
+
+def _render_value(key: str, value: Any) -> str:
+    if key == API_KEY:
+        return MASKED if value is not None else UNSET
+    if key == HEADERS:
+        value = mask_headers(value)
+    if isinstance(value, Path):
+        value = str(value)
+    elif isinstance(value, list):
+        value = [str(item) if isinstance(item, Path) else item for item in value]
+    return json.dumps(value, ensure_ascii=False)
