@@ -11,7 +11,7 @@ from typing import Any
 from memoryd.config import Settings, settings_for_workspace
 from memoryd.conversation import ConversationReader
 from memoryd.discovery import find_workspaces
-from memoryd.errors import InputError
+from memoryd.errors import InputError, MemorydError
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.monitor import read_monitors
 from memoryd.state import build_state, read_state
@@ -60,7 +60,22 @@ def collect_status(paths: Sequence[Path], settings: Settings) -> list[dict[str, 
     found: list[Path] = []
     for path in paths:
         found.extend(workspaces_at(path.expanduser(), settings.max_depth))
-    return [workspace_status(path, settings, now) for path in sorted(set(found))]
+    if len(found) == 1:  # the one workspace asked for: its error is the answer
+        return [workspace_status(found[0], settings, now)]
+    return [_status_or_error(path, settings, now) for path in sorted(set(found))]
+
+
+def _status_or_error(path: Path, settings: Settings, now: float) -> dict[str, Any]:
+    """One workspace's row; a workspace that cannot be read (its own configuration refused,
+    a file unreadable) gets a row with ``error`` instead of hiding every other row."""
+    try:
+        return workspace_status(path, settings, now)
+    except MemorydError as err:
+        return {"workspace": str(path.absolute()), "error": str(err)}
+    except OSError as err:
+        reason = err.strerror or str(err)
+        where = f"{err.filename}: " if err.filename else ""
+        return {"workspace": str(path.absolute()), "error": f"{where}{reason}"}
 
 
 def render_status_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -68,6 +83,9 @@ def render_status_table(rows: Sequence[dict[str, Any]]) -> str:
     header = ("WORKSPACE", "MESSAGES", "TOKENS", "USAGE", "LEVEL", "STRATEGY", "HEARTBEAT")
     table = [header]
     for row in rows:
+        if "error" in row:
+            table.append((row["workspace"], "", "", "", "error", "", str(row["error"])))
+            continue
         heartbeat = row["heartbeat"]
         beat = heartbeat["status"]
         if row.get("summarizing"):

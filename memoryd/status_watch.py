@@ -62,6 +62,9 @@ def render_frame(
     header = ("WORKSPACE", "USAGE", "", "LEVEL", "STRATEGY", "HEARTBEAT", "LAST JOB")
     table: list[tuple[str, ...]] = [header]
     for row in rows:
+        if "error" in row:
+            table.append((str(row["workspace"]), "", "", "error", "", "", str(row["error"])))
+            continue
         heartbeat = (row.get("heartbeat") or {}).get("status", "?")
         if row.get("summarizing"):
             heartbeat += " (summarizing)"

@@ -443,3 +443,36 @@ def test_demo_summarizes_the_shipped_example_offline_and_stops_on_ctrl_c(tmp_pat
     head = (tmp_path / "demo" / "example-agent" / "conversation.jsonl").read_bytes().split(b"\n")[0]
     assert json.loads(head)["isSummary"] is True
     assert "memoryd --config" in err
+
+
+def test_status_shows_every_workspace_and_a_bad_ones_error_in_its_row(
+    workspace: WorkspaceFactory,
+) -> None:
+    """token_limit = -3 in one workspace's .memoryd/config.toml: the other rows are shown,
+    that one carries its configuration error, and the command does not fail."""
+    for name in ("root/a", "root/b", "root/c"):
+        workspace(4, 100, name=name)
+    bad = workspace(4, 100, name="root/b")
+    (bad / ".memoryd").mkdir()
+    (bad / ".memoryd" / "config.toml").write_text("token_limit = -3\n")
+    root = bad.parent
+    code, out = cli("status", str(root), "--json")
+    assert code == 0
+    rows = {Path(row["workspace"]).name: row for row in json.loads(out)}
+    assert set(rows) == {"a", "b", "c"}
+    assert rows["a"]["messages"] == rows["c"]["messages"] == 4
+    assert "token_limit = -3" in rows["b"]["error"]
+    assert "greater than 0" in rows["b"]["error"]
+    code, table = cli("status", str(root))
+    assert code == 0
+    line_b = next(line for line in table.splitlines() if line.split()[0].endswith("/b"))
+    assert "error" in line_b and "token_limit = -3" in line_b
+    assert len(table.splitlines()) == 4
+
+
+def test_the_watch_frame_shows_an_error_row() -> None:
+    from memoryd.status_watch import render_frame
+
+    rows = [{"workspace": "/r/b", "error": "config: token_limit = -3 (in file f): bad"}]
+    lines = render_frame(rows, 0.0, 200, fancy=False)
+    assert "/r/b" in lines[2] and "error" in lines[2] and "token_limit = -3" in lines[2]
