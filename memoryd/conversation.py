@@ -10,7 +10,6 @@ bounded memory.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd import strict_json
 from memoryd.errors import InputError, UnsafePathError
 from memoryd.fsutil import check_workspace, flocked, write_all
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
@@ -93,9 +93,9 @@ class Line:
 def parse_line(raw: bytes, index: int, offset: int) -> Line:
     """Parse one complete line (``raw`` ends with ``\\n``); never raises."""
     try:
-        message = json.loads(raw)
-    except (ValueError, RecursionError):
-        return Line(index, offset, len(raw), opaque_tokens(len(raw)), problem="not valid JSON")
+        message = strict_json.loads(raw)
+    except strict_json.JSONProblem as problem:
+        return Line(index, offset, len(raw), opaque_tokens(len(raw)), problem=str(problem))
     if not isinstance(message, dict):
         return Line(index, offset, len(raw), opaque_tokens(len(raw)), problem="not a JSON object")
     return Line(index, offset, len(raw), estimate_message_tokens(message), message=message)
@@ -288,7 +288,10 @@ def append_message(workspace: Path, role: str, content: Any) -> dict[str, Any]:
         raise InputError("content must be a string or a list of content blocks")
     ws = Workspace(check_workspace(workspace))
     message = new_message(role, content, int(time.time() * 1000))
-    line = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    try:
+        line = strict_json.dumps_line(message)
+    except strict_json.JSONProblem as problem:
+        raise InputError(f"the message cannot be written as JSON: {problem}") from None
     with flocked(ws.lock):
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:

@@ -183,11 +183,14 @@ class HeartbeatManager:
         )
 
     def complete_task(self, result: str | None = None) -> Heartbeat:
-        """Mark the task completed, with a one-line ``result``."""
+        """Mark the task completed, with a one-line ``result`` (default: the task itself);
+        the task and its start time are cleared, as no task is current any more."""
         return self._update(
             lambda old, now: replace(
                 old,
                 status="completed",
+                current_task=None,
+                started_at=None,
                 last_checkin=now,
                 last_result=result if result is not None else old.current_task,
                 last_error=None,

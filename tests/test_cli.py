@@ -187,7 +187,7 @@ def test_append_reads_the_content_from_stdin(
 ) -> None:
     """Without --content the message text is stdin, as given."""
     folder = workspace(2, 100)
-    monkeypatch.setattr(sys, "stdin", io.StringIO("line one\nline two\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"line one\nline two\n")))
     code, _ = cli("append", str(folder), "--role", "user")
     assert code == 0
     last = json.loads(conversation(folder).splitlines()[-1])
@@ -232,12 +232,17 @@ def test_heartbeat_lifecycle_start_checkin_complete_reset_show(tmp_path: Path) -
     completed = json.loads(out)
     assert code == 0
     assert (completed["status"], completed["last_result"]) == ("completed", "parser split in two")
+    # No task is current after complete: the task and its start time are cleared.
+    assert (completed["current_task"], completed["started_at"]) == (None, None)
+    assert "Refactor the parser" not in (folder / "HEARTBEAT.md").read_text()
     [bookmark] = [
         json.loads(line)
         for line in (folder / "memory" / "bookmarks.jsonl").read_text().splitlines()
     ]
     assert bookmark["task"] == "Refactor the parser"
     assert bookmark["status"] == "completed"
+    assert bookmark["started_at"] == started["started_at"]
+    assert bookmark["result"] == "parser split in two"
 
     code, out = cli("heartbeat", str(folder), "show")
     assert code == 0

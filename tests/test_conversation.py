@@ -125,7 +125,7 @@ def test_bad_utf8_line_is_malformed_not_a_crash(workspace: WorkspaceFactory) -> 
     reader = reader_for(folder)
     lines = reader.update().new_lines
     assert len(lines) == 3
-    assert lines[1].problem == "not valid JSON"
+    assert lines[1].problem == "not UTF-8"
     assert lines[1].length == len(bad)
     assert lines[0].message is not None and lines[2].message is not None
     assert reader.tally.malformed == 1
@@ -349,3 +349,25 @@ def test_reader_does_not_follow_a_symlinked_conversation(tmp_path: Path) -> None
     assert update.missing
     assert update.new_lines == []
     assert reader.tally.messages == 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"[" * 30_000 + b"]" * 30_000 + b"\n", "too deeply nested"),
+        (b'{"role":"user","content":"x","n":1e400}\n', "number out of range (1e400)"),
+        (b'{"role":"user","content":"x","n":' + b"9" * 5000 + b"}\n", "number out of range"),
+        (b'{"role":"user","content":"x","n":NaN}\n', "NaN is not JSON"),
+        (b'{"role":"user","content":"x","n":-Infinity}\n', "-Infinity is not JSON"),
+    ],
+)
+def test_a_line_python_cannot_take_names_the_real_problem(
+    workspace: WorkspaceFactory, raw: bytes, problem: str
+) -> None:
+    """Valid-looking JSON that is too deep or holds a number out of range is reported as
+    such, not as "not valid JSON"; NaN and Infinity are not JSON."""
+    messages = generated_messages(2, 100)
+    folder = workspace(messages=[messages[0], raw, messages[1]])
+    lines = reader_for(folder).update().new_lines
+    assert [line.problem is None for line in lines] == [True, False, True]
+    assert lines[1].problem is not None and lines[1].problem.startswith(problem)

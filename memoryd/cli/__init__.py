@@ -143,6 +143,21 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def check_text_arguments(args: argparse.Namespace) -> None:
+    """Refuse a text argument that is not UTF-8 (argv bytes Python could only keep as lone
+    surrogates): it could be written nowhere. Paths are not text and may hold any bytes."""
+    for name, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    option = name.replace("_", "-")
+                    raise UsageError(
+                        f"{option}: not UTF-8 text (it holds undecodable bytes)"
+                    ) from None
+
+
 def _os_error_line(exc: OSError) -> str:
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"{exc.filename}: {reason}" if exc.filename else reason
@@ -159,6 +174,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
+        check_text_arguments(args)
         code: int = load_command(args.command).run(args, stdout)
         return code
     except MemorydError as exc:

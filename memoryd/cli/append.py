@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from memoryd import strict_json
 from memoryd.conversation import ROLES, append_message
 from memoryd.errors import UsageError
 
@@ -24,15 +25,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Append the message; print its id as JSON."""
-    text = args.content if args.content is not None else sys.stdin.read()
+    text = args.content if args.content is not None else _read_stdin()
     content: Any = text
     if args.blocks:
         try:
-            content = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--blocks: the content is not valid JSON ({exc.msg})") from None
+            content = strict_json.loads(text)
+        except strict_json.JSONProblem as problem:
+            detail = f" ({problem.detail})" if problem.detail else ""
+            raise UsageError(f"--blocks: {problem}{detail}") from None
         if not isinstance(content, list):
             raise UsageError("--blocks: the content must be a JSON list of content blocks")
     message = append_message(args.workspace, args.role, content)
     print(json.dumps({"appended": True, "id": message["id"]}), file=out)
     return 0
+
+
+def _read_stdin() -> str:
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"the message on stdin is not UTF-8 text (byte {exc.start}); nothing appended"
+        ) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -42,8 +43,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     elif action == "complete":
         from memoryd import stores
 
+        task = manager.get_status()
         heartbeat = manager.complete_task(args.result)
-        stores.record_task_bookmark(workspace.path, heartbeat, "completed")
+        # The bookmark names the task that completed, which HEARTBEAT.md no longer holds.
+        done = replace(task, status="completed", last_result=heartbeat.last_result)
+        stores.record_task_bookmark(workspace.path, done, "completed")
     elif action == "fail":
         heartbeat = manager.fail_task(args.reason)
     elif action == "pause":

@@ -1,0 +1,70 @@
+"""JSON as other languages read it: no NaN or Infinity, no number beyond a double or
+Python's digit limit, and a reason in words when a text is refused.
+
+Python's ``json`` accepts ``NaN`` and ``Infinity`` and turns ``1e400`` into infinity;
+a line memoryd writes must parse in every JSON parser, so these are refused on the way in
+and never written (docs/design.md#the-command-line).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+class JSONProblem(ValueError):
+    """A text that memoryd does not take as JSON; ``str()`` says why in a few words,
+    ``detail`` (may be empty) where the parser stopped."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason)
+        self.detail = detail
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONProblem(f"number out of range ({text[:20]})")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise JSONProblem(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+
+
+def loads(data: str | bytes) -> Any:
+    """Parse ``data``; raise JSONProblem naming the problem: "not UTF-8", "not valid JSON",
+    "too deeply nested", "number out of range", "NaN is not JSON"."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return _DECODER.decode(text)
+    except JSONProblem:
+        raise
+    except RecursionError:
+        raise JSONProblem("too deeply nested") from None
+    except UnicodeDecodeError:
+        raise JSONProblem("not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise JSONProblem("not valid JSON", where) from None
+    except ValueError:
+        # int() refuses more than sys.get_int_max_str_digits() digits.
+        raise JSONProblem("number out of range (too many digits)") from None
+
+
+def dumps_line(value: Any) -> bytes:
+    """One compact line of UTF-8 JSON ended by ``\\n``; JSONProblem for NaN, Infinity, text
+    that is not valid Unicode (lone surrogates) or nesting too deep to write."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8") + b"\n"
+    except RecursionError:
+        raise JSONProblem("too deeply nested") from None
+    except UnicodeEncodeError:
+        raise JSONProblem("text is not valid UTF-8 (it holds undecodable bytes)") from None
+    except ValueError:
+        raise JSONProblem("NaN and Infinity are not JSON") from None
