@@ -629,7 +629,9 @@ def record_task_bookmark(
     """Append a bookmark for the heartbeat's task as it ``completed`` or ``paused``.
 
     Used by ``memoryd heartbeat W complete`` and ``pause``; ``notes``/``blockers`` default
-    to the heartbeat's. Only appends: setting HEARTBEAT.md is the caller's part.
+    to the heartbeat's. ``heartbeat`` is the task as it ended: ``complete_task`` clears the
+    current task, so pass the heartbeat from before it, with the result. Only appends:
+    setting HEARTBEAT.md is the caller's part.
     """
     if status not in ("completed", "paused"):
         raise InputError(f"a task bookmark status is completed or paused, got {status!r}")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -478,9 +479,11 @@ def test_a_bookmark_compaction_loses_no_line(lines: list[bytes], threshold: int,
 
 def test_record_task_bookmark_appends_completed_and_paused_bookmarks(ws: Path) -> None:
     manager = HeartbeatManager(Workspace(ws), clock=lambda: T0)
-    manager.start_task("Write the parser")
+    task = manager.start_task("Write the parser")
     done = manager.complete_task("parser written")
-    result = record_task_bookmark(ws, done, "completed", now=T0)
+    assert done.current_task is None  # complete clears the task: the bookmark names it
+    finished = replace(task, status="completed", last_result=done.last_result)
+    result = record_task_bookmark(ws, finished, "completed", now=T0)
     assert result["written"] is True
     manager.start_task("Write the tests")
     paused = manager.pause_task(notes="half the cases", blockers="fixture missing")
