@@ -4,7 +4,7 @@ The stdlib loggers of our dependencies (watchdog, the Anthropic SDK, httpx2) go 
 the same renderer, so every line a process writes has one shape. When the stream is the
 journal's (``$JOURNAL_STREAM``, see sd-daemon(3)), each line starts with its syslog
 priority, ``<3>`` to ``<7>``, which journald strips and records as PRIORITY, so that
-``journalctl -p err`` finds errors (docs/design.md#the-daemon).
+``journalctl -p err`` finds errors (docs/design.md#daemon).
 """
 
 from __future__ import annotations

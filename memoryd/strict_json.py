@@ -3,7 +3,7 @@ Python's digit limit, and a reason in words when a text is refused.
 
 Python's ``json`` accepts ``NaN`` and ``Infinity`` and turns ``1e400`` into infinity;
 a line memoryd writes must parse in every JSON parser, so these are refused on the way in
-and never written (docs/design.md#the-command-line).
+and never written (docs/design.md#cli).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ unchanged), 2 bad usage, configuration or input — one line on stderr, never a 
 
 Each command lives in its own module under ``memoryd/cli/``, imported only when that
 command runs (or when its ``--help`` is asked for), so that a command an agent calls per
-message pays only for what it uses (docs/design.md#the-command-line). To add a command:
+message pays only for what it uses (docs/design.md#cli). To add a command:
 
 1. write ``memoryd/cli/<name>.py`` with two functions:
    ``add_arguments(parser: argparse.ArgumentParser) -> None`` (its arguments; nested
