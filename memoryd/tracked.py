@@ -6,16 +6,22 @@ import math
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryd.config import Settings
 from memoryd.conversation import ConversationReader, Tally
+from memoryd.events import iso_ms
 from memoryd.policy import Level, failure_backoff
 from memoryd.strategies import Counts, strategy_for
 from memoryd.workspace import Workspace
 
+if TYPE_CHECKING:
+    from memoryd.job import JobResult
+
 RETRY_FLOOR = 2.0
 """Seconds before a failed or busy workspace is tried again when nothing changes."""
+WRITE_RETRY_MAX = 60.0
+"""Longest wait between two tries of a write that failed (full disk, say)."""
 
 
 @dataclass(slots=True)
@@ -41,6 +47,10 @@ class Tracked:
     last_processed: float = -math.inf
     stores_due: bool = False
     state_numbers: tuple[Any, ...] | None = field(default=None, repr=False)
+    unwritable: dict[str, str] | None = None
+    """The files memoryd cannot write now, and why (each logged once per reason)."""
+    write_failures: int = 0
+    write_retry_at: float = 0.0
 
     @property
     def tokens(self) -> int:
@@ -82,3 +92,65 @@ def after_failure(tracked: Tracked, now: float) -> None:
         tracked.failures, settings.max_consecutive_failures, settings.failure_cooldown
     )
     tracked.retry_at = now + max(RETRY_FLOOR, wait)
+
+
+def settle(tracked: Tracked, result: JobResult, now: float, wall: float) -> None:
+    """The outcome rules after a summarization job: what the daemon remembers, and when
+    it may try again (pure over ``tracked``, ``now`` and ``wall``)."""
+    tracked.running = False
+    if result.outcome in ("completed", "ineffective"):
+        tracked.failures = 0
+        tracked.last_summary_at = iso_ms(wall)
+        if result.calibration is not None:
+            tracked.calibration = result.calibration
+        if result.identity is not None:
+            tracked.adopt_head(
+                result.identity, result.head_end, result.head_line_tokens, result.head_malformed
+            )
+        tracked.ineffective_tokens = result.tokens_after if result.ineffective else None
+    elif result.outcome == "nothing_to_do":
+        # The job saw no safe split (or no trigger): like an ineffective job, wait for growth.
+        tracked.ineffective_tokens = tracked.tokens
+    elif result.outcome == "busy":
+        # Another process held the workspace: not the workspace's fault, try again soon.
+        tracked.failures = max(tracked.failures, 1)
+        tracked.retry_at = now + RETRY_FLOOR
+    else:
+        after_failure(tracked, now)
+
+
+def job_lost(tracked: Tracked, now: float, *, its_fault: bool) -> None:
+    """A job raised or its worker died. ``its_fault`` is False for a job whose worker
+    lived but was failed with the whole pool: it is retried at once, not counted."""
+    tracked.running = False
+    tracked.state_numbers = None
+    if its_fault:
+        after_failure(tracked, now)
+    else:
+        tracked.retry_at = now
+
+
+def write_failed(tracked: Tracked, what: str, reason: str, now: float) -> bool:
+    """Writing ``what`` failed for ``reason``: back off (doubling, up to
+    ``WRITE_RETRY_MAX``). True when that reason is new for that file, i.e. when it
+    should be logged: once per workspace, file and reason, never once per try."""
+    tracked.write_failures += 1
+    wait = min(WRITE_RETRY_MAX, RETRY_FLOOR * 2 ** (tracked.write_failures - 1))
+    tracked.write_retry_at = now + wait
+    failing = tracked.unwritable if tracked.unwritable is not None else {}
+    new = failing.get(what) != reason
+    failing[what] = reason
+    tracked.unwritable = failing
+    return new
+
+
+def write_succeeded(tracked: Tracked, what: str) -> str | None:
+    """Writing ``what`` worked: the reason it had failed (to log the recovery), or None."""
+    if tracked.unwritable is None:
+        return None
+    reason = tracked.unwritable.pop(what, None)
+    if not tracked.unwritable:
+        tracked.unwritable = None
+        tracked.write_failures = 0
+        tracked.write_retry_at = 0.0
+    return reason

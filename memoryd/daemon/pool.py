@@ -1,0 +1,194 @@
+"""The worker pool: a ``ProcessPoolExecutor`` (forkserver) that the daemon can rebuild,
+resize and kill, and that says which job a dead worker was running.
+
+A dead worker breaks the executor as a whole: every job it held fails with
+``BrokenProcessPool``. Each worker reports the job it takes (:func:`memoryd.worker.call`),
+so :meth:`WorkerPool.died_with` blames only the job whose own worker died; the others are
+innocent and retried at once (docs/design.md#daemon).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger()
+
+PRELOAD = ["memoryd.worker", "memoryd.job"]
+"""Imported once in the forkserver, so that every worker (and every pool rebuilt after a
+crash) starts without importing memoryd again."""
+KILL_WAIT = 2.0
+"""Longest wait for a SIGKILLed worker to be gone."""
+
+
+@dataclass(slots=True)
+class _Generation:
+    """One executor, the processes it ever had, and which of them died on their own."""
+
+    executor: ProcessPoolExecutor
+    processes: dict[int, BaseProcess] = field(default_factory=dict)
+    dead: frozenset[int] | None = None
+
+
+class WorkerPool:
+    """``start()``, ``submit()`` jobs, ``rebuild()`` after a crash, ``close()`` at the end."""
+
+    def __init__(self, workers: int, log_format: str, log_level: str) -> None:
+        self.size = workers
+        self.log_format = log_format
+        self.log_level = log_level
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(PRELOAD)
+        # A plain pipe, no lock: each report is one write far below PIPE_BUF, so reports
+        # from several workers never interleave (and no semaphore outlives the pool).
+        self._started, self._report = self._context.Pipe(duplex=False)
+        self._ids = itertools.count(1)
+        self._current: _Generation | None = None
+        self._jobs: dict[int, _Generation] = {}
+        self._pids: dict[int, int] = {}
+
+    def start(self) -> None:
+        """Create the executor and start its workers now (the first job does not wait)."""
+        self._current = _Generation(self._new_executor())
+        for _ in range(self.size):
+            self._current.executor.submit(os.getpid)
+
+    def _new_executor(self) -> ProcessPoolExecutor:
+        from memoryd.worker import worker_init
+
+        return ProcessPoolExecutor(
+            max_workers=self.size,
+            mp_context=self._context,
+            initializer=worker_init,
+            initargs=(self.log_format, self.log_level, os.getpid(), self._report),
+        )
+
+    @property
+    def broken(self) -> bool:
+        current = self._current
+        return current is not None and bool(getattr(current.executor, "_broken", False))
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> tuple[int, Future[Any]]:
+        """Run ``fn(*args)`` in a worker; returns the job's id and its future."""
+        from memoryd.worker import call
+
+        if self._current is None:
+            self.start()
+        assert self._current is not None
+        job_id = next(self._ids)
+        try:
+            future = self._current.executor.submit(call, job_id, fn, *args)
+        except BrokenProcessPool:
+            self.rebuild("broken")
+            assert self._current is not None
+            future = self._current.executor.submit(call, job_id, fn, *args)
+        generation = self._current
+        generation.processes.update(getattr(generation.executor, "_processes", None) or {})
+        self._jobs[job_id] = generation
+        return job_id, future
+
+    def forget(self, job_id: int) -> None:
+        """The daemon is done with job ``job_id``."""
+        self._jobs.pop(job_id, None)
+        self._pids.pop(job_id, None)
+
+    def died_with(self, job_id: int) -> bool:
+        """After ``BrokenProcessPool``: did job ``job_id``'s own worker die?
+
+        False for a job whose worker is alive, or that no worker had taken yet.
+        """
+        generation = self._jobs.get(job_id)
+        if generation is None:
+            return True
+        self._fix_dead(generation)
+        self._drain_started()
+        pid = self._pids.get(job_id)
+        return pid is not None and generation.dead is not None and pid in generation.dead
+
+    def _fix_dead(self, generation: _Generation) -> None:
+        # Fixed at the first question, before rebuild() kills the innocent workers.
+        if generation.dead is None:
+            processes = dict(generation.processes)
+            processes.update(getattr(generation.executor, "_processes", None) or {})
+            generation.processes = processes
+            generation.dead = frozenset(
+                pid for pid, process in processes.items() if process.exitcode is not None
+            )
+
+    def _drain_started(self) -> None:
+        with contextlib.suppress(OSError, EOFError):
+            while self._started.poll():
+                job_id, pid = self._started.recv()
+                if job_id in self._jobs:
+                    self._pids[job_id] = pid
+
+    def rebuild(self, why: str, workers: int | None = None) -> None:
+        """A new executor (after a crash, or with a new size); the old one is discarded.
+
+        ``why`` is ``broken`` (a worker died: warning) or ``resized`` (the configuration
+        changed ``workers``: info).
+        """
+        old = self._current
+        if old is not None:
+            self._fix_dead(old)
+        if workers is not None:
+            self.size = workers
+        self.start()
+        if old is not None:
+            if getattr(old.executor, "_broken", False):
+                # A broken pool fails every job it held, and its SIGTERM does not stop our
+                # workers (they ignore it): unkilled, they would run on and commit jobs the
+                # daemon has already reported failed, then hold the workspace against the
+                # retry.
+                _kill(old.executor)
+            old.executor.shutdown(wait=False, cancel_futures=True)
+        if why == "broken":
+            log.warning("pool_rebuilt", workers=self.size)
+        else:
+            log.info("pool_resized", workers=self.size)
+
+    def close(self) -> None:
+        """Kill the workers (a stop abandons their jobs; the commit protocol makes that
+        safe), then stop the forkserver and the resource tracker, so that nothing is
+        left for systemd to kill."""
+        if self._current is not None:
+            _kill(self._current.executor)
+            self._current.executor.shutdown(wait=True, cancel_futures=True)
+            self._current = None
+        self._jobs.clear()
+        _stop_helpers()
+
+
+def _kill(executor: ProcessPoolExecutor) -> None:
+    # Workers ignore SIGTERM (only the daemon decides), so killing is the only way; Python
+    # 3.11 has no public API for it (3.14 adds kill_workers()).
+    # Joined too: a killed worker's locks are free once it is gone, so a job retried at
+    # once does not find its workspace busy.
+    processes: list[Any] = list((getattr(executor, "_processes", None) or {}).values())
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.kill()
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.join(timeout=KILL_WAIT)
+
+
+def _stop_helpers() -> None:
+    """Stop the forkserver and the resource tracker (private APIs, present since 3.8)."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
+        stop = getattr(helper, "_stop", None)
+        if stop is not None:
+            with contextlib.suppress(Exception):
+                stop()

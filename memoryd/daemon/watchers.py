@@ -1,0 +1,64 @@
+"""The root watchers: one recursive observer per root (inotify, or polling when the
+inotify watches ran out), started, stopped and checked for liveness."""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import BaseObserver
+
+log = structlog.get_logger()
+
+
+class RootWatchers:
+    """Observers that put :class:`memoryd.watch.FsChange` notes on ``notes``."""
+
+    def __init__(self, notes: queue.SimpleQueue[object]) -> None:
+        self.notes = notes
+        self.observers: dict[Path, BaseObserver] = {}
+        self.polling: set[Path] = set()
+
+    def __contains__(self, root: object) -> bool:
+        return root in self.observers
+
+    def roots(self) -> list[Path]:
+        return list(self.observers)
+
+    def watch(self, root: Path) -> None:
+        """Watch ``root``; a missing or unwatchable root is logged (it is retried at the
+        next rescan)."""
+        from memoryd.watch import start_observer
+
+        if root in self.observers:
+            return
+        if not root.is_dir():
+            log.warning("root_missing", root=str(root), hint="create it; it is rescanned")
+            return
+        try:
+            observer, polling = start_observer(root, self.notes)
+        except OSError as exc:
+            log.warning("root_unwatchable", root=str(root), error=exc.strerror or str(exc))
+            return
+        self.observers[root] = observer
+        if polling:
+            self.polling.add(root)
+
+    def unwatch(self, root: Path) -> None:
+        observer = self.observers.pop(root, None)
+        self.polling.discard(root)
+        if observer is not None:
+            observer.stop()
+            observer.join(timeout=5)
+
+    def alive(self) -> bool:
+        """True while every observer thread runs (the systemd watchdog is fed only then)."""
+        return all(observer.is_alive() for observer in self.observers.values())
+
+    def close(self) -> None:
+        for root in list(self.observers):
+            self.unwatch(root)
