@@ -6,23 +6,39 @@ import os
 import socket
 from collections.abc import Mapping
 
+import structlog
+
+log = structlog.get_logger()
+
+_warned: set[str] = set()
+"""The sockets a failed send was already reported for (once each, not per ping)."""
+
 
 def notify(message: str, env: Mapping[str, str] | None = None) -> bool:
     """Send ``message`` (``READY=1``, ``STATUS=…``, ``WATCHDOG=1``, ``STOPPING=1``).
 
     Returns False, doing nothing, when memoryd is not run by systemd (no socket) or the
-    socket cannot be reached; the daemon works the same either way.
+    socket cannot be reached; the daemon works the same either way, but a send that fails
+    while ``$NOTIFY_SOCKET`` is set is logged as a warning, once: systemd would otherwise
+    time the start out, or kill the daemon for a missed watchdog ping, without a word.
     """
-    address = (os.environ if env is None else env).get("NOTIFY_SOCKET", "")
-    if not address:
+    configured = (os.environ if env is None else env).get("NOTIFY_SOCKET", "")
+    if not configured:
         return False
-    if address.startswith("@"):
-        address = "\0" + address[1:]  # abstract namespace
+    address = "\0" + configured[1:] if configured.startswith("@") else configured
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
             sock.connect(address)
             sock.sendall(message.encode())
-    except OSError:
+    except OSError as exc:
+        if configured not in _warned:
+            _warned.add(configured)
+            log.warning(
+                "sd_notify_failed",
+                socket=configured,
+                message=message.split("=", 1)[0],
+                error=exc.strerror or type(exc).__name__,
+            )
         return False
     return True
 

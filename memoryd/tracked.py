@@ -132,25 +132,27 @@ def job_lost(tracked: Tracked, now: float, *, its_fault: bool) -> None:
 
 def write_failed(tracked: Tracked, what: str, reason: str, now: float) -> bool:
     """Writing ``what`` failed for ``reason``: back off (doubling, up to
-    ``WRITE_RETRY_MAX``). True when that reason is new for that file, i.e. when it
-    should be logged: once per workspace, file and reason, never once per try."""
+    ``WRITE_RETRY_MAX``). True when the workspace had no file failing for that reason,
+    i.e. when it should be logged: once per workspace and reason, never once per try."""
     tracked.write_failures += 1
     wait = min(WRITE_RETRY_MAX, RETRY_FLOOR * 2 ** (tracked.write_failures - 1))
     tracked.write_retry_at = now + wait
     failing = tracked.unwritable if tracked.unwritable is not None else {}
-    new = failing.get(what) != reason
+    new = reason not in failing.values()
     failing[what] = reason
     tracked.unwritable = failing
     return new
 
 
 def write_succeeded(tracked: Tracked, what: str) -> str | None:
-    """Writing ``what`` worked: the reason it had failed (to log the recovery), or None."""
-    if tracked.unwritable is None:
+    """Writing ``what`` worked: the back-off ends. The reason it had failed when no other
+    file still fails for it (to log the recovery once), else None."""
+    tracked.write_failures = 0
+    tracked.write_retry_at = 0.0
+    if tracked.unwritable is None or what not in tracked.unwritable:
         return None
-    reason = tracked.unwritable.pop(what, None)
+    reason = tracked.unwritable.pop(what)
+    still = reason in tracked.unwritable.values()
     if not tracked.unwritable:
         tracked.unwritable = None
-        tracked.write_failures = 0
-        tracked.write_retry_at = 0.0
-    return reason
+    return None if still else reason

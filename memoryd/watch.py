@@ -138,8 +138,15 @@ def inotify_watches() -> int:
 
 
 def count_folders(root: Path) -> int:
-    """Folders at and below ``root`` (symlinks not followed): what a recursive watch needs."""
-    return 1 + sum(len(dirs) for _, dirs, _ in os.walk(root))
+    """Folders at and below ``root``: what a recursive watch needs.
+
+    A symlinked folder is neither followed nor counted: the watch does not enter it (nor
+    does discovery), so it is no folder left unwatched.
+    """
+    total = 1
+    for folder, dirs, _ in os.walk(root):
+        total += sum(1 for name in dirs if not os.path.islink(os.path.join(folder, name)))
+    return total
 
 
 def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[BaseObserver, bool]:

@@ -12,6 +12,8 @@ import fcntl
 import itertools
 import json
 import logging
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import random
 import re
@@ -52,6 +54,7 @@ from memoryd import cli
 from memoryd.config import load_settings
 from memoryd.conversation import split_lines
 from memoryd.daemon import Supervisor
+from memoryd.fsutil import pid_alive
 from memoryd.strategies.narrative import narrative_split
 from memoryd.watch import classify
 
@@ -305,8 +308,9 @@ def test_three_writers_lose_nothing_through_repeated_rewrites(
     daemon = procs.daemon([root], tmp_path, env)
     daemon.wait_ready()
 
-    count = 150
-    writers = [procs.writer(ws, f"w{i}", count, delay=0.03, lock=lock) for i in range(3)]
+    # About 8 s of writing: a job takes 0.5-2.5 s on a loaded machine.
+    count = 200
+    writers = [procs.writer(ws, f"w{i}", count, delay=0.04, lock=lock) for i in range(3)]
     for writer in writers:
         assert writer.wait(60) == 0
     writers_done = time.time()
@@ -793,7 +797,8 @@ def test_the_daemon_compacts_a_memory_store_past_its_threshold(
 def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: None) -> None:
     """A Supervisor built from load_settings(overrides) and stepped with loop() finds a
     workspace created after start() (state.json appears), and runs its job to completion
-    once appends cross the trigger — no subprocess, no signal."""
+    once appends cross the trigger — no subprocess, no signal. close() leaves no worker,
+    forkserver or resource tracker running."""
     root = tmp_path / "root"
     root.mkdir()
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
@@ -831,8 +836,17 @@ def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: No
             job = supervisor.scheduler.get(ws)
             assert job is not None
             wait_until(lambda: step() or not job.running, 10, "job done", 0)
+            helpers = [
+                multiprocessing.forkserver._forkserver._forkserver_pid,  # type: ignore[attr-defined]
+                multiprocessing.resource_tracker._resource_tracker._pid,  # type: ignore[attr-defined]
+            ]
+            workers = pool_workers(os.getpid())
         finally:
             supervisor.close()
+    # systemd SIGKILLs whatever outlives the daemon: close() stops the forkserver and the
+    # resource tracker too, not only the workers.
+    assert all(helpers) and workers
+    assert not [pid for pid in [*helpers, *workers] if pid_alive(pid)]
     assert types(ws, "summarize_started", "summarize_completed") == [
         "summarize_started",
         "summarize_completed",
@@ -1099,3 +1113,51 @@ EMPTY_CHECKPOINT = {"completed": [], "in_progress": [], "pending": [], "blockers
 
 def conversation_bytes(workspace: Path) -> bytes:
     return (workspace / "conversation.jsonl").read_bytes()
+
+
+# ----- stopping cleanly under systemd ---------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_stop_leaves_no_process_for_systemd_to_kill_and_a_workers_change_is_info(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """systemd (KillMode=mixed) SIGKILLs whatever is left in the unit once the daemon has
+    exited: after a SIGTERM nothing of the daemon's process group is alive — no worker,
+    no forkserver, no resource tracker. Before that, a SIGHUP that changes ``workers``
+    resizes the pool, logged at info (pool_resized), not as a crash (pool_rebuilt)."""
+    root = tmp_path / "root"
+    write_lines(root / "ws", "w", 3)
+    config = tmp_path / "memoryd.toml"
+    config.write_text("workers = 2\n")
+    env = {"MEMORYD_SUMMARIZER__BACKEND": "extractive"}
+    daemon = procs.daemon([root], tmp_path, env, config=config)
+    daemon.wait_ready()
+    wait_until(lambda: len(group_members(daemon.pid)) >= 4, 10, "daemon, forkserver, workers")
+
+    config.write_text("workers = 3\n")
+    daemon.send(signal.SIGHUP)
+    resized = daemon.wait_log("pool_resized")
+    assert (resized["level"], resized["workers"]) == ("info", 3)
+    assert not daemon.logged("pool_rebuilt")
+
+    pgid = daemon.pid
+    daemon.send(signal.SIGTERM)
+    assert daemon.wait_exit(15) == 0
+    assert group_members(pgid) == []
+
+
+def test_a_failing_notify_socket_is_reported_once(tmp_path: Path) -> None:
+    """NOTIFY_SOCKET set but unreachable: notify returns False and logs sd_notify_failed
+    once, not at every watchdog ping; without NOTIFY_SOCKET nothing is logged."""
+    from memoryd import systemd
+
+    env = {"NOTIFY_SOCKET": str(tmp_path / "nobody-listens.sock")}
+    with capture_logs() as logs:
+        results = [systemd.notify("WATCHDOG=1", env) for _ in range(5)]
+        assert systemd.notify("READY=1", {}) is False
+    assert results == [False] * 5
+    failed = [r for r in logs if r["event"] == "sd_notify_failed"]
+    assert len(failed) == 1
+    assert (failed[0]["log_level"], failed[0]["message"]) == ("warning", "WATCHDOG")
+    assert failed[0]["error"] == "No such file or directory"

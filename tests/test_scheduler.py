@@ -172,18 +172,21 @@ def test_a_job_failed_with_the_pool_but_not_by_its_own_worker_is_retried_at_once
 # ----- failed writes --------------------------------------------------------------------------
 
 
-def test_a_failing_write_backs_off_and_is_reported_once_per_file_and_reason() -> None:
+def test_a_failing_write_backs_off_and_is_reported_once_per_workspace_and_reason() -> None:
     ws = tracked()
-    reported = [write_failed(ws, "state.json", "No space left on device", 0.0) for _ in range(10)]
+    full = "No space left on device"
+    reported = [write_failed(ws, "state.json", full, 0.0) for _ in range(10)]
     assert reported == [True] + [False] * 9
     assert ws.write_retry_at == WRITE_RETRY_MAX
-    assert write_failed(ws, "events.jsonl", "No space left on device", 0.0)
-    assert write_failed(ws, "state.json", "Is a directory", 0.0)
-    assert write_succeeded(ws, "state.json") == "Is a directory"
-    assert ws.write_retry_at == WRITE_RETRY_MAX  # events.jsonl still fails
-    assert write_succeeded(ws, "events.jsonl") == "No space left on device"
-    assert (ws.unwritable, ws.write_failures, ws.write_retry_at) == (None, 0, 0.0)
-    assert write_failed(ws, "state.json", "No space left on device", 5.0)
+    assert not write_failed(ws, "HEARTBEAT.md", full, 0.0)
+    assert write_failed(ws, "events.jsonl", "Too many levels of symbolic links", 0.0)
+    assert write_succeeded(ws, "state.json") is None  # HEARTBEAT.md still fails: full
+    assert (ws.write_failures, ws.write_retry_at) == (0, 0.0)
+    assert write_succeeded(ws, "HEARTBEAT.md") == full
+    assert write_succeeded(ws, "events.jsonl") == "Too many levels of symbolic links"
+    assert ws.unwritable is None
+    assert write_succeeded(ws, "state.json") is None
+    assert write_failed(ws, "state.json", full, 5.0)
     assert ws.write_retry_at == 5.0 + RETRY_FLOOR
 
 
