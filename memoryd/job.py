@@ -145,7 +145,10 @@ def run_job(
         if not acquired:
             return JobResult(workspace.path, "busy", "another job is running on this workspace")
         result = _run_locked(workspace, request, progress or (lambda _stage: None), fault)
-    return replace(result, duration_s=round(time.monotonic() - started, 3))
+    result = replace(result, duration_s=round(time.monotonic() - started, 3))
+    if result.archive is not None and request.settings.index_archive:
+        _index_in_background(workspace)
+    return result
 
 
 def _run_locked(
@@ -361,8 +364,6 @@ def _commit_and_report(
         ),
     )
     log.info("summarize_completed", workspace=str(workspace.path), **details)
-    if settings.index_archive:
-        _index_in_background(workspace)
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
@@ -386,13 +387,13 @@ def _commit_and_report(
 
 
 def _index_in_background(workspace: Workspace) -> None:
-    """Index the new archive now that the commit is durable, outside the writers' lock.
+    """Index the new archive now that the commit is durable and the job is over.
 
-    In a thread, so the job's result is not delayed; a failure is logged and retried and
-    never fails the job (docs/design.md#recall). Imported here: the daemon's own process
-    never loads the index code.
+    Outside every lock, in a thread started last, so the job's result is not delayed; a
+    failure is logged and retried and never fails the job (docs/design.md#recall).
+    Imported here: the daemon's own process never loads the index code.
     """
-    from memoryd.recall import update_index_in_background
+    from memoryd.recall_index import update_index_in_background
 
     update_index_in_background(workspace.path)
 

@@ -84,7 +84,14 @@ def test_recall_finds_every_archived_marker_with_its_id_and_place(history: Path)
         raw = (history / hit.archive).read_bytes()[hit.offset : hit.offset + hit.length]
         assert raw == line
         assert f"**{word}**" in hit.snippet
-    assert oct(os.stat(history / ".memoryd" / "index.sqlite").st_mode & 0o777) == "0o600"
+    index = history / ".memoryd" / "index.sqlite"
+    reader = sqlite3.connect(index)
+    try:
+        assert reader.execute("SELECT count(*) FROM messages").fetchone()[0] == len(originals)
+        for name in (index, Path(f"{index}-wal"), Path(f"{index}-shm")):
+            assert oct(name.stat().st_mode & 0o777) == "0o600", name
+    finally:
+        reader.close()
 
 
 def test_plain_words_phrases_prefixes_role_limit_and_ranking(
@@ -427,7 +434,8 @@ def test_per_message_commands_and_the_daemon_module_load_neither_the_index_nor_m
         "main(['status', ws, '--json'], out)\n"
         "main(['heartbeat', ws, 'show'], out)\n"
         "import memoryd.daemon\n"
-        "heavy = ('sqlite3', 'mcp', 'memoryd.recall', 'memoryd.history', 'memoryd.mcp_server')\n"
+        "heavy = ('sqlite3', 'mcp', 'memoryd.recall', 'memoryd.recall_index',"
+        " 'memoryd.mcp_server')\n"
         "loaded = [m for m in sys.modules if m in heavy or m.split('.')[0] in heavy[:2]]\n"
         "print(json.dumps(sorted(loaded)))\n"
     )
