@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from cli_helpers import cli
 from conftest import SettingsFactory, encode_lines, generated_messages
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -168,3 +169,11 @@ def test_mcp_server_for_one_workspace_needs_no_workspace_argument(
         assert "outside" in error_text(other)
 
     with_server(tmp_path, "--workspace", str(alpha))(session)
+
+
+def test_mcp_refuses_roots_that_do_not_exist(tmp_path: Path) -> None:
+    assert cli("mcp", "--root", str(tmp_path / "nope"))[0] == 2
+    assert cli("mcp", "--workspace", str(tmp_path / "nope"))[0] == 2
+    config = tmp_path / "memoryd.toml"
+    config.write_text(f'roots = ["{tmp_path / "missing"}"]\n')
+    assert cli("--config", str(config), "mcp")[0] == 2

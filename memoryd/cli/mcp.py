@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TextIO
 
 from memoryd.cli.common import load_config, log_to_stderr
+from memoryd.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,8 +25,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     settings = load_config(args).settings
     if args.workspace is not None:
         scope = Scope.for_workspace(args.workspace)
+    elif args.root is not None:
+        if not args.root.is_dir():
+            raise InputError(f"--root {args.root}: no such folder")
+        scope = Scope.for_roots([args.root], settings.max_depth)
     else:
-        roots = [args.root] if args.root is not None else list(settings.roots)
+        roots = [root for root in settings.roots if root.is_dir()]
+        if not roots:
+            named = ", ".join(str(root) for root in settings.roots) or "none"
+            raise InputError(f"none of the configured roots exists ({named}); pass --root")
         scope = Scope.for_roots(roots, settings.max_depth)
     serve(scope, settings)
     return 0
