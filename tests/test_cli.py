@@ -7,7 +7,6 @@ import io
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -413,41 +412,6 @@ def test_status_of_an_unreadable_conversation_is_one_clear_line_exit_2(
     assert code == 2
     line = one_clear_line(capsys.readouterr().err)
     assert target in line and "Permission denied" in line
-
-
-@pytest.mark.slow
-def test_demo_summarizes_the_shipped_example_offline_and_stops_on_ctrl_c(tmp_path: Path) -> None:
-    """`memoryd demo DIR` (the README's first command, no key): the example workspace is
-    summarized by the extractive backend, and SIGINT stops the daemon with exit code 0."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MEMORYD_"))}
-    env["HOME"] = str(tmp_path)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memoryd", "demo", str(tmp_path / "demo")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        text=True,
-    )
-    events: list[dict[str, Any]] = []
-    try:
-        assert process.stdout is not None
-        for line in process.stdout:
-            events.append(json.loads(line))
-            if events[-1]["event"] == "job_finished":
-                break
-        process.send_signal(signal.SIGINT)
-        assert process.wait(30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        _, err = process.communicate(timeout=10)
-    finished = [e for e in events if e["event"] == "job_finished"]
-    assert finished and finished[0]["outcome"] == "completed"
-    starting = next(e for e in events if e["event"] == "daemon_starting")
-    assert starting["summarizer"] == "extractive"
-    head = (tmp_path / "demo" / "example-agent" / "conversation.jsonl").read_bytes().split(b"\n")[0]
-    assert json.loads(head)["isSummary"] is True
-    assert "memoryd --config" in err
 
 
 def test_status_shows_every_workspace_and_a_bad_ones_error_in_its_row(

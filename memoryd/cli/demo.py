@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -27,14 +28,26 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     config = prepare_demo(args.folder)
     workspace = config.parent / "example-agent"
+    memoryd = this_command()
     print(
         f"memoryd demo: root {config.parent}, config {config}\n"
         "  the example workspace is past its trigger and is summarized right away;\n"
-        f"  in another terminal:  memoryd --config {config} status\n"
-        f'  add a message:        memoryd append {workspace} --role user --content "hello"\n'
+        f"  in another terminal:  {memoryd} --config {shlex.quote(str(config))} status\n"
+        f"  add a message:        {memoryd} append {shlex.quote(str(workspace))} "
+        '--role user --content "hello"\n'
         "  stop with Ctrl-C.",
-        file=sys.stderr,
+        file=out,
+        flush=True,
     )
     loaded = load_settings(config, {"log_format": args.log_format})
     result: int = run_daemon(loaded, config_file=config)
     return result
+
+
+def this_command() -> str:
+    """How to run the memoryd that is running now, for a shell: the script's absolute path,
+    or ``python -m memoryd`` with this interpreter."""
+    script = Path(sys.argv[0])
+    if script.name == "__main__.py" or not script.name:
+        return f"{shlex.quote(sys.executable)} -m memoryd"
+    return shlex.quote(str(script.absolute()))

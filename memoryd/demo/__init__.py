@@ -1,4 +1,10 @@
-"""``memoryd demo``: a demo root with an example workspace, run with the offline summarizer."""
+"""``memoryd demo``: a demo root with an example workspace, run with the offline summarizer.
+
+The demo owns its folder: it takes a folder that does not exist or is empty, or one that
+an earlier demo wrote (its ``memoryd.toml`` and ``example-agent/`` and nothing else), and
+refuses any other, so that it never overwrites a file or summarizes a workspace it did not
+create. Each run starts the example afresh, so the summarization shows again.
+"""
 
 from __future__ import annotations
 
@@ -6,31 +12,56 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+import tomli_w
+
+from memoryd.errors import InputError
+
 DEMO_TOKEN_LIMIT = 13_000
 """Small enough that the shipped conversation (~11,400 tokens) is past the 80% trigger."""
+CONFIG_NAME = "memoryd.toml"
+WORKSPACE_NAME = "example-agent"
+HEADER = "# Written by `memoryd demo`: the demo root, a small budget, the offline summarizer.\n"
 
 
 def prepare_demo(folder: Path) -> Path:
-    """Create ``folder`` with ``example-agent/`` and a ``memoryd.toml``; returns the config
-    (the workspace is ``example-agent`` beside it).
+    """Create (or reset) ``folder`` with ``example-agent/`` and a ``memoryd.toml``; returns
+    the config (the workspace is ``example-agent`` beside it).
 
-    An existing example conversation is left as it is, so a second run continues the demo.
+    Raises InputError (nothing changed) when ``folder`` is not a folder or holds anything
+    an earlier demo did not write.
     """
     folder = folder.absolute()
-    workspace = folder / "example-agent"
-    workspace.mkdir(parents=True, exist_ok=True)
-    conversation = workspace / "conversation.jsonl"
-    if not conversation.exists():
-        source = resources.files(__package__).joinpath("example-agent", "conversation.jsonl")
-        with source.open("rb") as src, conversation.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-    config = folder / "memoryd.toml"
-    config.write_text(
-        "# Written by `memoryd demo`: the demo root, a small budget, the offline summarizer.\n"
-        f'roots = ["{folder}"]\n'
-        f"token_limit = {DEMO_TOKEN_LIMIT}\n"
-        "checkin_interval = 1.0\n"
-        '\n[summarizer]\nbackend = "extractive"\n',
-        encoding="utf-8",
-    )
+    _check_demo_folder(folder)
+    workspace = folder / WORKSPACE_NAME
+    if workspace.exists():
+        # The example as an earlier run left it (summarized, archived): start it afresh.
+        shutil.rmtree(workspace)
+    workspace.mkdir(parents=True)
+    source = resources.files(__package__).joinpath(WORKSPACE_NAME, "conversation.jsonl")
+    with source.open("rb") as src, (workspace / "conversation.jsonl").open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    config = folder / CONFIG_NAME
+    settings = {
+        "roots": [str(folder)],
+        "token_limit": DEMO_TOKEN_LIMIT,
+        "checkin_interval": 1.0,
+        "summarizer": {"backend": "extractive"},
+    }
+    config.write_text(HEADER + tomli_w.dumps(settings), encoding="utf-8")
     return config
+
+
+def _check_demo_folder(folder: Path) -> None:
+    if not folder.exists():
+        return
+    if not folder.is_dir() or folder.is_symlink():
+        raise InputError(f"demo: {folder} is not a folder; give a new or empty folder")
+    names = {entry.name for entry in folder.iterdir()}
+    ours = {CONFIG_NAME, WORKSPACE_NAME}
+    config = folder / CONFIG_NAME
+    written_by_demo = config.is_file() and config.read_text(errors="replace").startswith(HEADER)
+    if names and not (names <= ours and written_by_demo):
+        raise InputError(
+            f"demo: {folder} already holds other files; give a new or empty folder "
+            "(the demo writes its own config and workspace there)"
+        )
