@@ -19,7 +19,9 @@ from pathlib import Path
 
 import structlog
 
+from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write
+from memoryd.receipts import LLMUsage
 
 log = structlog.get_logger()
 
@@ -140,3 +142,53 @@ class SpendLedger:
             atomic_write(self.path, data, 0o600)
         except OSError as exc:
             log.warning("spend_ledger_unwritable", path=str(self.path), error=exc.strerror)
+
+
+@dataclass(frozen=True, slots=True)
+class Downgrade:
+    """A job sent to the extractive backend because today's cap is reached."""
+
+    reason: str
+    until: str
+    """ISO time of the next UTC midnight, when the LLM is used again."""
+
+    @property
+    def note(self) -> str:
+        """The words HEARTBEAT.md's ``last_result`` carries."""
+        return f"extractive backend: {self.reason}, until {self.until}"
+
+
+class SpendCap:
+    """The daemon's side of the cap: which backend a job gets, and what jobs spent.
+
+    Caps come from the settings of the moment (a reload may change them); the total is
+    per daemon, not per workspace.
+    """
+
+    def __init__(self, ledger: SpendLedger) -> None:
+        self.ledger = ledger
+
+    def check(
+        self, max_cost_per_day_usd: float, max_llm_tokens_per_day: int, now: float
+    ) -> Downgrade | None:
+        """The downgrade for a job dispatched now, or None while under the caps."""
+        spend = self.ledger.today(now)
+        reason = cap_reason(spend, spend.day, max_cost_per_day_usd, max_llm_tokens_per_day)
+        if reason is None:
+            return None
+        until = iso_ms(next_utc_day(now))
+        if spend.exhausted is None:
+            log.warning(
+                "llm_budget_exhausted",
+                reason=reason,
+                cost_usd=round(spend.cost_usd, 6),
+                tokens=spend.tokens,
+                until=until,
+                ledger=str(self.ledger.path),
+            )
+            self.ledger.mark_exhausted(reason, now)
+        return Downgrade(reason, until)
+
+    def record(self, usage: LLMUsage, cost_usd: float | None, now: float) -> Spend:
+        """Count one job's spend against today (every billed token, cache included)."""
+        return self.ledger.record(cost_usd or 0.0, usage.total_tokens, now)

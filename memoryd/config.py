@@ -11,6 +11,7 @@ every value.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -104,6 +105,9 @@ class SummarizerSettings(BaseModel):
     max_input_tokens: int = Field(default=150_000, gt=0)
     min_retention: float = Field(default=0.8, ge=0, le=1)
     """Below this share of kept details a summary is repaired (docs/design.md#retention)."""
+    # Daily (UTC) caps on LLM spend, per daemon; 0 is off (docs/design.md#spend-cap).
+    max_cost_per_day_usd: float = Field(default=0.0, ge=0)
+    max_llm_tokens_per_day: int = Field(default=0, ge=0)
 
 
 class AnthropicSettings(BaseModel):
@@ -201,6 +205,12 @@ class Settings(BaseSettings):
     index_archive: bool = True
     log_format: Literal["json", "console"] = "json"
     log_level: str = "info"
+    idle_compact_after: float = Field(default=0.0, ge=0)
+    idle_compact_at: float = Field(default=0.60, gt=0, le=1)
+    metrics_listen: str = ""
+    metrics_allow_remote: bool = False
+    metrics_textfile: str = ""
+    metrics_per_workspace: bool = False
     summarizer: SummarizerSettings = Field(default_factory=SummarizerSettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     rolling: RollingSettings = Field(default_factory=RollingSettings)
@@ -220,6 +230,41 @@ class Settings(BaseSettings):
         if level.lower() not in LOG_LEVELS:
             raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
         return level.lower()
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _listen_address(cls, listen: str) -> str:
+        if listen:
+            parse_listen(listen)
+        return listen
+
+    @model_validator(mode="after")
+    def _metrics_stay_local(self) -> Settings:
+        # The endpoint has no authentication: exposing it to the network is a choice the
+        # operator states (docs/design.md#metrics).
+        if self.metrics_listen and not self.metrics_allow_remote:
+            host = parse_listen(self.metrics_listen)[0]
+            if not is_loopback(host):
+                raise PydanticCustomError(
+                    "metrics_remote",
+                    "not a loopback address; set metrics_allow_remote = true to serve "
+                    "metrics to the network",
+                    {"keys": "metrics_listen", "metrics_listen": self.metrics_listen},
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _idle_below_trigger(self) -> Settings:
+        if self.idle_compact_after > 0 and self.idle_compact_at >= self.summarize_at:
+            raise PydanticCustomError(
+                "threshold_order",
+                "idle_compact_at must be below summarize_at",
+                {
+                    "keys": "idle_compact_at summarize_at",
+                    **self.model_dump(include={"idle_compact_at", "summarize_at"}),
+                },
+            )
+        return self
 
     @model_validator(mode="after")
     def _levels_in_order(self) -> Settings:
@@ -258,6 +303,32 @@ class Settings(BaseSettings):
 
 
 _LEAVES = frozenset(leaf_keys(Settings))
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` for IPv6) as (host, port); ValueError naming the problem."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not host:
+        raise ValueError("must be host:port, e.g. 127.0.0.1:9477")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"port {port_text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is out of range")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve anywhere
 
 
 # The environment and file sources load_settings built, for settings_customise_sources

@@ -283,7 +283,7 @@ def describe(
         hint = f"; did you mean '{close[0]}'?" if close else ""
         return f"config: unknown key '{key}' {where(key)}{hint}{more}"
     context = problem.get("ctx") or {}
-    if problem["type"] == "threshold_order":
+    if "keys" in context:  # a problem of several keys together (model validators)
         values = " and ".join(
             f"{name} = {shown(name, context[name])} {where(name)}"
             for name in context["keys"].split()

@@ -67,6 +67,10 @@ class JobRequest:
     heartbeat_started: bool = False
     """True when the caller already set HEARTBEAT.md active (the daemon does, at dispatch)."""
     calibration: float = 1.0
+    reason: str = "manual"
+    """Why the job runs: "trigger" (usage or message count), "idle" or "manual"."""
+    result_note: str | None = None
+    """Appended to HEARTBEAT.md's ``last_result`` (the spend cap says why it is extractive)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +196,7 @@ def _run_locked(
     events.emit(
         workspace,
         "summarize_started",
+        reason=request.reason,
         strategy=strategy.name,
         messages=len(lines),
         tokens=tokens_before,
@@ -327,9 +332,12 @@ def _commit_and_report(
     last_result = head.result_text
     if ineffective and trigger is not None:
         last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
+    if request.result_note:
+        last_result += f"; {request.result_note}"
     HeartbeatManager(workspace).complete_task(last_result)
     archive = f".memoryd/archive/{name}"
     details: dict[str, Any] = dict(
+        reason=request.reason,
         strategy=strategy.name,
         summarized=plan.summarized_count,
         messages_before=base.messages_before,

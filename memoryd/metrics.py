@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import platform
+import socket
 import threading
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from wsgiref.simple_server import WSGIServer
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import generate_latest, start_http_server
+from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from memoryd.fsutil import atomic_write
@@ -78,7 +81,6 @@ class JobObservation:
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
     cost_usd: float = 0.0
-    salvaged_lines: int = 0
     succeeded_at: float | None = None
     """Wall-clock time of a successful job (None when it did not succeed)."""
 
@@ -89,6 +91,21 @@ def build_version() -> str:
         return metadata.version("memoryd")
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access log: the daemon's stdout carries its JSON log lines only."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
 
 
 class _ViewCollector(Collector):
@@ -251,6 +268,7 @@ class Metrics:
         registry.register(_ViewCollector(view, per_workspace))
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._closing = False
 
     # ----- fed by the loop ----------------------------------------------------------------
 
@@ -266,7 +284,6 @@ class Metrics:
         self.llm_tokens.labels("cache_read").inc(job.cache_read_tokens)
         self.llm_tokens.labels("cache_creation").inc(job.cache_creation_tokens)
         self.llm_cost.inc(job.cost_usd)
-        self.salvaged.inc(job.salvaged_lines)
         if job.succeeded_at is not None:
             self.last_success.set(job.succeeded_at)
 
@@ -277,10 +294,28 @@ class Metrics:
     # ----- exposition ---------------------------------------------------------------------
 
     def serve(self, host: str, port: int) -> tuple[str, int]:
-        """Serve ``/metrics`` from a thread; the address really bound (port 0 picks one)."""
-        self._server, self._thread = start_http_server(port, host, registry=self.registry)
+        """Serve ``/metrics`` from a thread; the address really bound (port 0 picks one).
+
+        The thread sleeps in ``accept`` until a scrape comes: prometheus_client's own
+        ``start_http_server`` wakes twice a second to check for shutdown, which an idle
+        daemon should not (docs/design.md#metrics).
+        """
+        server_class = _Server6 if ":" in host else _Server
+        self._server = make_server(
+            host, port, make_wsgi_app(self.registry), server_class, _QuietHandler
+        )
+        self._server.timeout = None
+        self._thread = threading.Thread(
+            target=self._serve_until_closed, name="memoryd-metrics", daemon=True
+        )
+        self._thread.start()
         bound = self._server.server_address
         return str(bound[0]), int(bound[1])
+
+    def _serve_until_closed(self) -> None:
+        server = self._server
+        while server is not None and not self._closing:
+            server.handle_request()
 
     def render(self) -> bytes:
         """The exposition text, as a scrape would get it."""
@@ -292,11 +327,14 @@ class Metrics:
 
     def close(self) -> None:
         """Stop serving (a scrape in progress is cut off)."""
-        if self._server is not None:
-            with contextlib.suppress(OSError):
-                self._server.shutdown()
-                self._server.server_close()
-            self._server = None
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._closing = True
+        host, port = server.server_address[:2]
+        with contextlib.suppress(OSError):  # wake the accept() the thread sleeps in
+            socket.create_connection((str(host), int(port)), timeout=1).close()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        server.server_close()

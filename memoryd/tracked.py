@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from memoryd.config import Settings
 from memoryd.conversation import ConversationReader, Tally
 from memoryd.events import iso_ms
-from memoryd.policy import Level, failure_backoff
+from memoryd.policy import Level, failure_backoff, may_retry_after_ineffective, over_trigger
 from memoryd.strategies import Counts, strategy_for
 from memoryd.workspace import Workspace
 
@@ -36,6 +36,8 @@ class Tracked:
     level: Level | None = None
     running: bool = False
     job_kind: str = ""
+    job_reason: str = "trigger"
+    """Why the running job was dispatched: "trigger" or "idle"."""
     dirty: bool = False
     """Something changed while a job ran: look again when it ends."""
     failures: int = 0
@@ -46,6 +48,16 @@ class Tracked:
     due_at: float | None = None
     last_processed: float = -math.inf
     stores_due: bool = False
+    changed_at: float = -math.inf
+    """Monotonic time the conversation last changed (for compaction while idle)."""
+    idle_compacted_at: float = -math.inf
+    """Monotonic time of the last compaction while idle: one per idle spell."""
+    idle_wake_at: float | None = None
+    """When the scheduler will look again for compaction while idle (one wake pending)."""
+    noticed_at: float | None = None
+    """Monotonic time of the first change not yet acted on (trigger-to-dispatch latency)."""
+    dispatch_latency: float | None = None
+    """Seconds from that change to the dispatch of the running job (None when not triggered)."""
     state_numbers: tuple[Any, ...] | None = field(default=None, repr=False)
     unwritable: dict[str, str] | None = None
     """The files memoryd cannot write now, and why (each logged once per reason)."""
@@ -82,6 +94,38 @@ def job_due(tracked: Tracked, now: float) -> str | None:
         Counts.of_tally(tracked.reader.tally, tracked.calibration), tracked.ineffective_tokens
     )
     return due.reason if due.due else None
+
+
+def job_due_now(tracked: Tracked, now: float) -> tuple[str, str] | None:
+    """(why, kind) of the job due now: kind "trigger" or "idle"; None when none is (pure)."""
+    reason = job_due(tracked, now)
+    if reason is not None:
+        return reason, "trigger"
+    idle_at = idle_due_at(tracked)
+    if idle_at is not None and idle_at <= now:
+        return f"idle for {tracked.settings.idle_compact_after:g} s", "idle"
+    return None
+
+
+def idle_due_at(tracked: Tracked) -> float | None:
+    """When an idle workspace above ``idle_compact_at`` is to be compacted (pure), or None.
+
+    Compacting while the agent is away means it rarely meets a compaction mid-turn
+    (docs/design.md#idle-compaction). Not after a job that could not lower usage, until the
+    conversation grew again (no loops).
+    """
+    settings = tracked.settings
+    if settings.idle_compact_after <= 0 or tracked.running or tracked.config_error is not None:
+        return None
+    if tracked.idle_compacted_at >= tracked.changed_at:
+        return None  # one idle compaction per idle spell, whatever it achieved
+    tokens = tracked.tokens
+    if not over_trigger(tokens, settings.token_limit, settings.idle_compact_at):
+        return None
+    if not may_retry_after_ineffective(tokens, tracked.ineffective_tokens, settings.token_limit):
+        return None
+    due = tracked.changed_at + settings.idle_compact_after
+    return max(due, tracked.retry_at) if tracked.failures else due
 
 
 def after_failure(tracked: Tracked, now: float) -> None:

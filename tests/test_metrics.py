@@ -5,11 +5,14 @@ The end-to-end check (a real daemon scraped during real jobs) is in test_fleet_d
 
 from __future__ import annotations
 
+import socket
 import urllib.request
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from memoryd.daemon.telemetry import salvaged_since
 from memoryd.metrics import DaemonView, JobObservation, Metrics, WorkspaceView
 
 
@@ -87,7 +90,6 @@ def test_a_finished_job_is_counted_in_every_family_it_touches() -> None:
             cache_read_tokens=30,
             cache_creation_tokens=40,
             cost_usd=0.002,
-            salvaged_lines=3,
             succeeded_at=1_763_900_000.0,
         )
     )
@@ -111,7 +113,6 @@ def test_a_finished_job_is_counted_in_every_family_it_touches() -> None:
     assert got[("memoryd_llm_tokens_total", (("kind", "cache_read"),))] == 30
     assert got[("memoryd_llm_tokens_total", (("kind", "cache_creation"),))] == 40
     assert got[("memoryd_llm_cost_usd_total", ())] == 0.002
-    assert got[("memoryd_salvaged_lines_total", ())] == 3
     assert got[("memoryd_last_successful_job_timestamp_seconds", ())] == 1_763_900_000.0
     assert got[("memoryd_trigger_to_dispatch_seconds_count", ())] == 1
     build = [labels for name, labels in got if name == "memoryd_build_info"]
@@ -137,3 +138,43 @@ def test_textfile_is_replaced_whole_and_leaves_no_temp_file(tmp_path: Path) -> N
     metrics.write_textfile(target)
     assert samples(target.read_text())[("memoryd_jobs_in_flight", ())] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["memoryd.prom"]
+
+
+def test_closing_stops_serving_at_once_and_frees_the_port() -> None:
+    """close() wakes the server thread (it sleeps in accept, no polling) and releases the port."""
+    metrics = Metrics(view)
+    _, port = metrics.serve("127.0.0.1", 0)
+    thread = metrics._thread
+    assert thread is not None and thread.is_alive()
+    metrics.close()
+    assert not thread.is_alive()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_served_on_ipv6_loopback() -> None:
+    metrics = Metrics(view)
+    try:
+        host, port = metrics.serve("::1", 0)
+        with urllib.request.urlopen(f"http://[::1]:{port}/metrics", timeout=10) as reply:
+            assert b"memoryd_pool_workers" in reply.read()
+        assert host == "::1"
+    finally:
+        metrics.close()
+
+
+def test_salvaged_lines_are_read_from_the_events_appended_after_the_dispatch(
+    tmp_path: Path,
+) -> None:
+    """The drain salvages after the job returned: its events are the only record."""
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"type":"salvaged_lines","lines":7}\n')
+    offset = events.stat().st_size
+    with events.open("a") as file:
+        file.write('{"type":"summarize_completed","llm_calls":1}\n')
+        file.write('{"type":"salvaged_lines","lines":2}\n')
+        file.write("not json\n")
+        file.write('{"type":"salvaged_lines","lines":3}\n')
+    assert salvaged_since(events, offset) == 5
+    assert salvaged_since(events, 0) == 12
+    assert salvaged_since(tmp_path / "missing.jsonl", 0) == 0

@@ -24,6 +24,9 @@ class DaemonHooks:
     def tick(self, now: float) -> None:
         """One loop step ended."""
 
+    def counted(self, tracked: Tracked, new_lines: int, malformed: int, now: float) -> None:
+        """A workspace's appended lines were counted (``malformed`` of them not JSON objects)."""
+
     def dispatched(self, tracked: Tracked, kind: str, reason: str, now: float) -> None:
         """A job of ``kind`` (``summarize`` or ``stores``) was handed to the pool."""
 

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-from memoryd.tracked import Tracked
+from memoryd.tracked import Tracked, idle_due_at
 
 
 class Scheduler:
@@ -56,6 +56,8 @@ class Scheduler:
 
     def schedule(self, tracked: Tracked, now: float) -> None:
         """A change: act at once, then at most once per coalescing window (leading edge)."""
+        if tracked.noticed_at is None:
+            tracked.noticed_at = now  # the start of trigger-to-dispatch
         if tracked.due_at is not None:
             return
         tracked.due_at = max(now, tracked.last_processed + self.coalesce)
@@ -64,6 +66,20 @@ class Scheduler:
     def wake_at(self, tracked: Tracked, when: float) -> None:
         """Look at ``tracked`` again at ``when`` (a retry after a failed job or write)."""
         self._push(tracked, when)
+
+    def wake_when_idle(self, tracked: Tracked, now: float) -> None:
+        """Look at ``tracked`` again when it will have been idle long enough to compact.
+
+        At most one such wake is pending per workspace: when it comes early (the agent
+        wrote meanwhile), the look it causes sets the next one (docs/design.md#idle-compaction).
+        """
+        idle_at = idle_due_at(tracked)
+        if idle_at is None or idle_at <= now:
+            return
+        if tracked.idle_wake_at is not None and now < tracked.idle_wake_at <= idle_at:
+            return
+        tracked.idle_wake_at = idle_at
+        self._push(tracked, idle_at)
 
     def _push(self, tracked: Tracked, when: float) -> None:
         heapq.heappush(self._heap, (when, next(self._order), tracked.workspace.path))

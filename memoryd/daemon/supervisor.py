@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -35,6 +35,7 @@ from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher, describe
 from memoryd.daemon.scheduler import Scheduler
+from memoryd.daemon.telemetry import Telemetry, daemon_view
 from memoryd.daemon.watchers import RootWatchers
 from memoryd.discovery import find_workspaces
 from memoryd.errors import MemorydError
@@ -44,10 +45,13 @@ from memoryd.job import JobRequest, JobResult, report_failure, run_job, summariz
 from memoryd.logs import configure_logging
 from memoryd.state import read_state, saved_numbers
 from memoryd.summarizers.base import choose_backend
-from memoryd.tracked import Tracked, job_due, job_lost, settle
+from memoryd.tracked import Tracked, job_due_now, job_lost, settle
 from memoryd.watch import FsChange, classify
 from memoryd.worker import compact_stores_job
 from memoryd.workspace import Workspace
+
+if TYPE_CHECKING:
+    from memoryd.metrics import DaemonView
 
 log = structlog.get_logger()
 
@@ -91,7 +95,8 @@ class Supervisor:
         self.pool = WorkerPool(
             self.settings.workers, self.settings.log_format, self.settings.log_level
         )
-        self.hooks: list[DaemonHooks] = []
+        self.telemetry = Telemetry(self.settings, self.env, self.settings.roots)
+        self.hooks: list[DaemonHooks] = [self.telemetry]
         self.jobs: dict[Path, tuple[int, Future[Any]]] = {}
         self.pending_init: deque[Path] = deque()
         self.untidy: set[Path] = set()
@@ -123,6 +128,7 @@ class Supervisor:
             summarizer_reason=why,
             config_file=str(self.loaded.config_path) if self.loaded.config_path else None,
         )
+        self.telemetry.start(self.metrics_view, moment)
         self.pool.start()
         for root in self.settings.roots:
             self.watchers.watch(root)
@@ -274,6 +280,7 @@ class Supervisor:
             last_summary_at=saved.get("last_summary_at"),
             calibration=_calibration(saved.get("calibration")),
             state_numbers=saved_numbers(saved),
+            changed_at=time.monotonic() - _age(workspace.conversation),
         )
         self.scheduler.add(tracked)
         self.pending_init.append(path)
@@ -360,8 +367,12 @@ class Supervisor:
             return
         if update.reset:
             log.info("conversation_recounted", workspace=str(path))
+        if update.reset or update.new_lines:
+            tracked.changed_at = now
+        malformed = 0
         for line in update.new_lines:
             if line.malformed:
+                malformed += 1
                 self.publisher.emit(
                     tracked,
                     "malformed_line",
@@ -370,42 +381,68 @@ class Supervisor:
                     bytes=line.length,
                     problem=line.problem,
                 )
+        for hook in self.hooks:
+            hook.counted(tracked, len(update.new_lines), malformed, now)
         if path in self.untidy and now >= tracked.write_retry_at:
             self._tidy(path, now)
         elif publish:
             self.publisher.publish(tracked, now, time.time())
+        noticed_at, tracked.noticed_at = tracked.noticed_at, None
         if self.stopping_since is None:
-            reason = job_due(tracked, now)
-            if reason is not None:
-                self._dispatch(tracked, reason, now)
+            due = job_due_now(tracked, now)
+            if due is not None:
+                why, kind = due
+                latency = None if kind != "trigger" or noticed_at is None else now - noticed_at
+                tracked.dispatch_latency = latency
+                self._dispatch(tracked, why, kind, now)
             elif tracked.stores_due:
                 self._dispatch_stores(tracked, now)
+            else:
+                self.scheduler.wake_when_idle(tracked, now)
 
     # ----- jobs -------------------------------------------------------------------------
 
-    def _dispatch(self, tracked: Tracked, reason: str, now: float) -> None:
+    def _dispatch(self, tracked: Tracked, why: str, kind: str, now: float) -> None:
+        """Submit a summarization; ``kind`` is why in one word: "trigger" or "idle"."""
         path = tracked.workspace.path
         tally = tracked.reader.tally
         task = f"Summarizing {tally.messages} messages (~{tracked.tokens:,} tokens)"
         self.publisher.heartbeat(tracked, now, lambda manager: manager.start_task(task))
+        settings, downgrade = self.telemetry.backend_for(tracked.settings, time.time())
+        if downgrade is not None:
+            self.publisher.emit(
+                tracked,
+                "llm_budget_exhausted",
+                now,
+                reason=downgrade.reason,
+                backend="extractive",
+                until=downgrade.until,
+            )
         request = JobRequest(
             workspace=path,
-            settings=tracked.settings,
+            settings=settings,
             env=summarizer_env(self.env),
             heartbeat_started=True,
             calibration=tracked.calibration,
             force=True,
+            reason=kind,
+            result_note=downgrade.note if downgrade is not None else None,
         )
+        tracked.job_reason = kind
+        if kind == "idle":
+            tracked.idle_compacted_at = now
         self._submit(tracked, "summarize", now, run_job, request)
         log.info(
             "summarize_dispatched",
             workspace=str(path),
-            reason=reason,
+            reason=kind,
+            why=why,
             messages=tally.messages,
             tokens=tracked.tokens,
+            llm_budget_exhausted=downgrade is not None,
         )
         for hook in self.hooks:
-            hook.dispatched(tracked, "summarize", reason, now)
+            hook.dispatched(tracked, "summarize", why, now)
 
     def _dispatch_stores(self, tracked: Tracked, now: float) -> None:
         tracked.stores_due = False
@@ -571,6 +608,12 @@ class Supervisor:
         for hook in self.hooks:
             hook.reloaded(self.settings)
 
+    def metrics_view(self) -> DaemonView:
+        """The daemon as the metrics see it (runs in the scrape thread, reads only)."""
+        return daemon_view(
+            self.scheduler, self.jobs, self.settings, len(self.watchers.polling), self.telemetry
+        )
+
     def _send_status(self) -> None:
         self.publisher.status(
             len(self.scheduler), self.scheduler.running(), sorted(self.watchers.polling)
@@ -588,6 +631,14 @@ def _recover(workspace: Workspace) -> None:
             archives_finalised=cleaned.archives_finalised,
             archives_discarded=cleaned.archives_discarded,
         )
+
+
+def _age(path: Path) -> float:
+    """Seconds since ``path`` was last modified (0 when unknown)."""
+    try:
+        return max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return 0.0
 
 
 def _calibration(value: Any) -> float:
