@@ -205,7 +205,7 @@ class Settings(BaseSettings):
     index_archive: bool = True
     log_format: Literal["json", "console"] = "json"
     log_level: str = "info"
-    idle_compact_after: float = Field(default=0.0, ge=0)
+    idle_compact_after: float = Field(default=0.0, ge=0, le=WEEK)
     idle_compact_at: float = Field(default=0.60, gt=0, le=1)
     metrics_listen: str = ""
     metrics_allow_remote: bool = False
