@@ -106,7 +106,7 @@ class SummarizerSettings(BaseModel):
     min_retention: float = Field(default=0.8, ge=0, le=1)
     """Below this share of kept details a summary is repaired (docs/design.md#retention)."""
     # Daily (UTC) caps on LLM spend, per daemon; 0 is off (docs/design.md#spend-cap).
-    max_cost_per_day_usd: float = Field(default=0.0, ge=0)
+    max_cost_per_day_usd: float = Field(default=0.0, ge=0, le=1_000_000)
     max_llm_tokens_per_day: int = Field(default=0, ge=0)
 
 
