@@ -246,7 +246,7 @@ def with_index(workspace: Workspace, use: Callable[[sqlite3.Connection], T]) -> 
                 raise MemorydError(f"{path}: {exc}") from None
             reason = f"damaged: {exc}"
         except OSError as exc:
-            raise MemorydError(f"{path}: {exc.strerror or exc}") from None
+            raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
         if attempt == 2:
             raise MemorydError(f"{path}: cannot be rebuilt ({reason})")
         _remove_index(path, lock, reason, workspace)

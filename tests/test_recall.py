@@ -408,7 +408,8 @@ def test_indexing_after_a_job_runs_after_the_commit_and_a_failure_is_logged(
     assert events.index("summarize_completed") < events.index("index_updated")
     assert index.exists()
 
-    # An index that cannot be written: the job still completes; the failure is logged.
+    # An index that cannot be written: the job still completes; the failure is logged,
+    # and a retry indexes the new archive once the obstacle is gone.
     (folder / ".memoryd" / "index.lock").unlink()
     (folder / ".memoryd" / "index.lock").mkdir()
     with (folder / "conversation.jsonl").open("ab") as file:
@@ -418,8 +419,13 @@ def test_indexing_after_a_job_runs_after_the_commit_and_a_failure_is_logged(
         wait_until(
             lambda: any(e["event"] == "index_update_failed" for e in logs), 10, "the failure"
         )
-    (folder / ".memoryd" / "index.lock").rmdir()
-    assert ids(recall(folder, "mark0070q")) == ["msg-0070"]
+        (folder / ".memoryd" / "index.lock").rmdir()
+        wait_until(lambda: any(e["event"] == "index_updated" for e in logs), 15, "a retry")
+    failures = [e for e in logs if e["event"] == "index_update_failed"]
+    assert failures[0]["attempt"] == 1 and "index.lock" in failures[0]["reason"]
+    with capture_logs() as logs:
+        assert ids(recall(folder, "mark0070q")) == ["msg-0070"]
+    assert not [e for e in logs if e["event"] in ("index_updated", "index_rebuilding")]
 
 
 def test_per_message_commands_and_the_daemon_module_load_neither_the_index_nor_mcp(
