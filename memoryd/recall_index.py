@@ -283,7 +283,7 @@ def update_index_in_background(workspace: Path) -> threading.Thread:
             try:
                 update_index(workspace)
                 return
-            except Exception as exc:
+            except Exception as exc:  # the job has committed: nothing may escape from here
                 log.warning(
                     "index_update_failed",
                     workspace=str(workspace),
