@@ -9,6 +9,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,7 @@ def test_a_symlinked_events_file_in_one_workspace_does_not_stop_the_daemon(
     for n in range(3):
         with (bad / "conversation.jsonl").open("ab") as file:
             file.write(b"not json %d\n" % n)  # a malformed_line event each
-        wait_until(lambda n=n: counted(bad, 4 + n), 10, "the bad workspace counted")
+        wait_until(partial(counted, bad, 4 + n), 10, "the bad workspace counted")
     write_lines(good, 2, start=3, mode="ab")
     wait_until(lambda: counted(good, 5), 10, "the good workspace counted")
     assert daemon.process.poll() is None  # type: ignore[union-attr]

@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import threading
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from daemon_harness import Processes, pool_workers, read_events, wait_until
@@ -53,6 +55,19 @@ def append_marked(workspace: Path, tag: str, start: int, count: int) -> dict[str
 
 def completed_jobs(workspace: Path) -> int:
     return sum(1 for e in read_events(workspace) if e["type"] == "summarize_completed")
+
+
+def jobs_above(workspace: Path, count: int) -> bool:
+    return completed_jobs(workspace) > count
+
+
+def longer_than(items: list[Any], count: int) -> bool:
+    return len(items) > count
+
+
+def no_job_running(workspace: Path) -> bool:
+    state = json.loads((workspace / ".memoryd" / "state.json").read_bytes())
+    return not state["summarizing"]
 
 
 def archived_ids(workspace: Path) -> set[str]:
@@ -107,23 +122,15 @@ def test_every_marker_is_recalled_and_expanded_after_the_daemon_summarized_each_
             for tag in configs:
                 written[tag].update(append_marked(root / tag, tag, 45 * round_, 45))
             for tag in configs:
-                wait_until(
-                    lambda t=tag, r=round_: completed_jobs(root / t) > r, 60, f"{tag} job {round_}"
-                )
+                wait_until(partial(jobs_above, root / tag, round_), 60, f"{tag} job {round_}")
             # At least one whole search ran while this round was committed and indexed.
-            wait_until(lambda n=searched: len(searches) > n + 1, 120, "searches")
+            wait_until(partial(longer_than, searches, searched + 1), 120, "searches")
     finally:
         stop.set()
         searcher.join(120)
     for tag in configs:
-        wait_until(lambda t=tag: archived_ids(root / t), 10, "archives")
-        wait_until(
-            lambda t=tag: (
-                not json.loads((root / t / ".memoryd" / "state.json").read_bytes())["summarizing"]
-            ),
-            30,
-            "the last job",
-        )
+        wait_until(partial(archived_ids, root / tag), 10, "archives")
+        wait_until(partial(no_job_running, root / tag), 30, "the last job")
 
     assert len(searches) >= 6
     for done in searches:
