@@ -69,6 +69,8 @@ class Checkpoint(BaseModel):
     decisions: list[str]
     compaction_info: CompactionInfo
     stats: CheckpointStats
+    details: list[str] = Field(default_factory=list)
+    """Details the lists lost, kept verbatim by the retention check (docs/design.md#retention)."""
 
     @property
     def summary(self) -> CheckpointSummary:
@@ -83,4 +85,6 @@ def render_checkpoint(checkpoint: Checkpoint) -> str:
         items = getattr(checkpoint, name)
         title = name.replace("_", " ").capitalize()
         lines.append(f"{title}: " + ("; ".join(items) if items else "none"))
+    if checkpoint.details:
+        lines.append("Details kept verbatim: " + "; ".join(checkpoint.details))
     return "\n".join(lines)

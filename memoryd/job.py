@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,7 +34,9 @@ from memoryd.conversation import Line, split_lines
 from memoryd.errors import CommitAborted, InputError, MemorydError, SummarizerError
 from memoryd.fsutil import check_workspace, flocked
 from memoryd.heartbeat import HeartbeatManager
+from memoryd.pins import PinnedPlan, apply_pins, byte_ranges, pinned_indices
 from memoryd.policy import SplitPlan, over_trigger
+from memoryd.receipts import Receipt, SummarizedSpan, append_receipt, build_receipt
 from memoryd.state import build_state, write_state
 from memoryd.strategies import Counts, Head, HeadRequest, Strategy, strategy_for
 from memoryd.tokens import calibrate, estimate_message_tokens
@@ -103,6 +106,9 @@ class JobResult:
     """Uncalibrated token estimate of each line of the head, for the daemon's reader."""
     head_malformed: int = 0
     duration_s: float = 0.0
+    pins_kept: int = 0
+    receipt: Receipt | None = None
+    """The job's receipt, as appended to ``.memoryd/receipts.jsonl`` (None when no job ran)."""
 
 
 def _tokens(lines: Sequence[Line], calibration: float) -> int:
@@ -123,14 +129,58 @@ def plan_job(
     return strategy.split(lines)
 
 
-def report_failure(workspace: Workspace, reason: str, strategy: str | None = None) -> None:
-    """A job failed: HEARTBEAT.md says so, and ``summarize_failed`` is emitted.
+def report_failure(
+    workspace: Workspace, reason: str, strategy: str | None = None, job: str | None = None
+) -> None:
+    """A job failed: HEARTBEAT.md says so, and ``summarize_failed`` is emitted (with the
+    ``job`` of its receipt when there is one).
 
     Raises OSError when HEARTBEAT.md cannot be written.
     """
     HeartbeatManager(workspace).fail_task(reason)
     details: dict[str, Any] = {"strategy": strategy} if strategy is not None else {}
+    if job is not None:
+        details["job"] = job
     events.emit(workspace, "summarize_failed", reason=reason, **details)
+
+
+@dataclass(frozen=True, slots=True)
+class JobClock:
+    """A job's id and when it started (epoch seconds), for its receipt."""
+
+    job: str
+    started: float
+
+    @classmethod
+    def start(cls) -> JobClock:
+        return cls(str(uuid.uuid4()), time.time())
+
+
+def _failed(
+    workspace: Workspace,
+    clock: JobClock,
+    settings: Settings,
+    strategy: str,
+    base: JobResult,
+    reason: str,
+) -> JobResult:
+    """Report a failed job: its receipt first, then HEARTBEAT.md and the event."""
+    receipt = build_receipt(
+        job=clock.job,
+        strategy=strategy,
+        started=clock.started,
+        finished=time.time(),
+        outcome="failed",
+        reason=reason,
+        before=(base.messages_before, base.tokens_before),
+        after=(base.messages_before, base.tokens_before),
+        prices=settings.prices,
+    )
+    try:
+        append_receipt(workspace, receipt)
+    finally:
+        report_failure(workspace, reason, strategy, receipt.job)
+    return replace(base, outcome="failed", reason=reason, receipt=receipt)
 
 
 def run_job(
@@ -160,6 +210,7 @@ def _run_locked(
 ) -> JobResult:
     settings = request.settings
     strategy = strategy_for(settings)
+    clock = JobClock.start()
     recover(workspace)
     progress("reading the conversation")
     snapshot, data = read_snapshot(workspace.conversation)
@@ -182,13 +233,27 @@ def _run_locked(
         if request.heartbeat_started:
             heartbeat.complete_task(f"nothing to do: {plan}")
         return replace(base, reason=plan)
+    pinned = apply_pins(lines, plan, pinned_indices(lines, settings.keep_first))
+    plan = pinned.plan
+    if len(pinned.summarized) - (1 if plan.folds_previous_summary else 0) < 1:
+        reason = "every message before the split is pinned"
+        if request.heartbeat_started:
+            heartbeat.complete_task(f"nothing to do: {reason}")
+        return replace(base, reason=reason)
+    pinned_tokens = round(pinned.pinned_tokens * request.calibration)
+    trigger = strategy.trigger
+    if trigger is not None and over_trigger(pinned_tokens, settings.token_limit, trigger):
+        return _pins_over_trigger(
+            workspace, request, clock, strategy.name, base, pinned_tokens, trigger
+        )
     task = f"Summarizing {plan.summarized_count} messages (~{plan.summarized_tokens:,} tokens)"
     if request.dry_run:
+        pins = f" and {len(pinned.pins)} pinned" if pinned.pins else ""
         return replace(
             base,
             outcome="dry_run",
             reason=f"would replace {plan.summarized_count} messages (~{plan.summarized_tokens:,} "
-            f"tokens) with one summary and keep {len(lines) - plan.keep_from} verbatim",
+            f"tokens) with one summary and keep {len(lines) - plan.keep_from} verbatim{pins}",
             summarized_count=plan.summarized_count,
         )
     if not request.heartbeat_started:
@@ -204,23 +269,81 @@ def _run_locked(
     )
     try:
         with heartbeat.checkins(settings.checkin_interval):
-            head = _produce_head(workspace, request, strategy, lines, plan, progress)
+            head = _produce_head(workspace, request, strategy, pinned, progress)
             return _commit_and_report(
-                workspace, request, strategy, lines, plan, head, snapshot, base, progress, fault
+                workspace,
+                request,
+                strategy,
+                lines,
+                pinned,
+                head,
+                snapshot,
+                base,
+                clock,
+                progress,
+                fault,
             )
     except (SummarizerError, CommitAborted) as exc:
-        report_failure(workspace, str(exc), strategy.name)
         log.warning("summarize_failed", workspace=str(workspace.path), reason=str(exc))
-        return replace(base, outcome="failed", reason=str(exc))
+        return _failed(workspace, clock, settings, strategy.name, base, str(exc))
     except MemorydError as exc:
         # A usage or configuration error (no API key for the anthropic backend, say) still
         # ends the task this job started: HEARTBEAT.md must not stay "active".
-        report_failure(workspace, str(exc), strategy.name)
+        _failed(workspace, clock, settings, strategy.name, base, str(exc))
         raise
     except OSError as exc:
         reason = f"file error: {exc.strerror or exc}"
-        report_failure(workspace, reason, strategy.name)
-        return replace(base, outcome="failed", reason=reason)
+        return _failed(workspace, clock, settings, strategy.name, base, reason)
+
+
+def pins_over_trigger_reason(pinned_tokens: int) -> str:
+    """Why a job cannot help when the pinned messages alone exceed the trigger (pure)."""
+    return f"pinned messages hold {pinned_tokens:,} tokens"
+
+
+def _pins_over_trigger(
+    workspace: Workspace,
+    request: JobRequest,
+    clock: JobClock,
+    strategy: str,
+    base: JobResult,
+    pinned_tokens: int,
+    trigger: float,
+) -> JobResult:
+    """Pins alone keep usage above the trigger: an ineffective job that changes nothing.
+
+    Not a failure and not a loop: the daemon waits for the conversation to grow, as after
+    any ineffective job (docs/design.md#pins).
+    """
+    settings = request.settings
+    reason = pins_over_trigger_reason(pinned_tokens)
+    if request.dry_run:
+        return replace(base, outcome="dry_run", reason=f"would do nothing: {reason}")
+    receipt = build_receipt(
+        job=clock.job,
+        strategy=strategy,
+        started=clock.started,
+        finished=time.time(),
+        outcome="ineffective",
+        reason=reason,
+        before=(base.messages_before, base.tokens_before),
+        after=(base.messages_before, base.tokens_before),
+        prices=settings.prices,
+    )
+    append_receipt(workspace, receipt)
+    if request.heartbeat_started:
+        HeartbeatManager(workspace).complete_task(f"nothing done: {reason}")
+    events.emit(
+        workspace,
+        "summarize_ineffective",
+        job=receipt.job,
+        reason=reason,
+        pinned_tokens=pinned_tokens,
+        tokens_after=base.tokens_before,
+        trigger_tokens=int(trigger * settings.token_limit),
+    )
+    log.info("summarize_ineffective", workspace=str(workspace.path), reason=reason)
+    return replace(base, outcome="ineffective", reason=reason, ineffective=True, receipt=receipt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,12 +359,14 @@ def _produce_head(
     workspace: Workspace,
     request: JobRequest,
     strategy: Strategy,
-    lines: Sequence[Line],
-    plan: SplitPlan,
+    pinned: PinnedPlan,
     progress: Progress,
 ) -> Produced:
-    """The one place where the text that replaces the prefix is produced, before the commit."""
-    prefix = lines[: plan.keep_from]
+    """The one place where the text that replaces the prefix is produced, before the commit.
+
+    The strategy sees the prefix without its pinned messages: those are kept verbatim.
+    """
+    plan, prefix = pinned.plan, pinned.summarized
     _report_malformed(workspace, prefix[1:] if plan.folds_previous_summary else prefix)
     name = archive_name("conversation")
     head = strategy.produce_head(
@@ -285,31 +410,37 @@ def _commit_and_report(
     request: JobRequest,
     strategy: Strategy,
     lines: Sequence[Line],
-    plan: SplitPlan,
+    pinned: PinnedPlan,
     produced: Produced,
     snapshot: Snapshot,
     base: JobResult,
+    clock: JobClock,
     progress: Progress,
     fault: FaultHook | None,
 ) -> JobResult:
     settings = request.settings
+    plan = pinned.plan
     head, name = produced.head, produced.archive_name
     head_line = json.dumps(head.message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     cut = lines[plan.keep_from - 1].end
+    pin_ranges = byte_ranges(pinned.pins)
+    archived = byte_ranges(pinned.summarized)
     progress("committing the new conversation")
     committed = rewrite(
         snapshot,
-        [head_line, (cut, snapshot.end)],
+        # Pinned messages go right after the head, byte for byte, in their order.
+        [head_line, *pin_ranges, (cut, snapshot.end)],
         lock=workspace.lock,
-        archive=ArchivePlan(workspace.archive_dir, name, [(0, cut)]),
+        archive=ArchivePlan(workspace.archive_dir, name, archived),
         drain_seconds=settings.drain_seconds,
         fault=fault,
         on_salvaged=lambda count: events.emit(workspace, "salvaged_lines", lines=count),
     )
     strategy.save(workspace, head)
     summary_tokens = estimate_message_tokens(head.message)
-    kept = lines[plan.keep_from :]
-    head_end = len(head_line) + snapshot.end - cut
+    kept = [*pinned.pins, *lines[plan.keep_from :]]
+    pins_bytes = sum(end - start for start, end in pin_ranges)
+    head_end = len(head_line) + pins_bytes + snapshot.end - cut
     carried = list(
         split_lines(_read_range(workspace.conversation, head_end), settings.max_line_bytes)
     )
@@ -334,9 +465,35 @@ def _commit_and_report(
         last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
     if request.result_note:
         last_result += f"; {request.result_note}"
-    HeartbeatManager(workspace).complete_task(last_result)
     archive = f".memoryd/archive/{name}"
+    receipt = build_receipt(
+        job=clock.job,
+        strategy=strategy.name,
+        started=clock.started,
+        finished=time.time(),
+        outcome="ineffective" if ineffective else "completed",
+        reason=last_result,
+        before=(base.messages_before, base.tokens_before),
+        after=(messages_after, tokens_after),
+        prices=settings.prices,
+        backend=head.backend,
+        model=head.model,
+        summarized=SummarizedSpan(
+            plan.summarized_count,
+            *_span_ids(head.message, pinned.summarized),
+            archive,
+            0,
+            sum(end - start for start, end in archived),
+        ),
+        pins_kept=len(pinned.pins),
+        retention=head.retention,
+        llm=head.usage,
+    )
+    # The receipt is part of the job's completion: written before anyone is told.
+    append_receipt(workspace, receipt)
+    HeartbeatManager(workspace).complete_task(last_result)
     details: dict[str, Any] = dict(
+        job=receipt.job,
         reason=request.reason,
         strategy=strategy.name,
         summarized=plan.summarized_count,
@@ -348,12 +505,14 @@ def _commit_and_report(
         archive=name,
         backend=head.backend,
         llm_calls=head.calls,
+        pins_kept=len(pinned.pins),
     )
     events.emit(workspace, "summarize_completed", **details)
     if ineffective and trigger is not None:
         events.emit(
             workspace,
             "summarize_ineffective",
+            job=receipt.job,
             tokens_after=tokens_after,
             trigger_tokens=int(trigger * settings.token_limit),
         )
@@ -379,7 +538,7 @@ def _commit_and_report(
         messages_after=messages_after,
         tokens_after=tokens_after,
         summarized_count=plan.summarized_count,
-        summarized_bytes=cut,
+        summarized_bytes=cut - pins_bytes,
         summary_tokens=summary_tokens,
         archive=archive,
         backend=head.backend,
@@ -391,6 +550,8 @@ def _commit_and_report(
         head_end=head_end,
         head_line_tokens=(summary_tokens, *(x.tokens for x in kept)),
         head_malformed=sum(1 for x in kept if x.malformed),
+        pins_kept=len(pinned.pins),
+        receipt=receipt,
     )
 
 
@@ -404,6 +565,18 @@ def _index_in_background(workspace: Workspace) -> None:
     from memoryd.recall_index import update_index_in_background
 
     update_index_in_background(workspace.path)
+
+
+def _span_ids(message: dict[str, Any], summarized: Sequence[Line]) -> tuple[str | None, str | None]:
+    """The first and last message ids the new head stands for: the head's own ``firstId``
+    and ``lastId`` (so that receipts and the recall index agree), else the replaced lines'."""
+    first, last = message.get("firstId"), message.get("lastId")
+    if isinstance(first, str) and isinstance(last, str):
+        return first, last
+    ids = [
+        x.message["id"] for x in summarized if x.message and isinstance(x.message.get("id"), str)
+    ]
+    return (ids[0], ids[-1]) if ids else (None, None)
 
 
 def _read_range(path: Path, start: int) -> bytes:

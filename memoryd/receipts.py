@@ -9,12 +9,14 @@ token counts and cost (docs/design.md#receipts). It never holds message text.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memoryd.fsutil import append_line
+from memoryd.pricing import ModelPrice, cost_usd, price_for
 from memoryd.workspace import Workspace
 
 RECEIPTS = "receipts.jsonl"
@@ -222,6 +224,66 @@ class Receipt:
             cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
             workspace=workspace,
         )
+
+
+def build_receipt(
+    *,
+    job: str,
+    strategy: str,
+    started: float,
+    finished: float,
+    outcome: str,
+    reason: str,
+    before: tuple[int, int],
+    after: tuple[int, int],
+    prices: Mapping[str, ModelPrice],
+    backend: str | None = None,
+    model: str | None = None,
+    summarized: SummarizedSpan | None = None,
+    pins_kept: int = 0,
+    retention: RetentionFigures | None = None,
+    llm: LLMUsage | None = None,
+) -> Receipt:
+    """A receipt from a job's figures (pure); ``before`` and ``after`` are (messages,
+    tokens), ``started`` and ``finished`` epoch seconds. The cost is 0 for a job that made
+    no LLM call, None for a model without a price."""
+    usage = llm or LLMUsage()
+    cost: float | None = 0.0
+    if usage.calls:
+        cost = cost_usd(
+            price_for(model, prices) if model else None,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_creation_tokens,
+            usage.cache_read_tokens,
+        )
+    return Receipt(
+        job=job,
+        strategy=strategy,
+        backend=backend,
+        model=model,
+        started_at=iso_ms(started),
+        finished_at=iso_ms(finished),
+        duration_ms=max(0, round((finished - started) * 1000)),
+        outcome=outcome,
+        reason=reason,
+        messages_before=before[0],
+        messages_after=after[0],
+        tokens_before=before[1],
+        tokens_after=after[1],
+        summarized=summarized,
+        pins_kept=pins_kept,
+        retention=retention,
+        llm=usage,
+        cost_usd=cost,
+    )
+
+
+def iso_ms(epoch_seconds: float) -> str:
+    """UTC ISO-8601 with milliseconds and a ``Z`` (as in events.jsonl)."""
+    total_ms = int(epoch_seconds * 1000)
+    whole = time.gmtime(total_ms // 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", whole) + f".{total_ms % 1000:03d}Z"
 
 
 def receipt_line(receipt: Receipt) -> bytes:

@@ -332,6 +332,23 @@ def _trim(text: str, max_tokens: int) -> str:
     return kept[: max(0, max_tokens * 4 - 1)].rstrip() + "…"
 
 
+def fit(missing: Sequence[Detail], max_tokens: int) -> list[Detail]:
+    """The missing details whose section fits ``max_tokens``, chosen by priority and
+    listed in their original order (pure)."""
+    chosen: list[Detail] = []
+    for detail in by_priority(missing):
+        if estimate_text_tokens(render_section([*chosen, detail])) <= max_tokens:
+            chosen.append(detail)
+    return [d for d in missing if d in chosen]
+
+
+def with_free_room(text: str, missing: Sequence[Detail], max_tokens: int) -> str:
+    """``text`` followed by as many missing details as fit in the room it leaves free
+    within ``max_tokens``; the text itself is never cut (pure)."""
+    chosen = fit(missing, max_tokens - estimate_text_tokens(text) - 1)
+    return f"{text}\n{render_section(chosen)}" if chosen else text
+
+
 def with_verbatim_section(text: str, missing: Sequence[Detail], max_tokens: int) -> str:
     """``text`` followed by the missing details, the whole within ``max_tokens`` (pure).
 
@@ -342,14 +359,7 @@ def with_verbatim_section(text: str, missing: Sequence[Detail], max_tokens: int)
     if not missing:
         return _trim(text, max_tokens)
     own = estimate_text_tokens(text)
-    room = max(max_tokens - own - 1, max_tokens // 2)
-    chosen: list[Detail] = []
-    for detail in by_priority(missing):
-        trial = render_section([*chosen, detail])
-        if estimate_text_tokens(trial) <= room:
-            chosen.append(detail)
-    ordered = [d for d in missing if d in chosen]
-    section = render_section(ordered)
+    section = render_section(fit(missing, max(max_tokens - own - 1, max_tokens // 2)))
     if not section:
         return _trim(text, max_tokens)
     body = _trim(text, max(0, max_tokens - estimate_text_tokens(section) - 1))

@@ -277,7 +277,7 @@ def test_second_anthropic_job_folds_the_previous_summary(
     folder = workspace(40, 1000)
     settings = anthropic_settings(make_settings, fake_anthropic, b"".join(raw_lines(folder)))
     env = {"ANTHROPIC_API_KEY": API_KEY}
-    fake_anthropic.push(Reply.ok("First: chose Redis."), Reply.ok("Second: Redis, then Kafka."))
+    fake_anthropic.push(Reply.ok("First: chose Redis."), Reply.ok("Second: chose Redis first, then Kafka."))
     first = run(folder, settings, env=env)
     with (folder / "conversation.jsonl").open("ab") as out:
         out.write(encode_lines(generated_messages(70, 1000)[40:]))
@@ -289,7 +289,7 @@ def test_second_anthropic_job_folds_the_previous_summary(
     assert re.search(r"<previous_summary>\s*First: chose Redis.\s*</previous_summary>", prompt)
     heads = [json.loads(line) for line in raw_lines(folder)]
     assert [m.get("isSummary", False) for m in heads].count(True) == 1
-    assert heads[0]["content"] == SUMMARY_PREFIX + "Second: Redis, then Kafka."
+    assert heads[0]["content"] == SUMMARY_PREFIX + "Second: chose Redis first, then Kafka."
     assert heads[0]["summarizedCount"] == first.summarized_count + second.summarized_count
 
 

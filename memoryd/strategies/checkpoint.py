@@ -17,8 +17,10 @@ from pydantic import ValidationError
 from memoryd import events
 from memoryd.checkpoint import (
     CHECKPOINT_PREFIX,
+    SECTIONS,
     Checkpoint,
     CheckpointStats,
+    CheckpointSummary,
     CompactionInfo,
     render_checkpoint,
 )
@@ -26,6 +28,8 @@ from memoryd.config import Settings
 from memoryd.conversation import Line
 from memoryd.fsutil import atomic_write
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for
+from memoryd.receipts import RetentionFigures
+from memoryd.retention import Detail, extract_details, fit, score
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
     message_span,
@@ -79,6 +83,33 @@ def checkpoint_split(messages: Sequence[MessageLike]) -> SplitPlan | None:
     return plan_for(messages, len(messages))
 
 
+def _previous_text(previous: Checkpoint | None) -> str | None:
+    """Every item of the previous checkpoint: its details must survive this one too."""
+    if previous is None:
+        return None
+    items = [item for name in SECTIONS for item in getattr(previous, name)]
+    return "\n".join([*items, *previous.details])
+
+
+def retain_in_lists(
+    lists: CheckpointSummary, details: Sequence[Detail], budget: int, min_retention: float
+) -> tuple[list[str], RetentionFigures]:
+    """The retention check over a checkpoint's lists (pure): the details they lost, to
+    keep verbatim beside them within ``budget`` tokens, and the scores.
+
+    As for summaries: below ``min_retention`` the missing details may take up to the
+    whole budget; at or above it they are kept as well while they fit; 0 switches the
+    check's repair off (docs/design.md#retention).
+    """
+    text = "\n".join(item for name in SECTIONS for item in getattr(lists, name))
+    first = score(details, text)
+    if min_retention <= 0 or not first.missing:
+        return [], RetentionFigures(first.score, first.score, len(first.missing))
+    chosen = [d.text for d in fit(first.missing, budget)]
+    final = score(details, "\n".join([text, *chosen]))
+    return chosen, RetentionFigures(first.score, final.score, len(final.missing))
+
+
 def _embeds_checkpoint(line: Line) -> bool:
     """True for a head message that carries a structured checkpoint (this strategy's)."""
     return line.message is not None and isinstance(line.message.get("checkpoint"), dict)
@@ -123,6 +154,12 @@ class CheckpointStrategy:
             lists, calls = compact_to_checkpoint(
                 summarizer, previous, messages, request.settings.summarizer.max_input_tokens
             )
+        kept_verbatim, retention = retain_in_lists(
+            lists,
+            extract_details(messages, _previous_text(previous)),
+            request.settings.summarizer.max_summary_tokens,
+            request.settings.summarizer.min_retention,
+        )
         now = time.time()
         timestamps = [
             t
@@ -150,6 +187,7 @@ class CheckpointStrategy:
                 total_compactions=stats.total_compactions + 1,
                 total_messages=stats.total_messages + len(to_compact) + folded_count,
             ),
+            details=kept_verbatim,
         )
         text = render_checkpoint(checkpoint)
         message = summary_message(
@@ -168,6 +206,9 @@ class CheckpointStrategy:
             calls,
             f"compacted {plan.summarized_count} messages into checkpoint v{checkpoint.version}",
             checkpoint=checkpoint,
+            usage=summarizer.usage,
+            model=summarizer.model,
+            retention=retention,
         )
 
     def save(self, workspace: Workspace, head: Head) -> None:

@@ -6,10 +6,11 @@ See :mod:`memoryd.strategies` for the four questions a strategy answers.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.policy import MessageLike, SplitPlan, may_retry_after_ineffective, over_trigger
+from memoryd.receipts import LLMUsage, RetentionFigures
 
 if TYPE_CHECKING:
     from memoryd.checkpoint import Checkpoint
@@ -94,6 +95,12 @@ class Head:
     estimated_input_tokens: int = 0
     checkpoint: Checkpoint | None = None
     """The structured checkpoint to save after the commit (the checkpoint strategy)."""
+    usage: LLMUsage = field(default_factory=LLMUsage)
+    """What every LLM call of the head cost, as the API reported it."""
+    model: str | None = None
+    """The model that answered (None for the extractive backend)."""
+    retention: RetentionFigures | None = None
+    """The retention check's scores (docs/design.md#retention)."""
 
 
 class Strategy(Protocol):

@@ -13,9 +13,17 @@ from typing import Any, Literal
 
 from memoryd.conversation import Line
 from memoryd.errors import SummarizerError
+from memoryd.receipts import RetentionFigures
+from memoryd.retention import (
+    Detail,
+    extract_details,
+    score,
+    with_free_room,
+    with_verbatim_section,
+)
 from memoryd.strategies.protocol import Head, HeadRequest
-from memoryd.summarizers.base import make_summarizer, summarize_messages
-from memoryd.tokens import estimate_message_tokens
+from memoryd.summarizers.base import Summarizer, make_summarizer, summarize_messages
+from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
 
 SUMMARY_PREFIX = "[Summary of earlier conversation]\n\n"
 Style = Literal["narrative", "rolling"]
@@ -114,20 +122,25 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
     request.progress(
         f"summarizing {plan.summarized_count} messages with the {summarizer.name} backend"
     )
+    messages = transcript_messages(to_summarize)
+    budget = settings.summarizer.max_summary_tokens
     with contextlib.closing(summarizer):
         summary = summarize_messages(
-            summarizer,
-            transcript_messages(to_summarize),
-            previous,
-            settings.summarizer.max_summary_tokens,
-            settings.summarizer.max_input_tokens,
-            style,
+            summarizer, messages, previous, budget, settings.summarizer.max_input_tokens, style
         )
-    if not summary.text.strip():
-        raise SummarizerError("the summarizer returned an empty summary")
+        if not summary.text.strip():
+            raise SummarizerError("the summarizer returned an empty summary")
+        request.progress("checking that the summary kept the details")
+        text, retention = retain_details(
+            summarizer,
+            summary.text,
+            extract_details(messages, previous),
+            budget,
+            settings.summarizer.min_retention,
+        )
     count = plan.summarized_count + (previous_count(prefix[0]) if previous is not None else 0)
     message = summary_message(
-        summary.text,
+        text,
         count,
         summarized_span(prefix, plan.folds_previous_summary),
         request.archive,
@@ -141,4 +154,42 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
         f"replaced {plan.summarized_count} messages with a {tokens:,}-token summary",
         summary.input_tokens,
         summary.estimated_input_tokens,
+        usage=summarizer.usage,
+        model=summarizer.model,
+        retention=retention,
     )
+
+
+def retain_details(
+    summarizer: Summarizer,
+    text: str,
+    details: Sequence[Detail],
+    budget: int,
+    min_retention: float,
+) -> tuple[str, RetentionFigures]:
+    """``text``, repaired when it kept less than ``min_retention`` of ``details``.
+
+    Below the threshold the backend is asked once to repair the summary (a backend that
+    cannot be asked is not); if it is still below, the missing details are appended as a
+    verbatim section, the summary cut at a line to make room within ``budget``. At or
+    above the threshold, missing details fill only the room the summary left free. A
+    threshold of 0 switches the repairs off; the score is still measured
+    (docs/design.md#retention).
+    """
+    first = score(details, text)
+    if min_retention <= 0:
+        return text, RetentionFigures(first.score, first.score, len(first.missing))
+    current = first
+    if first.score < min_retention:
+        repaired = summarizer.repair(text, [d.text for d in first.missing], budget)
+        if repaired is not None and repaired.text.strip():
+            candidate = score(details, repaired.text)
+            if candidate.score >= first.score and estimate_text_tokens(repaired.text) <= budget:
+                text, current = repaired.text, candidate
+    if current.missing:
+        if current.score < min_retention:
+            text = with_verbatim_section(text, current.missing, budget)
+        else:
+            text = with_free_room(text, current.missing, budget)
+    final = score(details, text)
+    return text, RetentionFigures(first.score, final.score, len(final.missing))

@@ -33,7 +33,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,8 @@ class Completion:
     input_tokens: int | None
     output_tokens: int | None
     model: str
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,12 +151,26 @@ class AnthropicBackend:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def complete(self, system: str, user: str, max_tokens: int) -> Completion:
+    def complete(
+        self,
+        system: str,
+        user: str | Sequence[str],
+        max_tokens: int,
+        *,
+        follow_up: Sequence[str] = (),
+        cache: bool = False,
+    ) -> Completion:
         """Send one system + user prompt and return the answer, retrying transient failures.
 
-        Raises :class:`SummarizerError` with a short reason when no usable answer arrives
-        within ``max_retries`` retries and ``deadline`` seconds.
+        ``user`` may come in parts (text blocks of one message); ``follow_up`` continues
+        the conversation with alternating assistant and user turns. With ``cache``, the
+        system prompt, the first part and the whole first user message are marked with
+        ``cache_control``, so that a request repeating them (a follow-up) reads them from
+        the cache (docs/design.md#prompt-caching). Raises :class:`SummarizerError` with a
+        short reason when no usable answer arrives within ``max_retries`` retries and
+        ``deadline`` seconds.
         """
+        request = _request(system, user, follow_up, cache)
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, not {max_tokens!r}")
         started = time.monotonic()
@@ -165,7 +181,7 @@ class AnthropicBackend:
                 raise SummarizerError(
                     f"Anthropic API: no answer within the {_seconds(self.deadline)} s deadline"
                 )
-            outcome = self._attempt(system, user, max_tokens, min(self.timeout, left))
+            outcome = self._attempt(request, max_tokens, min(self.timeout, left))
             if isinstance(outcome, Completion):
                 return outcome
             if outcome.bad_answer:
@@ -196,14 +212,14 @@ class AnthropicBackend:
         raise AssertionError("unreachable: the last attempt always returns or raises")
 
     def _attempt(
-        self, system: str, user: str, max_tokens: int, request_timeout: float
+        self, request: _Request, max_tokens: int, request_timeout: float
     ) -> Completion | _Failure:
         try:
             message: object = self._sdk_client().messages.create(
                 model=self.model,
                 max_tokens=max_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
+                system=request.system,  # type: ignore[arg-type]
+                messages=request.messages,  # type: ignore[arg-type]
                 timeout=request_timeout,
             )
         except anthropic.APITimeoutError:
@@ -239,6 +255,41 @@ class AnthropicBackend:
             return max(0.0, retry_after)
         backoff = min(self.backoff_base * 2.0**attempt, BACKOFF_MAX)
         return backoff * self._random.uniform(0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The ``system`` and ``messages`` arguments of one request, as the API takes them."""
+
+    system: str | list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def _request(
+    system: str, user: str | Sequence[str], follow_up: Sequence[str], cache: bool
+) -> _Request:
+    parts = [user] if isinstance(user, str) else list(user)
+    if not cache:
+        content: str | list[dict[str, Any]] = "".join(parts)
+        first: dict[str, Any] = {"role": "user", "content": content}
+        messages = [first, *_turns(follow_up)]
+        return _Request(system, messages)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in parts if part]
+    # Breakpoints: the first part (a folded previous summary) and the end of the message.
+    if len(blocks) > 1:
+        blocks[0]["cache_control"] = _EPHEMERAL
+    if blocks:
+        blocks[-1]["cache_control"] = _EPHEMERAL
+    system_blocks = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
+    return _Request(system_blocks, [{"role": "user", "content": blocks}, *_turns(follow_up)])
+
+
+def _turns(follow_up: Sequence[str]) -> list[dict[str, Any]]:
+    roles = ("assistant", "user")
+    return [{"role": roles[i % 2], "content": text} for i, text in enumerate(follow_up)]
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float) -> float | None:
@@ -313,6 +364,8 @@ def _read_message(message: object, requested_model: str) -> Completion | _Failur
         input_tokens=_token_count(usage, "input_tokens"),
         output_tokens=_token_count(usage, "output_tokens"),
         model=message.model if isinstance(message.model, str) else requested_model,
+        cache_read_tokens=_token_count(usage, "cache_read_input_tokens") or 0,
+        cache_creation_tokens=_token_count(usage, "cache_creation_input_tokens") or 0,
     )
 
 

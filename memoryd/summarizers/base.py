@@ -10,6 +10,7 @@ import structlog
 
 from memoryd.checkpoint import Checkpoint, CheckpointSummary
 from memoryd.config import Settings
+from memoryd.receipts import LLMUsage
 from memoryd.summarizers import prompts
 from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
 from memoryd.summarizers.extractive import extractive_summary
@@ -17,7 +18,7 @@ from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
 from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
 
 if TYPE_CHECKING:
-    from memoryd.summarizers.anthropic import AnthropicBackend
+    from memoryd.summarizers.anthropic import AnthropicBackend, Completion
 
 log = structlog.get_logger()
 
@@ -39,17 +40,42 @@ class Summary:
 
 
 class Summarizer(Protocol):
-    """A backend: summarizes messages, and merges summaries of consecutive chunks."""
+    """A backend: summarizes messages, and merges summaries of consecutive chunks.
+
+    ``usage`` adds up what every call so far asked of the LLM; ``model`` is the model
+    that answered (None for a backend without one). ``final`` marks the call whose answer
+    becomes the summary: the one a repair may follow, so the one worth caching.
+    """
 
     name: str
 
+    @property
+    def usage(self) -> LLMUsage: ...
+
+    @property
+    def model(self) -> str | None: ...
+
     def summarize(
-        self, messages: Sequence[Mapping[str, Any]], previous: str | None, budget: int, style: str
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        previous: str | None,
+        budget: int,
+        style: str,
+        final: bool = True,
     ) -> Summary: ...
 
     def merge(
-        self, parts: Sequence[str], previous: str | None, budget: int, style: str
+        self,
+        parts: Sequence[str],
+        previous: str | None,
+        budget: int,
+        style: str,
+        final: bool = True,
     ) -> Summary: ...
+
+    def repair(self, summary: str, missing: Sequence[str], budget: int) -> Summary | None:
+        """The last final summary again, asked to keep ``missing``; None when the backend
+        cannot be asked (the extractive one)."""
 
     def checkpoint(
         self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
@@ -63,19 +89,37 @@ class ExtractiveSummarizer:
     """The offline backend (see :mod:`memoryd.summarizers.extractive`)."""
 
     name = "extractive"
+    usage = LLMUsage()
+    model = None
 
     def summarize(
-        self, messages: Sequence[Mapping[str, Any]], previous: str | None, budget: int, style: str
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        previous: str | None,
+        budget: int,
+        style: str,
+        final: bool = True,
     ) -> Summary:
         text = extractive_summary(messages, previous, budget, style)
         return Summary(text, self.name)
+
+    def repair(self, summary: str, missing: Sequence[str], budget: int) -> Summary | None:
+        """No model to ask: the retention check appends what is missing instead."""
+        return None
 
     def checkpoint(
         self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
     ) -> CheckpointSummary:
         return extractive_checkpoint(previous, messages)
 
-    def merge(self, parts: Sequence[str], previous: str | None, budget: int, style: str) -> Summary:
+    def merge(
+        self,
+        parts: Sequence[str],
+        previous: str | None,
+        budget: int,
+        style: str,
+        final: bool = True,
+    ) -> Summary:
         joined = "\n".join(parts)
         return Summary(extractive_summary([], _join(previous, joined), budget, style), self.name)
 
@@ -98,39 +142,95 @@ class LLMSummarizer:
 
     name = "anthropic"
 
-    def __init__(self, backend: AnthropicBackend) -> None:
+    def __init__(self, backend: AnthropicBackend, cache: bool = True) -> None:
         self.backend = backend
+        self.cache = cache
+        self.usage = LLMUsage()
+        self.model: str | None = backend.model
+        self._last: tuple[str, list[str]] | None = None
 
     def summarize(
-        self, messages: Sequence[Mapping[str, Any]], previous: str | None, budget: int, style: str
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        previous: str | None,
+        budget: int,
+        style: str,
+        final: bool = True,
     ) -> Summary:
         transcript = prompts.render_transcript(messages)
-        system, user = PROMPTS[style](transcript, previous, budget)
-        return self._complete(system, user, budget)
+        system, _user = PROMPTS[style](transcript, previous, budget)
+        parts = prompts.user_prompt_parts(transcript, previous, prompts.TASKS[style])
+        return self._complete(system, parts, budget, final)
 
-    def merge(self, parts: Sequence[str], previous: str | None, budget: int, style: str) -> Summary:
+    def merge(
+        self,
+        parts: Sequence[str],
+        previous: str | None,
+        budget: int,
+        style: str,
+        final: bool = True,
+    ) -> Summary:
         system, user = prompts.merge_prompt(parts, previous, budget, style)
-        return self._complete(system, user, budget)
+        return self._complete(system, [user], budget, final)
+
+    def repair(self, summary: str, missing: Sequence[str], budget: int) -> Summary | None:
+        """One more request: the last final prompt, the summary it got, and what it lost.
+
+        The repeated prompt is read from the prompt cache when it was marked for it.
+        """
+        if self._last is None:
+            return None
+        system, parts = self._last
+        completion = self.backend.complete(
+            system,
+            parts,
+            budget,
+            follow_up=(summary, prompts.repair_prompt(missing, budget)),
+            cache=self.cache,
+        )
+        self._count(completion)
+        return Summary(completion.text, self.name)
 
     def checkpoint(
         self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
     ) -> CheckpointSummary:
         system, user = build_compaction_prompt(previous, messages)
         completion = self.backend.complete(system, user, CHECKPOINT_MAX_TOKENS)
+        self._count(completion)
         return parse_compaction_result(completion.text)
 
     def close(self) -> None:
         """Close the SDK client, so that no keep-alive socket outlives the job."""
         self.backend.close()
 
-    def _complete(self, system: str, user: str, budget: int) -> Summary:
-        completion = self.backend.complete(system, user, budget)
+    def _complete(self, system: str, parts: list[str], budget: int, final: bool) -> Summary:
+        cache = self.cache and final
+        completion = self.backend.complete(system, parts, budget, cache=cache)
+        self._count(completion)
+        if final:
+            self._last = (system, parts)
+        # Calibration compares like with like: every input token the request was billed
+        # for, cached or not, against the estimate of the whole prompt.
+        billed = completion.input_tokens
+        if billed is not None:
+            billed += completion.cache_read_tokens + completion.cache_creation_tokens
         return Summary(
             completion.text,
             self.name,
-            input_tokens=completion.input_tokens,
-            estimated_input_tokens=estimate_text_tokens(system) + estimate_text_tokens(user),
+            input_tokens=billed,
+            estimated_input_tokens=estimate_text_tokens(system)
+            + sum(estimate_text_tokens(part) for part in parts),
         )
+
+    def _count(self, completion: Completion) -> None:
+        self.usage = self.usage + LLMUsage(
+            1,
+            completion.input_tokens or 0,
+            completion.output_tokens or 0,
+            completion.cache_read_tokens,
+            completion.cache_creation_tokens,
+        )
+        self.model = completion.model
 
 
 def chunk_messages(
@@ -191,13 +291,15 @@ def summarize_messages(
     if len(chunks) <= 1:
         return summarizer.summarize(messages, previous, budget, style)
     log.info("summarize_chunked", chunks=len(chunks), backend=summarizer.name)
-    parts = [summarizer.summarize(chunk, None, budget, style) for chunk in chunks]
+    parts = [summarizer.summarize(chunk, None, budget, style, final=False) for chunk in chunks]
     calls = len(parts)
     texts = [p.text for p in parts]
     per_merge = max(2, room // max(1, budget + 64))
     while len(texts) > per_merge:
         grouped = [texts[i : i + per_merge] for i in range(0, len(texts), per_merge)]
-        texts = [summarizer.merge(group, None, budget, style).text for group in grouped]
+        texts = [
+            summarizer.merge(group, None, budget, style, final=False).text for group in grouped
+        ]
         calls += len(grouped)
     merged = summarizer.merge(texts, previous, budget, style)
     return Summary(merged.text, summarizer.name, calls=calls + 1)
@@ -245,7 +347,8 @@ def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float)
 
     config = settings.anthropic
     return LLMSummarizer(
-        AnthropicBackend(
+        cache=settings.summarizer.min_retention > 0,
+        backend=AnthropicBackend(
             api_key=config.effective_api_key(env) or "",
             base_url=config.effective_base_url(env),
             model=config.model,
@@ -253,5 +356,5 @@ def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float)
             max_retries=config.max_retries,
             default_headers=config.default_headers,
             deadline=deadline,
-        )
+        ),
     )
