@@ -11,7 +11,7 @@ back in a deterministic "Details kept verbatim" section that fits the summary's 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,8 +143,66 @@ def _looks_like_path(path: str) -> bool:
     return path[0] in "/~." or path.count("/") >= 2 or bool(re.search(r"\.[A-Za-z]\w{0,4}$", path))
 
 
-def _identifiers(text: str) -> Iterable[tuple[str, str, str]]:
+# Every identifier holds one of these; the patterns run only on the text around them, so
+# plain prose costs one character-class scan (docs/design.md#retention).
+_HINT = re.compile(r"[\d/`#$]|\.[A-Za-z]")
+_WORDS_AROUND = 3
+"""Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"."""
+_CUE_STEMS = (
+    "decid", "decision", "agree", "go with", "going with", "settled", "chose", "choose",
+    "prefer", "always", "never", "please", "action item", "todo", "to-do", "follow",
+    "next step", "deadline", "need to", "needs to", "must", "done", "complete", "finish",
+    "fixed", "merged", "shipped", "resolved",
+)  # fmt: skip
+"""Plain substrings every cue word contains: a text without any is skipped at C speed."""
+
+
+def _windows(text: str) -> Iterator[str]:
+    """The parts of ``text`` around identifier hints, cut at white space, merged."""
+    start = end = -1
+    for hint in _HINT.finditer(text):
+        if hint.start() <= end:
+            end = max(end, _after(text, hint.end()))
+            continue
+        if end >= 0:
+            yield text[start:end]
+        start = _before(text, hint.start())
+        end = _after(text, hint.end())
+    if end >= 0:
+        yield text[start:end]
+
+
+def _before(text: str, index: int) -> int:
+    """Where the word ``_WORDS_AROUND`` words before ``index`` starts."""
+    for _ in range(_WORDS_AROUND + 1):
+        if index <= 0:
+            return 0
+        index = max(text.rfind(" ", 0, index), text.rfind("\n", 0, index))
+    return index + 1
+
+
+def _after(text: str, index: int) -> int:
+    """Where the word ``_WORDS_AROUND`` words after ``index`` ends."""
+    for _ in range(_WORDS_AROUND + 1):
+        if index >= len(text):
+            return len(text)
+        found = [i for i in (text.find(" ", index + 1), text.find("\n", index + 1)) if i >= 0]
+        index = min(found) if found else len(text)
+    return index
+
+
+def _has_cue(text: str) -> bool:
+    lowered = text.lower()
+    return any(stem in lowered for stem in _CUE_STEMS)
+
+
+def _identifiers(text: str) -> Iterator[tuple[str, str, str]]:
     """(kind, text, key) of every identifier in ``text``."""
+    for window in _windows(text):
+        yield from _window_identifiers(window)
+
+
+def _window_identifiers(text: str) -> Iterable[tuple[str, str, str]]:
     for match in _URL.finditer(text):
         url = match.group().rstrip(".,;:!?")
         yield "url", url, normalise(url).rstrip("/")
@@ -233,6 +291,8 @@ def extract_details(
     for position, text in enumerate(texts):
         for kind, shown, key in _identifiers(text):
             note(kind, shown, key, position)
+        if not _has_cue(text):
+            continue
         for sentence in _sentences(text):
             sentence = re.sub(r"^[-*]\s+|^(user|assistant):\s+", "", sentence, flags=re.I)
             sentence_kind = _sentence_kind(sentence)

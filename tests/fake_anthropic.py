@@ -23,6 +23,7 @@ Standard library only, so it runs in any interpreter without the project install
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import signal
@@ -101,6 +102,17 @@ class Reply:
     def echo(cls, delay: float = 0) -> Reply:
         """A Message whose text is :func:`echo_summary` of the request."""
         return cls.ok(echo_summary, delay=delay)
+
+    @classmethod
+    def lossy(cls, drop: float, delay: float = 0) -> Reply:
+        """A summary that keeps the transcript's sentences but drops the share ``drop`` of
+        those carrying a detail (see :func:`lossy_summary`); deterministic."""
+        return cls.ok(lambda request: lossy_summary(request, drop), delay=delay)
+
+    @classmethod
+    def fluent(cls, delay: float = 0) -> Reply:
+        """A fluent summary that keeps no detail at all, whatever it is asked."""
+        return cls.ok(FLUENT_SUMMARY, delay=delay)
 
     @classmethod
     def error(
@@ -203,6 +215,66 @@ def echo_summary(request_json: Mapping[str, Any]) -> str:
     return f"Summary of {len(transcript)} characters of transcript. It begins: {words}"
 
 
+FLUENT_SUMMARY = (
+    "The user and the assistant talked through the project at length. They reviewed how the "
+    "work was going, weighed a few options, agreed on a general direction and planned the "
+    "next steps together, in a friendly and constructive tone."
+)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_DETAIL = re.compile(
+    r"\d|/|`|#|https?:|\.[a-z]{1,4}\b|\b(decided|agreed|chose|prefer|always|never|need to|"
+    r"must|todo|action item|follow[- ]up|next step|deadline)\b",
+    re.IGNORECASE,
+)
+_MISSING = re.compile(r"<missing_details>(.*?)</missing_details>", re.DOTALL)
+
+
+def _dropped(sentence: str, drop: float) -> bool:
+    """Whether the lossy mode drops this detail: a stable hash, so a run is repeatable."""
+    digest = int.from_bytes(hashlib.sha256(sentence.encode()).digest()[:4], "big")
+    return digest / 2**32 < drop
+
+
+def lossy_summary(request_json: Mapping[str, Any], drop: float) -> str:
+    """A summary that drops the share ``drop`` of the details it is shown.
+
+    For a summary request: the transcript's sentences, minus ``drop`` of those carrying a
+    detail (a digit, a path, a backtick, a URL, a decision, a preference, an action
+    item), cut to the request's ``max_tokens``. For a repair (a follow-up listing missing
+    details): the summary it gave before plus the listed details, minus the same share.
+    """
+    budget = max(1, int(request_json.get("max_tokens", 1024))) * 4
+    messages = request_json.get("messages") or []
+    repair = _MISSING.search(_request_text(request_json)) if len(messages) > 1 else None
+    if repair:
+        before = _content_text(messages[-2].get("content", ""))
+        listed = [line[2:] for line in repair.group(1).strip().splitlines() if line[:2] == "- "]
+        kept = [item for item in listed if not _dropped(item, drop)]
+        return _cut("\n".join([before, *kept]), budget)
+    first = _content_text(messages[0].get("content", "")) if messages else ""
+    found = _TRANSCRIPT.search(first)
+    transcript = found.group(1) if found else first
+    kept = []
+    for sentence in (s.strip() for s in _SENTENCE.split(transcript)):
+        sentence = re.sub(r"^\[[a-z_]+\]\s*", "", sentence)
+        if not sentence or (_DETAIL.search(sentence) and _dropped(sentence, drop)):
+            continue
+        kept.append(sentence)
+    return _cut(" ".join(kept) or FLUENT_SUMMARY, budget)
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: max(1, chars - 1)]
+
+
+def _content_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    return ""
+
+
 def _request_text(request_json: Mapping[str, Any]) -> str:
     messages = request_json.get("messages")
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):
@@ -212,6 +284,36 @@ def _request_text(request_json: Mapping[str, Any]) -> str:
 
 def _estimate_tokens(value: object) -> int:
     return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
+
+
+def _prompt_units(request_json: Mapping[str, Any]) -> list[Any]:
+    """The request's prompt as a flat list: system blocks, then each message's blocks."""
+    units: list[Any] = []
+    system = request_json.get("system")
+    if isinstance(system, list):
+        units.extend(system)
+    elif system:
+        units.append(system)
+    for message in request_json.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            units.extend({"role": message.get("role"), **b} for b in content if isinstance(b, dict))
+        else:
+            units.append({"role": message.get("role"), "text": content})
+    return units
+
+
+def _marked(unit: Any) -> bool:
+    return isinstance(unit, dict) and isinstance(unit.get("cache_control"), dict)
+
+
+@dataclass(frozen=True)
+class CacheUsage:
+    """How the input tokens of one request split: uncached, written to and read from the cache."""
+
+    input_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -281,6 +383,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_bytes(200, reply.body, {})
             return
         text = reply.text(request_json) if callable(reply.text) else reply.text
+        cache = fake.cache_usage(request_json)
+        usage: dict[str, int] = {
+            "input_tokens": (
+                reply.input_tokens
+                if reply.input_tokens is not None
+                else cache.input_tokens
+                if cache is not None
+                else _estimate_tokens([request_json.get("system"), request_json["messages"]])
+            ),
+            "output_tokens": (
+                reply.output_tokens if reply.output_tokens is not None else max(1, len(text) // 4)
+            ),
+        }
+        if cache is not None:
+            usage["cache_creation_input_tokens"] = cache.cache_creation_input_tokens
+            usage["cache_read_input_tokens"] = cache.cache_read_input_tokens
         message = {
             "id": f"msg_fake_{fake.next_id()}",
             "type": "message",
@@ -289,18 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
             "model": request_json["model"],
             "stop_reason": reply.stop_reason,
             "stop_sequence": None,
-            "usage": {
-                "input_tokens": (
-                    reply.input_tokens
-                    if reply.input_tokens is not None
-                    else _estimate_tokens([request_json.get("system"), request_json["messages"]])
-                ),
-                "output_tokens": (
-                    reply.output_tokens
-                    if reply.output_tokens is not None
-                    else max(1, len(text) // 4)
-                ),
-            },
+            "usage": usage,
         }
         self._send_json(200, message)
 
@@ -388,6 +495,12 @@ class FakeAnthropic:
 
     ``latency`` is added before every ``/v1/messages`` answer; ``default`` answers when the
     queue of pushed replies is empty; ``api_key``, when given, is required (else 401).
+
+    Prompt caching as the API does it: a prefix that ends at a block marked with
+    ``cache_control`` and holds at least ``cache_min_tokens`` is written to the cache the
+    first time and read from it when a later request repeats it; the usage then reports
+    ``cache_creation_input_tokens`` and ``cache_read_input_tokens`` beside the uncached
+    ``input_tokens`` (estimated as JSON characters / 4).
     """
 
     def __init__(
@@ -397,7 +510,10 @@ class FakeAnthropic:
         latency: float = 0.0,
         default: Reply | None = None,
         api_key: str | None = None,
+        cache_min_tokens: int = 1024,
     ) -> None:
+        self.cache_min_tokens = cache_min_tokens
+        self._cache: set[str] = set()
         self.host = host
         self.port = port
         self.latency = latency
@@ -481,6 +597,29 @@ class FakeAnthropic:
         with self._lock:
             self._requests.append(request)
 
+    def cache_usage(self, request_json: Mapping[str, Any]) -> CacheUsage | None:
+        """The cache's part in a request's input tokens; None when nothing is marked."""
+        units = _prompt_units(request_json)
+        if not any(_marked(unit) for unit in units):
+            return None
+        total = _estimate_tokens(units)
+        read = created = 0
+        with self._lock:
+            for end, unit in enumerate(units, start=1):
+                if not _marked(unit):
+                    continue
+                tokens = _estimate_tokens(units[:end])
+                if tokens < self.cache_min_tokens:
+                    continue
+                key = hashlib.sha256(json.dumps(units[:end], sort_keys=True).encode()).hexdigest()
+                if key in self._cache:
+                    read = tokens
+                else:
+                    self._cache.add(key)
+                    created = tokens
+        created = max(0, created - read)
+        return CacheUsage(max(0, total - read - created), created, read)
+
     def next_reply(self) -> Reply:
         with self._lock:
             return self._replies.popleft() if self._replies else self._default
@@ -504,13 +643,25 @@ def main(argv: list[str] | None = None) -> int:
     answer = parser.add_mutually_exclusive_group()
     answer.add_argument("--text", default="A fake summary.", help="the text of every answer")
     answer.add_argument("--echo", action="store_true", help="answer a digest of the transcript")
+    answer.add_argument(
+        "--lossy", type=float, metavar="SHARE", help="drop this share of the details shown"
+    )
+    answer.add_argument("--fluent", action="store_true", help="a fluent summary with no detail")
     args = parser.parse_args(argv)
 
     stop_signals = {signal.SIGTERM, signal.SIGINT}
     # Blocked before the server thread starts, so that thread inherits the mask and the
     # signals wait for sigwait() below instead of interrupting a handler.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-    default = Reply.echo() if args.echo else Reply.ok(args.text)
+    default = (
+        Reply.echo()
+        if args.echo
+        else Reply.lossy(args.lossy)
+        if args.lossy is not None
+        else Reply.fluent()
+        if args.fluent
+        else Reply.ok(args.text)
+    )
     server = FakeAnthropic(host=args.host, port=args.port, latency=args.latency, default=default)
     server.start()
     try:

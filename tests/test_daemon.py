@@ -290,7 +290,11 @@ def test_three_writers_lose_nothing_through_repeated_rewrites(
     ws.mkdir(parents=True)
     (ws / "conversation.jsonl").touch()
     limit = 4000
-    env = llm_env(llm.base_url, token_limit=str(limit), coalesce_ms="20")
+    # The scripted summary keeps no detail: without this the retention check would add a
+    # repair request (a second slow call) to every job, and this test counts rewrites.
+    env = llm_env(
+        llm.base_url, token_limit=str(limit), coalesce_ms="20", summarizer__min_retention="0"
+    )
     daemon = procs.daemon([root], tmp_path, env)
     daemon.wait_ready()
 

@@ -1,0 +1,144 @@
+"""Pinned messages: never summarized away, kept byte for byte right after the head, in
+their order, through every strategy and every later compaction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_messages
+
+from memoryd.conversation import split_lines
+from memoryd.events import read_events
+from memoryd.job import JobRequest, JobResult, run_job
+from memoryd.pins import pinned_indices
+from memoryd.receipts import read_receipts
+from memoryd.workspace import Workspace
+
+
+def run(folder: Path, settings: Any, **kwargs: Any) -> JobResult:
+    return run_job(JobRequest(workspace=folder, settings=settings, **kwargs))
+
+
+def lines_of(folder: Path) -> list[bytes]:
+    return (folder / "conversation.jsonl").read_bytes().splitlines(keepends=True)
+
+
+def archived(folder: Path) -> bytes:
+    archive = folder / ".memoryd" / "archive"
+    return b"".join(p.read_bytes() for p in sorted(archive.iterdir()))
+
+
+def conversation(count: int = 40, size: int = 600, pinned: tuple[int, ...] = (5,)) -> list[Any]:
+    messages: list[Any] = generated_messages(count, size)
+    for index in pinned:
+        messages[index]["pinned"] = True
+    return messages
+
+
+def parse(data: bytes) -> list[Any]:
+    return list(split_lines(data, 1 << 20))
+
+
+def test_flagged_messages_and_the_first_genuine_ones_are_pinned() -> None:
+    summary = {"id": "s", "role": "assistant", "content": "x", "isSummary": True}
+    messages = [summary, *conversation(6, 50, pinned=(4,))]
+    assert pinned_indices(parse(encode_lines(messages)), keep_first=2) == {1, 2, 5}
+    assert pinned_indices(parse(encode_lines(messages)), keep_first=0) == {5}
+
+
+def test_a_pinned_tool_use_keeps_its_tool_result() -> None:
+    messages: list[Any] = generated_messages(4, 50)
+    messages[1]["content"] = [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]
+    messages[1]["pinned"] = True
+    messages[2]["content"] = [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]
+    assert pinned_indices(parse(encode_lines(messages)), keep_first=0) == {1, 2}
+
+
+@pytest.mark.parametrize("strategy", ["narrative", "rolling", "checkpoint"])
+def test_pins_stay_verbatim_after_the_head_in_every_strategy(
+    strategy: str, workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    """keep_first pins the task statement, a flag pins a correction: both survive two
+    rounds byte for byte, in order, right after the head, and never reach the archive."""
+    folder = workspace(messages=conversation(pinned=(5, 9)))
+    original = lines_of(folder)
+    task, first_pin, second_pin = original[0], original[5], original[9]
+    settings = make_settings(
+        strategy=strategy, keep_first=1, token_limit=20_000, **{"summarizer.backend": "extractive"}
+    )
+
+    first = run(folder, settings, force=True)
+    assert first.outcome in ("completed", "ineffective")
+    assert first.pins_kept == 3
+    after = lines_of(folder)
+    assert json.loads(after[0]).get("isSummary") is True
+    assert after[1:4] == [task, first_pin, second_pin]
+    for pin in (task, first_pin, second_pin):
+        assert pin not in archived(folder)
+
+    with (folder / "conversation.jsonl").open("ab") as out:
+        out.write(encode_lines(generated_messages(80, 600)[40:]))
+    second = run(folder, settings, force=True)
+    assert second.outcome in ("completed", "ineffective")
+    assert lines_of(folder)[1:4] == [task, first_pin, second_pin]
+    assert [r.pins_kept for r in read_receipts(Workspace(folder))] == [3, 3]
+
+
+def test_pins_count_and_every_other_line_is_archived_byte_for_byte(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    folder = workspace(messages=conversation(pinned=(3,)))
+    original = lines_of(folder)
+    settings = make_settings(token_limit=10_000, **{"summarizer.backend": "extractive"})
+    result = run(folder, settings, force=True)
+    after = lines_of(folder)
+    assert after[1] == original[3]
+    cut = original.index(after[2])
+    assert archived(folder) == b"".join(original[:3] + original[4:cut])
+    assert result.summarized_count == cut - 1
+    assert result.messages_after == len(after)
+
+
+def test_pins_alone_over_the_trigger_are_ineffective_not_a_loop(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    messages = conversation(30, 400, pinned=(2,))
+    messages[2]["content"] = "A long task statement. " * 800
+    folder = workspace(messages=messages)
+    before = (folder / "conversation.jsonl").read_bytes()
+    settings = make_settings(token_limit=5_000, **{"summarizer.backend": "extractive"})
+
+    result = run(folder, settings)
+
+    pinned_tokens = parse(before)[2].tokens
+    assert result.outcome == "ineffective" and result.ineffective
+    assert result.reason == f"pinned messages hold {pinned_tokens:,} tokens"
+    assert (folder / "conversation.jsonl").read_bytes() == before
+    events = list(read_events(folder / ".memoryd" / "events.jsonl"))
+    [ineffective] = [e for e in events if e["type"] == "summarize_ineffective"]
+    assert ineffective["reason"] == result.reason
+    assert "summarize_failed" not in {e["type"] for e in events}
+    [receipt] = read_receipts(Workspace(folder))
+    assert (receipt.outcome, receipt.reason, receipt.job) == (
+        "ineffective",
+        result.reason,
+        ineffective["job"],
+    )
+    assert receipt.summarized is None and receipt.tokens_after == receipt.tokens_before
+
+
+def test_nothing_to_do_when_everything_before_the_split_is_pinned(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    folder = workspace(messages=conversation(10, 400, pinned=()))
+    before = (folder / "conversation.jsonl").read_bytes()
+    settings = make_settings(
+        keep_first=10, token_limit=100_000, **{"summarizer.backend": "extractive"}
+    )
+    result = run(folder, settings, force=True)
+    assert result.outcome == "nothing_to_do"
+    assert "pinned" in result.reason
+    assert (folder / "conversation.jsonl").read_bytes() == before
