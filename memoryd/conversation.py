@@ -275,8 +275,13 @@ def new_message(role: str, content: Any, now_ms: int) -> dict[str, Any]:
     return {"id": str(uuid.uuid4()), "role": role, "content": content, "timestamp": now_ms}
 
 
-def append_message(workspace: Path, role: str, content: Any) -> dict[str, Any]:
+def append_message(
+    workspace: Path, role: str, content: Any, *, pinned: bool = False
+) -> dict[str, Any]:
     """Append one message to ``workspace``'s conversation under the writers' lock.
+
+    ``pinned`` marks it ``"pinned": true``: it is never summarized away
+    (docs/design.md#pins).
 
     Refuses (InputError, nothing written) an unknown role, a conversation that is a
     symlink or not a regular file, and a file that ends with an incomplete line (a writer
@@ -288,6 +293,8 @@ def append_message(workspace: Path, role: str, content: Any) -> dict[str, Any]:
         raise InputError("content must be a string or a list of content blocks")
     ws = Workspace(check_workspace(workspace))
     message = new_message(role, content, int(time.time() * 1000))
+    if pinned:
+        message["pinned"] = True
     try:
         line = strict_json.dumps_line(message)
     except strict_json.JSONProblem as problem:

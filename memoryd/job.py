@@ -445,11 +445,16 @@ def _commit_and_report(
         split_lines(_read_range(workspace.conversation, head_end), settings.max_line_bytes)
     )
     messages_after = 1 + len(kept) + len(carried)
+    calibration = None
+    if head.input_tokens:
+        calibration = calibrate(request.calibration, head.estimated_input_tokens, head.input_tokens)
+    # Counted with the calibration the daemon uses from now on, so that its later counts
+    # compare with these (an ineffective job waits for real growth, not for a new ratio).
+    scale = calibration or request.calibration
     tokens_after = round(
-        (summary_tokens + sum(x.tokens for x in kept) + sum(x.tokens for x in carried))
-        * request.calibration
+        (summary_tokens + sum(x.tokens for x in kept) + sum(x.tokens for x in carried)) * scale
     )
-    head_tokens = round((summary_tokens + sum(x.tokens for x in kept)) * request.calibration)
+    head_tokens = round((summary_tokens + sum(x.tokens for x in kept)) * scale)
     trigger = strategy.trigger
     # Only a usage-triggered strategy can be ineffective: its trigger still holding after
     # the job would start the same job again at the next append. Judged on what the job
@@ -457,9 +462,6 @@ def _commit_and_report(
     # the next job can summarize, and calling it ineffective would stop all jobs until the
     # conversation grows again, leaving it over the trigger.
     ineffective = trigger is not None and over_trigger(head_tokens, settings.token_limit, trigger)
-    calibration = None
-    if head.input_tokens:
-        calibration = calibrate(request.calibration, head.estimated_input_tokens, head.input_tokens)
     last_result = head.result_text
     if ineffective and trigger is not None:
         last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
@@ -485,7 +487,7 @@ def _commit_and_report(
             0,
             sum(end - start for start, end in archived),
         ),
-        pins_kept=len(pinned.pins),
+        pins_kept=pinned.pinned_count,
         retention=head.retention,
         llm=head.usage,
     )
@@ -505,7 +507,7 @@ def _commit_and_report(
         archive=name,
         backend=head.backend,
         llm_calls=head.calls,
-        pins_kept=len(pinned.pins),
+        pins_kept=pinned.pinned_count,
     )
     events.emit(workspace, "summarize_completed", **details)
     if ineffective and trigger is not None:
@@ -550,7 +552,7 @@ def _commit_and_report(
         head_end=head_end,
         head_line_tokens=(summary_tokens, *(x.tokens for x in kept)),
         head_malformed=sum(1 for x in kept if x.malformed),
-        pins_kept=len(pinned.pins),
+        pins_kept=pinned.pinned_count,
         receipt=receipt,
     )
 

@@ -65,6 +65,8 @@ class PinnedPlan:
     """The pinned messages of the prefix, in their order: written right after the head."""
     pinned_tokens: int
     """Tokens of every pinned message of the conversation (prefix and kept part)."""
+    pinned_count: int
+    """Pinned messages in the whole conversation: all of them stay."""
 
 
 def apply_pins(lines: Sequence[Line], plan: SplitPlan, pinned: frozenset[int]) -> PinnedPlan:
@@ -83,6 +85,7 @@ def apply_pins(lines: Sequence[Line], plan: SplitPlan, pinned: frozenset[int]) -
         summarized=summarized,
         pins=pins,
         pinned_tokens=sum(lines[i].tokens for i in pinned),
+        pinned_count=len(pinned),
     )
 
 

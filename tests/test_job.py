@@ -277,7 +277,9 @@ def test_second_anthropic_job_folds_the_previous_summary(
     folder = workspace(40, 1000)
     settings = anthropic_settings(make_settings, fake_anthropic, b"".join(raw_lines(folder)))
     env = {"ANTHROPIC_API_KEY": API_KEY}
-    fake_anthropic.push(Reply.ok("First: chose Redis."), Reply.ok("Second: chose Redis first, then Kafka."))
+    fake_anthropic.push(
+        Reply.ok("First: chose Redis."), Reply.ok("Second: chose Redis first, then Kafka.")
+    )
     first = run(folder, settings, env=env)
     with (folder / "conversation.jsonl").open("ab") as out:
         out.write(encode_lines(generated_messages(70, 1000)[40:]))

@@ -72,7 +72,7 @@ def test_pins_stay_verbatim_after_the_head_in_every_strategy(
 
     first = run(folder, settings, force=True)
     assert first.outcome in ("completed", "ineffective")
-    assert first.pins_kept == 3
+    assert first.pins_kept == 3  # the task statement and the two flagged
     after = lines_of(folder)
     assert json.loads(after[0]).get("isSummary") is True
     assert after[1:4] == [task, first_pin, second_pin]

@@ -266,7 +266,9 @@ def test_rolling_prompt_asks_for_a_third_person_summary_and_folds_the_previous_o
     settings = online(make_settings, fake_anthropic)
     fake_anthropic.push(
         Reply.ok("The user discussed the storage layer; they chose SQLite."),
-        Reply.ok("The user discussed the storage layer and chose SQLite, then planned the migration."),
+        Reply.ok(
+            "The user discussed the storage layer and chose SQLite, then planned the migration."
+        ),
     )
     generator = SummaryGenerator(folder, settings)
 
@@ -290,7 +292,10 @@ def test_rolling_prompt_asks_for_a_third_person_summary_and_folds_the_previous_o
     for i in range(22):
         append_message(folder, "assistant" if i % 2 == 0 else "user", filler_text(100 + i, 3_000))
     assert generator.should_summarize() is True
-    assert generator.generate_summary() == "The user discussed the storage layer and chose SQLite, then planned the migration."
+    assert (
+        generator.generate_summary()
+        == "The user discussed the storage layer and chose SQLite, then planned the migration."
+    )
 
     second = fake_anthropic.message_requests[1].user_text
     previous = second.split("<previous_summary>")[1].split("</previous_summary>")[0]

@@ -58,6 +58,9 @@ COMMANDS: dict[str, Command] = {
     "recall": Command("memoryd.cli.recall", "search the messages memoryd summarized"),
     "expand": Command("memoryd.cli.expand", "print a message's original lines byte for byte"),
     "mcp": Command("memoryd.cli.mcp", "serve recall and memory tools over MCP (stdio)"),
+    "history": Command(
+        "memoryd.cli.history", "the receipts of past jobs: what each did and cost, with totals"
+    ),
 }
 
 

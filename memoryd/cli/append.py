@@ -14,12 +14,15 @@ from memoryd.errors import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The workspace, ``--role``, ``--content`` (else stdin) and ``--blocks``."""
+    """The workspace, ``--role``, ``--content`` (else stdin), ``--blocks`` and ``--pin``."""
     parser.add_argument("workspace", type=Path)
     parser.add_argument("--role", required=True, choices=ROLES)
     parser.add_argument("--content", help="the text (default: read from stdin)")
     parser.add_argument(
         "--blocks", action="store_true", help="the content is a JSON list of content blocks"
+    )
+    parser.add_argument(
+        "--pin", action="store_true", help="pin the message: it is never summarized away"
     )
 
 
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             raise UsageError(f"--blocks: {problem}{detail}") from None
         if not isinstance(content, list):
             raise UsageError("--blocks: the content must be a JSON list of content blocks")
-    message = append_message(args.workspace, args.role, content)
+    message = append_message(args.workspace, args.role, content, pinned=args.pin)
     print(json.dumps({"appended": True, "id": message["id"]}), file=out)
     return 0
 
