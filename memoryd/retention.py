@@ -33,7 +33,7 @@ _PATH = re.compile(
     r"cpp|hpp|java|kt|rb|sh|sql|csv|cfg|ini|lock|html|css|service|conf|log)\b"
 )
 _ISSUE = re.compile(
-    r"(?:\b(?:issue|bug|ticket|pr|pull request|pull|merge request|mr)\s*#?\s*"
+    r"(?:\b(?=[ibtpmIBTPM#])(?:issue|bug|ticket|pr|pull request|pull|merge request|mr)\s*#?\s*"
     r"|(?<![\w&])#)(\d{1,7})\b",
     re.IGNORECASE,
 )
@@ -77,7 +77,7 @@ _MONTHS = {
 _MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _ISO_DATE = re.compile(r"\b(\d{4})[-/](\d{1,2})[-/](\d{1,2})\b")
 _MONTH_DAY_YEAR = re.compile(
-    rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
+    rf"\b(?=[jfmasondJFMASOND])({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
 )
 _DAY_MONTH_YEAR = re.compile(
     rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH})\.?,?\s+(\d{{4}})\b", re.I
@@ -147,14 +147,16 @@ def _looks_like_path(path: str) -> bool:
 # plain prose costs one character-class scan (docs/design.md#retention).
 _HINT = re.compile(r"[\d/`#$]|\.[A-Za-z]")
 _WORDS_AROUND = 3
-"""Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"."""
-_CUE_STEMS = (
-    "decid", "decision", "agree", "go with", "going with", "settled", "chose", "choose",
-    "prefer", "always", "never", "please", "action item", "todo", "to-do", "follow",
-    "next step", "deadline", "need to", "needs to", "must", "done", "complete", "finish",
-    "fixed", "merged", "shipped", "resolved",
-)  # fmt: skip
-"""Plain substrings every cue word contains: a text without any is skipped at C speed."""
+"""Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"
+(``_WORDS_AFTER`` says the same)."""
+_CUE_TEXT = (
+    "decided decision agreed agree go going settled chose choose prefer prefers preference "
+    "always never please action todo to-do follow follow-up next deadline need needs must "
+    "done completed finished fixed merged shipped resolved"
+)
+_CUE_WORDS = frozenset(_CUE_TEXT.split())
+"""A word of every cue: a text with none of them holds no decision, preference or action."""
+_LOWER_WORD = re.compile(r"[a-z-]+")
 
 
 def _windows(text: str) -> Iterator[str]:
@@ -172,6 +174,9 @@ def _windows(text: str) -> Iterator[str]:
         yield text[start:end]
 
 
+_WORDS_AFTER = re.compile(r"\S*(?:\s+\S+){0,3}")
+
+
 def _before(text: str, index: int) -> int:
     """Where the word ``_WORDS_AROUND`` words before ``index`` starts."""
     for _ in range(_WORDS_AROUND + 1):
@@ -183,17 +188,12 @@ def _before(text: str, index: int) -> int:
 
 def _after(text: str, index: int) -> int:
     """Where the word ``_WORDS_AROUND`` words after ``index`` ends."""
-    for _ in range(_WORDS_AROUND + 1):
-        if index >= len(text):
-            return len(text)
-        found = [i for i in (text.find(" ", index + 1), text.find("\n", index + 1)) if i >= 0]
-        index = min(found) if found else len(text)
-    return index
+    found = _WORDS_AFTER.match(text, index)
+    return found.end() if found else index
 
 
 def _has_cue(text: str) -> bool:
-    lowered = text.lower()
-    return any(stem in lowered for stem in _CUE_STEMS)
+    return not _CUE_WORDS.isdisjoint(_LOWER_WORD.findall(text.lower()))
 
 
 def _identifiers(text: str) -> Iterator[tuple[str, str, str]]:
