@@ -79,13 +79,16 @@ PLANTS: tuple[Callable[[random.Random, int], str], ...] = (
 )
 
 
-def conversation(seed: int) -> tuple[list[dict[str, Any]], list[str]]:
-    """40 messages; each of the first ten carries one planted detail (also returned)."""
+def conversation(
+    seed: int, count: int = 40, filler: tuple[int, int] = (4, 7)
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``count`` messages of ``filler`` (min, max) bland sentences; each of the first ten
+    carries one planted detail (also returned)."""
     rng = random.Random(seed)
     planted = [plant(rng, seed * 100 + i) for i, plant in enumerate(PLANTS)]
     messages = []
-    for index in range(40):
-        sentences = [rng.choice(FILLER) + "." for _ in range(rng.randint(4, 7))]
+    for index in range(count):
+        sentences = [rng.choice(FILLER) + "." for _ in range(rng.randint(*filler))]
         if index < len(planted):
             sentences.insert(rng.randint(0, len(sentences)), planted[index])
         messages.append(
@@ -240,7 +243,9 @@ def pins_over_rounds(rounds: int, scratch: Path) -> dict[str, Any]:
     return {"rounds": rounds, "pins": len(pins), "pins_lost": lost, "summaries_over_cap": over_cap}
 
 
-def check_cost(count: int, scratch: Path) -> dict[str, Any]:
+def check_cost(
+    count: int, scratch: Path, messages: int = 40, filler: tuple[int, int] = (4, 7)
+) -> dict[str, Any]:
     """The retention check's wall time inside real extractive jobs, against the job's."""
     spent = [0.0]
 
@@ -260,16 +265,18 @@ def check_cost(count: int, scratch: Path) -> dict[str, Any]:
     for name, function in originals.items():
         setattr(summary_module, name, timed(function))
     shares, job_times, check_times = [], [], []
+    sizes: list[int] = []
     try:
         settings = settings_for("extractive", "")
         for seed in range(count):
-            messages, _ = conversation(seed)
-            folder = scratch / "cost" / f"c{seed}"
-            write_workspace(folder, messages)
+            lines, _ = conversation(seed, messages, filler)
+            folder = scratch / f"cost-{messages}" / f"c{seed}"
+            write_workspace(folder, lines)
             spent[0] = 0.0
             started = time.perf_counter()
-            run(folder, settings)
+            result = run(folder, settings)
             job = time.perf_counter() - started
+            sizes.append(result.tokens_before)
             shares.append(spent[0] / job)
             job_times.append(job)
             check_times.append(spent[0])
@@ -278,6 +285,8 @@ def check_cost(count: int, scratch: Path) -> dict[str, Any]:
             setattr(summary_module, name, function)
     return {
         "jobs": count,
+        "messages": messages,
+        "tokens_before_median": statistics.median(sizes),
         "job_ms_median": round(statistics.median(job_times) * 1000, 2),
         "check_ms_median": round(statistics.median(check_times) * 1000, 2),
         "check_share_median": round(statistics.median(shares), 4),
@@ -302,7 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         }
         report["cache"] = cache_saving(report["quality"]["lossy"]["usage"])
         report["pins"] = pins_over_rounds(args.rounds, scratch)
-        report["check_cost"] = check_cost(args.conversations, scratch)
+        report["check_cost"] = [
+            check_cost(args.conversations, scratch),
+            check_cost(args.conversations, scratch, messages=400, filler=(20, 40)),
+        ]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     json.dump(report, sys.stdout, indent=2)

@@ -402,22 +402,68 @@ def fit(missing: Sequence[Detail], max_tokens: int) -> list[Detail]:
     return [d for d in missing if d in chosen]
 
 
-def with_free_room(text: str, missing: Sequence[Detail], max_tokens: int) -> str:
-    """``text`` followed by as many missing details as fit in the room it leaves free
-    within ``max_tokens``; the text itself is never cut (pure)."""
-    chosen = fit(missing, max_tokens - estimate_text_tokens(text) - 1)
-    return f"{text}\n{render_section(chosen)}" if chosen else text
+_SENTENCE_PARTS = re.compile(r"((?<=[.!?])[ \t]+|\n+)")
 
 
-def with_verbatim_section(text: str, missing: Sequence[Detail], max_tokens: int) -> str:
+def without_idle_sentences(text: str, kept: Sequence[Detail], max_tokens: int) -> str:
+    """``text`` with sentences that carry none of ``kept`` taken out, last first, until it
+    fits ``max_tokens`` (pure): general statements give way before any detail does.
+
+    Returns ``text`` unchanged when it fits already; it may still not fit after.
+    """
+    if estimate_text_tokens(text) <= max_tokens:
+        return text
+    parts = _SENTENCE_PARTS.split(text)
+    sentences, separators = parts[0::2], [*parts[1::2], ""]
+    idle = [
+        i
+        for i, sentence in enumerate(sentences)
+        if sentence.strip() and not any(_Index(sentence).holds(d) for d in kept)
+    ]
+    dropped: set[int] = set()
+    size = estimate_text_tokens(text)
+    for index in reversed(idle):
+        if size <= max_tokens:
+            break
+        dropped.add(index)
+        size -= (len(sentences[index]) + len(separators[index])) // 4
+    return "".join(
+        sentence + separator
+        for i, (sentence, separator) in enumerate(zip(sentences, separators, strict=True))
+        if i not in dropped
+    ).strip()
+
+
+def with_free_room(
+    text: str, missing: Sequence[Detail], max_tokens: int, kept: Sequence[Detail] = ()
+) -> str:
+    """``text`` followed by the missing details that fit within ``max_tokens`` (pure).
+
+    Room is made by taking out sentences of ``text`` that carry none of the ``kept``
+    details (:func:`without_idle_sentences`); a sentence that carries one is never cut.
+    """
+    needed = estimate_text_tokens(render_section(missing)) + 1
+    body = without_idle_sentences(text, kept, max(0, max_tokens - needed))
+    chosen = fit(missing, max_tokens - estimate_text_tokens(body) - 1)
+    if not chosen:
+        return text
+    return f"{body}\n{render_section(chosen)}" if body else render_section(chosen)
+
+
+def with_verbatim_section(
+    text: str, missing: Sequence[Detail], max_tokens: int, kept: Sequence[Detail] = ()
+) -> str:
     """``text`` followed by the missing details, the whole within ``max_tokens`` (pure).
 
     The details go in by priority (:func:`by_priority`) while they fit in what the text
-    leaves free, or in half of the cap when the text fills it (the text is then cut at a
-    line boundary to make room). The result is deterministic for the same input.
+    leaves free, or in half of the cap when the text fills it. Room is made first by
+    taking out sentences that carry none of the ``kept`` details, then by cutting the
+    text at a line boundary. The result is deterministic for the same input.
     """
     if not missing:
         return _trim(text, max_tokens)
+    needed = estimate_text_tokens(render_section(missing)) + 1
+    text = without_idle_sentences(text, kept, max(max_tokens // 2, max_tokens - needed))
     own = estimate_text_tokens(text)
     section = render_section(fit(missing, max(max_tokens - own - 1, max_tokens // 2)))
     if not section:

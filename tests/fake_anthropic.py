@@ -267,14 +267,6 @@ def _cut(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: max(1, chars - 1)]
 
 
-def _content_text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
-    return ""
-
-
 def _request_text(request_json: Mapping[str, Any]) -> str:
     messages = request_json.get("messages")
     if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):

@@ -12,6 +12,7 @@ from memoryd.retention import (
     by_priority,
     extract_details,
     score,
+    with_free_room,
     with_verbatim_section,
 )
 from memoryd.tokens import estimate_text_tokens
@@ -147,3 +148,26 @@ def test_the_result_never_exceeds_the_cap(summary: str, paths: list[str], cap: i
     details = extract_details([{"role": "user", "content": " ".join(paths)}])
     result = with_verbatim_section(summary, score(details, summary).missing, cap)
     assert estimate_text_tokens(result) <= cap
+
+
+def test_sentences_without_details_give_way_to_missing_ones() -> None:
+    details = extract_details([{"role": "user", "content": PLANTED}])
+    keeps = "The config lives in src/memoryd/config.py."
+    idle = " ".join(f"They had a friendly chat number {'one two three'}." for _ in range(40))
+    summary = f"{keeps} {idle}"
+    result = score(details, summary)
+    kept = [d for d in details if d not in result.missing]
+    cap = estimate_text_tokens(summary)
+    repaired = with_free_room(summary, result.missing, cap, kept)
+    assert estimate_text_tokens(repaired) <= cap
+    assert repaired.startswith(keeps)
+    assert score(details, repaired).score == 1.0
+
+
+def test_free_room_never_cuts_a_sentence_that_carries_a_detail() -> None:
+    details = extract_details([{"role": "user", "content": PLANTED}])
+    summary = "The config lives in src/memoryd/config.py. See https://example.com/docs/setup."
+    result = score(details, summary)
+    kept = [d for d in details if d not in result.missing]
+    repaired = with_free_room(summary, result.missing, estimate_text_tokens(summary), kept)
+    assert repaired == summary

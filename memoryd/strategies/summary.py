@@ -169,12 +169,13 @@ def retain_details(
 ) -> tuple[str, RetentionFigures]:
     """``text``, repaired when it kept less than ``min_retention`` of ``details``.
 
-    Below the threshold the backend is asked once to repair the summary (a backend that
-    cannot be asked is not); if it is still below, the missing details are appended as a
-    verbatim section, the summary cut at a line to make room within ``budget``. At or
-    above the threshold, missing details fill only the room the summary left free. A
-    threshold of 0 switches the repairs off; the score is still measured
-    (docs/design.md#retention).
+        Below the threshold the backend is asked once to repair the summary (a backend that
+        cannot be asked is not); if it is still below, the missing details are appended as a
+        verbatim section, the summary cut at a line to make room within ``budget``. At or
+        above the threshold, missing details take only the room left free once sentences that
+    carry no detail are taken out. A
+        threshold of 0 switches the repairs off; the score is still measured
+        (docs/design.md#retention).
     """
     first = score(details, text)
     if min_retention <= 0:
@@ -187,9 +188,10 @@ def retain_details(
             if candidate.score >= first.score and estimate_text_tokens(repaired.text) <= budget:
                 text, current = repaired.text, candidate
     if current.missing:
+        kept = [d for d in details if d not in current.missing]
         if current.score < min_retention:
-            text = with_verbatim_section(text, current.missing, budget)
+            text = with_verbatim_section(text, current.missing, budget, kept)
         else:
-            text = with_free_room(text, current.missing, budget)
+            text = with_free_room(text, current.missing, budget, kept)
     final = score(details, text)
     return text, RetentionFigures(first.score, final.score, len(final.missing))
