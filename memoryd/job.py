@@ -144,6 +144,33 @@ def report_failure(
     events.emit(workspace, "summarize_failed", reason=reason, **details)
 
 
+def report_lost_job(
+    workspace: Workspace, reason: str, settings: Settings, messages: int, tokens: int
+) -> Receipt:
+    """A job that never reported back (its worker died): a failed receipt, then the usual
+    failure report. The start time is unknown: the receipt says when it was lost.
+
+    Raises OSError when the receipt or HEARTBEAT.md cannot be written.
+    """
+    now = time.time()
+    receipt = build_receipt(
+        job=str(uuid.uuid4()),
+        strategy=settings.strategy,
+        started=now,
+        finished=now,
+        outcome="failed",
+        reason=reason,
+        before=(messages, tokens),
+        after=(messages, tokens),
+        prices=settings.prices,
+    )
+    try:
+        append_receipt(workspace, receipt)
+    finally:
+        report_failure(workspace, reason, settings.strategy, receipt.job)
+    return receipt
+
+
 @dataclass(frozen=True, slots=True)
 class JobClock:
     """A job's id and when it started (epoch seconds), for its receipt."""

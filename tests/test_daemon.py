@@ -55,8 +55,10 @@ from memoryd.config import load_settings
 from memoryd.conversation import split_lines
 from memoryd.daemon import Supervisor
 from memoryd.fsutil import pid_alive
+from memoryd.receipts import read_receipts
 from memoryd.strategies.narrative import narrative_split
 from memoryd.watch import classify
+from memoryd.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = REPO / "systemd" / "memoryd.service"
@@ -411,6 +413,11 @@ def test_sigkill_of_a_worker_fails_its_job_only_the_other_is_retried_at_once(
     # The retry waits at least RETRY_FLOOR (2 s): long enough to see the failure.
     beat = read_heartbeat(guilty)
     assert (beat["status"], beat["last_error"]) == ("failed", "worker process died")
+    # The lost job has a failed receipt, and its summarize_failed event names it.
+    [lost] = [r for r in read_receipts(Workspace(guilty)) if r.outcome == "failed"]
+    assert lost.reason == "worker process died"
+    failed_jobs = [e.get("job") for e in read_events(guilty) if e["type"] == "summarize_failed"]
+    assert failed_jobs == [lost.job]
     daemon.wait_log("pool_rebuilt")
     wait_until(lambda: not any(Path(f"/proc/{w}").exists() for w in workers), 5, "old workers")
     expected = {

@@ -41,7 +41,14 @@ from memoryd.discovery import find_workspaces
 from memoryd.errors import MemorydError
 from memoryd.fsutil import flocked
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import JobRequest, JobResult, report_failure, run_job, summarizer_env
+from memoryd.job import (
+    JobRequest,
+    JobResult,
+    report_failure,
+    report_lost_job,
+    run_job,
+    summarizer_env,
+)
 from memoryd.logs import configure_logging
 from memoryd.state import read_state, saved_numbers
 from memoryd.summarizers.base import choose_backend
@@ -549,7 +556,13 @@ class Supervisor:
             return
         log.warning("job_failed", workspace=str(path), reason=reason)
         try:
-            report_failure(tracked.workspace, reason)
+            report_lost_job(
+                tracked.workspace,
+                reason,
+                tracked.settings,
+                tracked.reader.tally.messages,
+                tracked.tokens,
+            )
         except (OSError, MemorydError) as exc:
             self.publisher.failed(tracked, "HEARTBEAT.md", exc, now)
         job_lost(tracked, now, its_fault=True)
