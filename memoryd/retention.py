@@ -145,31 +145,36 @@ def _looks_like_path(path: str) -> bool:
 
 # Every identifier holds one of these; the patterns run only on the text around them, so
 # plain prose costs one character-class scan (docs/design.md#retention).
-_HINT = re.compile(r"[\d/`#$]|\.[A-Za-z]")
+_HINT_CHARS = re.compile(r"[\d/`#$]")
+_HINT_DOT = re.compile(r"\.[A-Za-z]")
+"""Two scans, not one alternation: a character class alone and a literal-led pattern
+alone are each searched at C speed."""
 _WORDS_AROUND = 3
 """Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"
 (``_WORDS_AFTER`` says the same)."""
-_CUE_TEXT = (
-    "decided decision agreed agree go going settled chose choose prefer prefers preference "
-    "always never please action todo to-do follow follow-up next deadline need needs must "
-    "done completed finished fixed merged shipped resolved"
-)
-_CUE_WORDS = frozenset(_CUE_TEXT.split())
-"""A word of every cue: a text with none of them holds no decision, preference or action."""
-_LOWER_WORD = re.compile(r"[a-z-]+")
+_CUE_STEMS = (
+    "decid", "decision", "agree", "go with", "going with", "settled", "chose", "choose",
+    "prefer", "always", "never", "please", "action item", "todo", "to-do", "follow",
+    "next step", "deadline", "need to", "needs to", "must", "done", "complete", "finish",
+    "fixed", "merged", "shipped", "resolved",
+)  # fmt: skip
+"""Plain substrings of every cue: a text without any holds no decision, preference or
+action item, and is skipped before it is split into sentences."""
 
 
 def _windows(text: str) -> Iterator[str]:
     """The parts of ``text`` around identifier hints, cut at white space, merged."""
+    hints = [m.start() for m in _HINT_CHARS.finditer(text)]
+    hints += [m.start() for m in _HINT_DOT.finditer(text)]
     start = end = -1
-    for hint in _HINT.finditer(text):
-        if hint.start() <= end:
-            end = max(end, _after(text, hint.end()))
+    for hint in sorted(hints):
+        if hint <= end:
+            end = max(end, _after(text, hint + 1))
             continue
         if end >= 0:
             yield text[start:end]
-        start = _before(text, hint.start())
-        end = _after(text, hint.end())
+        start = _before(text, hint)
+        end = _after(text, hint + 1)
     if end >= 0:
         yield text[start:end]
 
@@ -193,7 +198,8 @@ def _after(text: str, index: int) -> int:
 
 
 def _has_cue(text: str) -> bool:
-    return not _CUE_WORDS.isdisjoint(_LOWER_WORD.findall(text.lower()))
+    lowered = text.lower()
+    return any(stem in lowered for stem in _CUE_STEMS)
 
 
 def _identifiers(text: str) -> Iterator[tuple[str, str, str]]:
