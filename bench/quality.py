@@ -31,10 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -294,6 +292,49 @@ def check_cost(
     }
 
 
+def render(report: dict[str, Any]) -> str:
+    """The figures as tables, for people."""
+    rows = [
+        [
+            mode,
+            figures["planted_details"],
+            figures["check_before_mean"],
+            figures["check_before_min"],
+            figures["check_after_mean"],
+            figures["check_after_min"],
+            figures["planted_retention_after"],
+            figures["summaries_over_cap"],
+            figures["llm_calls"],
+        ]
+        for mode, figures in report["quality"].items()
+    ]
+    headers = ["mode", "planted", "before", "before min", "after", "after min"]
+    headers += ["planted kept", "over cap", "LLM calls"]
+    cost_rows = [
+        [
+            c["messages"],
+            c["tokens_before_median"],
+            c["job_ms_median"],
+            c["check_ms_median"],
+            c["check_share_median"],
+            c["check_share_max"],
+        ]
+        for c in report["check_cost"]
+    ]
+    cost_headers = ["messages", "tokens", "job ms", "check ms", "share", "share max"]
+    pins, cache = report["pins"], report["cache"]
+    return "\n\n".join(
+        [
+            common.table(headers, rows),
+            common.table(cost_headers, cost_rows),
+            f"pins: {pins['pins']} pinned messages, {pins['rounds']} compactions, "
+            f"{pins['pins_lost']} lost, {pins['summaries_over_cap']} summaries over the cap",
+            f"prompt cache (lossy mode, claude-haiku-4-5 prices): ${cache['with_cache_usd']} "
+            f"with, ${cache['without_cache_usd']} without, saving {cache['saving']:.1%}",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--conversations", type=int, default=24)
@@ -301,9 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=50)
     args = parser.parse_args(argv)
     configure_logging("json", "warning", sys.stderr)
-    common.TMP.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="quality-", dir=common.TMP))
-    try:
+    common.install_exit_handlers()
+    with common.scratch("quality") as scratch:
         report: dict[str, Any] = {
             "quality": quality(
                 ["extractive", "lossy", "fluent"], args.conversations, args.drop, scratch
@@ -315,10 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             check_cost(args.conversations, scratch),
             check_cost(args.conversations, scratch, messages=400, filler=(20, 40)),
         ]
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    print(render(report))
+    print(f"raw figures: {common.save('quality', report)}")
     return 0
 
 
