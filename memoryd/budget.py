@@ -139,7 +139,7 @@ class SpendLedger:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             data = json.dumps(asdict(self.spend), sort_keys=True).encode() + b"\n"
-            atomic_write(self.path, data, 0o600)
+            atomic_write(self.path, data, 0o600, root=self.path.parent)
         except OSError as exc:
             log.warning("spend_ledger_unwritable", path=str(self.path), error=exc.strerror)
 

@@ -29,7 +29,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,9 +40,11 @@ from memoryd.errors import CommitAborted, UnsafePathError
 from memoryd.fsutil import (
     NEW_FILE_FLAGS,
     TEMP_MARK,
+    append_all_or_nothing,
     flocked,
-    fsync_dir,
+    folder_in,
     is_enospc,
+    open_in,
     pid_alive,
     temp_name,
     write_all,
@@ -70,6 +72,8 @@ class Snapshot:
     """What a job read: the file's identity and the end of its last complete line."""
 
     path: Path
+    root: Path
+    """The workspace: no symlink between it and ``path`` is ever followed."""
     dev: int
     ino: int
     mode: int
@@ -99,12 +103,11 @@ class CommitResult:
     archive: Path | None
 
 
-def open_regular(path: Path) -> int:
-    """Open ``path`` read-only, refusing symlinks, hard-linked and non-regular files."""
-    if path.is_symlink():
-        raise UnsafePathError(f"{path}: is a symlink; memoryd rewrites only regular files")
+def open_regular(path: Path, root: Path) -> int:
+    """Open ``path`` (below ``root``) read-only, refusing symlinks on the way, hard-linked
+    and non-regular files."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = open_in(root, path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise UnsafePathError(f"{path}: no such file") from None
     except PermissionError:
@@ -121,13 +124,16 @@ def open_regular(path: Path) -> int:
     return fd
 
 
-def read_snapshot(path: Path) -> tuple[Snapshot, bytes]:
+def read_snapshot(path: Path, *, root: Path | None = None) -> tuple[Snapshot, bytes]:
     """Read the complete lines of ``path``; returns the snapshot and those bytes.
 
     A last fragment without ``\\n`` is a write in progress: it is not part of the
-    snapshot and will be carried over, byte for byte, by the commit.
+    snapshot and will be carried over, byte for byte, by the commit. ``root`` is the
+    workspace (default: the file's own folder); a symlink between it and ``path``, or at
+    ``path``, is refused (UnsafePathError), here and in every step of the commit.
     """
-    fd = open_regular(path)
+    root = path.parent if root is None else root
+    fd = open_regular(path, root)
     try:
         st = os.fstat(fd)
         chunks: list[bytes] = []
@@ -143,6 +149,7 @@ def read_snapshot(path: Path) -> tuple[Snapshot, bytes]:
     data = data[:end]
     snapshot = Snapshot(
         path=path,
+        root=root,
         dev=st.st_dev,
         ino=st.st_ino,
         mode=stat.S_IMODE(st.st_mode),
@@ -196,18 +203,17 @@ def _parts_size(parts: Sequence[Part]) -> int:
 
 
 def _check_space(folder: Path, needed: int) -> None:
-    usage = shutil.disk_usage(folder)
-    if usage.free < needed + SPACE_MARGIN:
+    free = shutil.disk_usage(folder).free
+    if free < needed + SPACE_MARGIN:
         raise CommitAborted(
-            f"not enough free space in {folder}: need {needed + SPACE_MARGIN} bytes, "
-            f"{usage.free} free"
+            f"not enough free space in {folder}: need {needed + SPACE_MARGIN} bytes, {free} free"
         )
 
 
-def _same_file(fd: int, snapshot: Snapshot) -> None:
+def _same_file(fd: int, folder: int, snapshot: Snapshot) -> None:
     """Re-check the original under the lock; raises CommitAborted when it changed."""
     try:
-        st = os.stat(snapshot.path, follow_symlinks=False)
+        st = os.stat(snapshot.path.name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         raise CommitAborted(f"{snapshot.path}: was deleted during the job") from None
     if not stat.S_ISREG(st.st_mode):
@@ -260,59 +266,66 @@ def rewrite(
     """
     step = fault or (lambda _name: None)
     path = snapshot.path
+    root = snapshot.root
     try:
-        src = open_regular(path)
+        src = open_regular(path, root)
     except UnsafePathError as exc:
         # read_snapshot accepted this file: whatever open_regular refuses now changed since.
         raise CommitAborted(f"{exc} (changed during the job; nothing was done)") from exc
-    tmp = temp_name(path)
-    pending: Path | None = None
+    tmp = temp_name(path).name
+    folder = -1
+    archive_folder = -1
+    pending: str | None = None
     final: Path | None = None
+    final_name = archive.name if archive is not None else ""
     renamed = False
     try:
+        folder = _open_folder(root, path.parent)
         current = os.fstat(src).st_size
         needed = _parts_size(head) + max(0, current - snapshot.end)
         if archive is not None:
             needed += _parts_size(archive.parts)
         _check_space(path.parent, needed)
-        dst = os.open(tmp, NEW_FILE_FLAGS, 0o600)
+        dst = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=folder)
         try:
             new_ino = os.fstat(dst).st_ino
             if archive is not None:
-                archive.folder.mkdir(parents=True, exist_ok=True)
+                archive_folder = _open_folder(root, archive.folder, create=True)
                 final = archive.folder / archive.name
-                pending = archive.folder / f"{archive.name}.{os.getpid()}.{new_ino}.pending"
-                _write_archive(src, pending, archive.parts)
+                pending = f"{archive.name}.{os.getpid()}.{new_ino}.pending"
+                _write_archive(src, archive_folder, pending, archive.parts)
                 step("archive_written")
             _write_parts(src, dst, head)
             step("head_written")
-            with flocked(lock):
+            with flocked(lock, root=root):
                 step("locked")
-                _same_file(src, snapshot)
+                _same_file(src, folder, snapshot)
                 end = _carry_over(src, dst, snapshot.end)
                 step("tail_copied")
                 os.fchmod(dst, snapshot.mode)
                 os.fsync(dst)
                 step("fsynced")
-                os.rename(tmp, path)
+                os.rename(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
                 renamed = True
                 step("renamed")
-                fsync_dir(path.parent)
-                if pending is not None and final is not None:
-                    os.rename(pending, final)
-                    fsync_dir(final.parent)
+                os.fsync(folder)
+                if pending is not None:
+                    os.rename(
+                        pending, final_name, src_dir_fd=archive_folder, dst_dir_fd=archive_folder
+                    )
+                    os.fsync(archive_folder)
                     step("archive_final")
                 new_stat = os.fstat(dst)
         finally:
             os.close(dst)
         salvaged = 0
         if on_salvaged is None:
-            salvaged = _drain_safely(src, end, path, lock, drain_seconds)
+            salvaged = _drain_safely(src, end, snapshot, lock, drain_seconds)
         else:
             drained_fd, src = src, -1  # the thread owns the old inode's descriptor now
             threading.Thread(
                 target=_drain_then_report,
-                args=(drained_fd, end, path, lock, drain_seconds, on_salvaged),
+                args=(drained_fd, end, snapshot, lock, drain_seconds, on_salvaged),
                 name="memoryd-drain",
             ).start()
         return CommitResult(
@@ -331,51 +344,61 @@ def rewrite(
         if src >= 0:
             os.close(src)
         if not renamed:
-            for leftover in (tmp, pending):
-                if leftover is not None:
+            for leftover_folder, leftover in ((folder, tmp), (archive_folder, pending)):
+                if leftover_folder >= 0 and leftover is not None:
                     with contextlib.suppress(FileNotFoundError):
-                        os.unlink(leftover)
+                        os.unlink(leftover, dir_fd=leftover_folder)
+        for descriptor in (folder, archive_folder):
+            if descriptor >= 0:
+                os.close(descriptor)
 
 
-def _write_archive(src: int, pending: Path, parts: Sequence[Part]) -> None:
-    fd = os.open(pending, NEW_FILE_FLAGS, 0o600)
+def _open_folder(root: Path, folder: Path, *, create: bool = False) -> int:
+    """A descriptor of ``folder`` below ``root`` (no symlink followed); the caller closes it."""
+    with folder_in(root, folder, create=create) as fd:
+        return os.dup(fd)
+
+
+def _write_archive(src: int, folder: int, pending: str, parts: Sequence[Part]) -> None:
+    fd = os.open(pending, NEW_FILE_FLAGS, 0o600, dir_fd=folder)
     try:
         _write_parts(src, fd, parts)
         os.fsync(fd)
     finally:
         os.close(fd)
-    fsync_dir(pending.parent)
+    os.fsync(folder)
 
 
-def _drain_safely(old: int, copied_to: int, path: Path, lock: Path, seconds: float) -> int:
+def _drain_safely(old: int, copied_to: int, snapshot: Snapshot, lock: Path, seconds: float) -> int:
     try:
-        return _drain(old, copied_to, path, lock, seconds)
-    except OSError as exc:
+        return _drain(old, copied_to, snapshot, lock, seconds)
+    except (OSError, UnsafePathError) as exc:
         # The rename is done and cannot be undone: report, don't fail a finished job.
-        log.warning("drain_failed", path=str(path), error=exc.strerror or str(exc))
+        error = exc.strerror if isinstance(exc, OSError) else str(exc)
+        log.warning("drain_failed", path=str(snapshot.path), error=error or str(exc))
         return 0
 
 
 def _drain_then_report(
     old: int,
     copied_to: int,
-    path: Path,
+    snapshot: Snapshot,
     lock: Path,
     seconds: float,
     on_salvaged: Callable[[int], None],
 ) -> None:
     try:
-        salvaged = _drain_safely(old, copied_to, path, lock, seconds)
+        salvaged = _drain_safely(old, copied_to, snapshot, lock, seconds)
     finally:
         os.close(old)
     if salvaged:
         try:
             on_salvaged(salvaged)
         except Exception as exc:  # a report that fails must not lose the thread silently
-            log.warning("salvage_report_failed", path=str(path), error=type(exc).__name__)
+            log.warning("salvage_report_failed", path=str(snapshot.path), error=type(exc).__name__)
 
 
-def _drain(old: int, copied_to: int, path: Path, lock: Path, seconds: float) -> int:
+def _drain(old: int, copied_to: int, snapshot: Snapshot, lock: Path, seconds: float) -> int:
     """Carry over lines that writers which do not lock put into the replaced inode.
 
     Complete lines are carried as they appear; a fragment still open at the end of the
@@ -392,7 +415,7 @@ def _drain(old: int, copied_to: int, path: Path, lock: Path, seconds: float) -> 
             upto = size if expired else copied_to + fresh.rfind(b"\n") + 1
             if upto > copied_to:
                 data = fresh[: upto - copied_to]
-                _append_locked(path, lock, data)
+                append_locked(snapshot.path, snapshot.root, lock, data)
                 salvaged += data.count(b"\n")
                 copied_to = upto
         if expired:
@@ -400,12 +423,12 @@ def _drain(old: int, copied_to: int, path: Path, lock: Path, seconds: float) -> 
         time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
-def _append_locked(path: Path, lock: Path, data: bytes) -> None:
-    with flocked(lock):
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+def append_locked(path: Path, root: Path, lock: Path, data: bytes) -> None:
+    """Append ``data`` to the existing ``path`` under the writers' lock, all or nothing."""
+    with flocked(lock, root=root):
+        fd = open_in(root, path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
         try:
-            write_all(fd, data)
-            os.fsync(fd)
+            append_all_or_nothing(fd, data)
         finally:
             os.close(fd)
 
@@ -434,46 +457,68 @@ def archive_target(workspace: Workspace, name: str) -> Path | None:
     return None
 
 
+@contextlib.contextmanager
+def _existing_folder(root: Path, folder: Path) -> Iterator[int | None]:
+    """A descriptor of ``folder`` below ``root``, or None when it does not exist."""
+    try:
+        fd = _open_folder(root, folder)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def recover(workspace: Workspace) -> Recovery:
     """Clean up what an interrupted commit left in ``workspace``.
 
     Temp files of dead processes are removed. A pending archive is finalised when its
     commit reached the rename (the target now has the temp file's inode) and discarded
     otherwise (its lines are still in the target). Leftovers of live processes — another
-    daemon or a one-shot command mid-commit — are left alone.
+    daemon or a one-shot command mid-commit — are left alone. No symlink below the
+    workspace is followed (UnsafePathError).
     """
+    root = workspace.path
     removed = finalised = discarded = 0
     for folder in (workspace.path, workspace.memory_dir, workspace.meta):
-        if not folder.is_dir():
-            continue
-        for entry in os.scandir(folder):
-            match = TEMP_PID_RE.search(entry.name)
-            if match and not _pid_alive(int(match["pid"])):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(entry.path)
-                    removed += 1
-    if workspace.archive_dir.is_dir():
-        for entry in os.scandir(workspace.archive_dir):
-            match = PENDING_RE.match(entry.name)
-            if not match or _pid_alive(int(match["pid"])):
+        with _existing_folder(root, folder) as fd:
+            if fd is None:
                 continue
-            target = archive_target(workspace, match["name"])
-            if target is None:
-                continue  # not ours to judge: never delete lines we cannot place
-            try:
-                committed = os.stat(target).st_ino == int(match["ino"])
-            except FileNotFoundError:
-                committed = False
-            if committed:
-                os.rename(entry.path, workspace.archive_dir / match["name"])
-                finalised += 1
-            else:
-                os.unlink(entry.path)
-                discarded += 1
-        if finalised or discarded:
-            fsync_dir(workspace.archive_dir)
-    if removed:
-        fsync_dir(workspace.path)
+            here = 0
+            for entry in os.scandir(fd):
+                match = TEMP_PID_RE.search(entry.name)
+                if match and not _pid_alive(int(match["pid"])):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.name, dir_fd=fd)
+                        here += 1
+            if here:
+                os.fsync(fd)
+                removed += here
+    with _existing_folder(root, workspace.archive_dir) as fd:
+        if fd is not None:
+            for entry in os.scandir(fd):
+                match = PENDING_RE.match(entry.name)
+                if not match or _pid_alive(int(match["pid"])):
+                    continue
+                target = archive_target(workspace, match["name"])
+                if target is None:
+                    continue  # not ours to judge: never delete lines we cannot place
+                try:
+                    with folder_in(root, target.parent) as target_folder:
+                        st = os.stat(target.name, dir_fd=target_folder, follow_symlinks=False)
+                    committed = st.st_ino == int(match["ino"])
+                except FileNotFoundError:
+                    committed = False
+                if committed:
+                    os.rename(entry.name, match["name"], src_dir_fd=fd, dst_dir_fd=fd)
+                    finalised += 1
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+                    discarded += 1
+            if finalised or discarded:
+                os.fsync(fd)
     return Recovery(removed, finalised, discarded)
 
 

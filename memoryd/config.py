@@ -64,6 +64,7 @@ from memoryd.defaults import (
     DEFAULT_WARNING_AT,
 )
 from memoryd.errors import ConfigError
+from memoryd.fsutil import read_in
 from memoryd.pricing import ModelPrice
 from memoryd.workspace import Workspace
 
@@ -421,8 +422,8 @@ def settings_for_workspace(settings: Settings, workspace: Path) -> Settings:
     """
     path = Workspace(workspace).config
     try:
-        with path.open("rb") as file:
-            data = tomllib.load(file)
+        # Never through a symlinked .memoryd or config.toml (UnsafePathError, exit 2).
+        data = tomllib.loads(read_in(workspace, path).decode())
     except FileNotFoundError:
         return settings
     except (OSError, ValueError) as err:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import strict_json
-from memoryd.errors import InputError, UnsafePathError
-from memoryd.fsutil import check_workspace, flocked, write_all
+from memoryd.errors import InputError, MemorydError, UnsafePathError
+from memoryd.fsutil import append_all_or_nothing, check_workspace, flocked, open_in
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
 from memoryd.workspace import Workspace
 
@@ -285,7 +285,10 @@ def append_message(
 
     Refuses (InputError, nothing written) an unknown role, a conversation that is a
     symlink or not a regular file, and a file that ends with an incomplete line (a writer
-    died mid-line: appending would merge two messages). Returns the message written.
+    died mid-line: appending would merge two messages). All or nothing: when the write
+    fails (a full disk, a read-only file system) the file is truncated back to its
+    previous length under the lock and MemorydError (exit 1) is raised. Returns the
+    message written.
     """
     if role not in ROLES:
         raise InputError(f"role {role!r} is not one of {', '.join(ROLES)}")
@@ -299,26 +302,23 @@ def append_message(
         line = strict_json.dumps_line(message)
     except strict_json.JSONProblem as problem:
         raise InputError(f"the message cannot be written as JSON: {problem}") from None
-    with flocked(ws.lock):
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(ws.conversation, flags | os.O_NONBLOCK, 0o644)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePathError(
-                    f"{ws.conversation}: is a symlink; memoryd writes only regular files"
-                ) from None
-            raise InputError(f"{ws.conversation}: {exc.strerror}") from None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise UnsafePathError(f"{ws.conversation}: is not a regular file")
-            if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
-                raise InputError(
-                    f"{ws.conversation}: ends with an incomplete line; nothing appended"
-                )
-            write_all(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    try:
+        with flocked(ws.lock, root=ws.path):
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+            fd = open_in(ws.path, ws.conversation, flags, 0o644)
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise UnsafePathError(f"{ws.conversation}: is not a regular file")
+                if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+                    raise InputError(
+                        f"{ws.conversation}: ends with an incomplete line; nothing appended"
+                    )
+                append_all_or_nothing(fd, line)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        raise MemorydError(
+            f"{ws.conversation}: cannot append: {exc.strerror or exc}; nothing was written"
+        ) from None
     return message

@@ -28,11 +28,13 @@ def event_line(workspace: Workspace, type_: str, now: float, details: dict[str, 
 def emit(workspace: Workspace, type_: str, now: float | None = None, **details: Any) -> None:
     """Append one event to the workspace's ``events.jsonl`` (created if missing).
 
-    ``details`` carry ids, counts and sizes only, never message text.
+    ``details`` carry ids, counts and sizes only, never message text. All or nothing:
+    raises UnsafePathError for a symlink in the way (``.memoryd`` or the file itself) and
+    OSError when the line cannot be written (a full disk); the file is then unchanged.
     """
-    workspace.meta.mkdir(parents=True, exist_ok=True)
     moment = time.time() if now is None else now
-    append_line(workspace.events, event_line(workspace, type_, moment, details))
+    line = event_line(workspace, type_, moment, details)
+    append_line(workspace.events, line, root=workspace.path)
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:

@@ -1,4 +1,28 @@
-"""Small, careful file primitives: atomic replace, fsync of folders, safe opens."""
+"""Small, careful file primitives: atomic replace, all-or-nothing appends, fsync of folders.
+
+Writing inside a workspace
+--------------------------
+Every file memoryd writes or creates in a workspace (``.memoryd/`` and all in it,
+``HEARTBEAT.md``, ``checkpoint.json``, ``memory/``, the archive, temp files, locks) goes
+through the functions here that take ``root=`` — the workspace folder:
+
+- :func:`atomic_write` (replace a whole file), :func:`append_line` (append, all or
+  nothing), :func:`flocked` (a lock file), :func:`open_in` (any other open),
+  :func:`folder_in` (a folder's descriptor, for ``dir_fd=`` calls), :func:`make_folder`,
+  :func:`read_in` (read a file of the workspace, e.g. its config).
+
+They walk from a descriptor of ``root`` one component at a time with ``openat`` and
+``O_NOFOLLOW``, so a symlink anywhere below ``root`` — a symlinked ``.memoryd`` or
+``memory/``, or a symlink at the file's own name — is refused with
+:class:`~memoryd.errors.UnsafePathError` (a :class:`~memoryd.errors.UsageError`, exit 2)
+before anything is created, wherever it points, and no race can swap a folder for a
+symlink between the check and the write. ``root`` itself may be reached through symlinks:
+the user named it. Any other failure is the plain ``OSError`` (a full disk, a read-only
+file system), for the caller to report in one line. See docs/design.md#workspace.
+
+Where a path must be handed to code that cannot take a descriptor (SQLite),
+:func:`resolve_inside` checks it instead.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +33,7 @@ import os
 import secrets
 import stat
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from memoryd.errors import InputError, UnsafePathError
 
@@ -19,6 +43,136 @@ TEMP_MARK = ".memoryd-tmp-"
 
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 """Flags for a file memoryd creates: never an existing file, never through a symlink."""
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+SYMLINK_REFUSED = "is a symlink; memoryd never writes through a symlink inside a workspace"
+"""The end of the one-line error for a symlink found below a workspace."""
+
+
+def named(exc: OSError, path: Path) -> OSError:
+    """``exc`` again, naming ``path`` in full (a call relative to a folder descriptor names
+    only the last component); its errno, and so its subclass, is kept."""
+    if exc.filename is not None and Path(exc.filename).is_absolute():
+        return exc
+    return OSError(exc.errno, exc.strerror, str(path))
+
+
+def _components(root: Path, path: Path) -> tuple[str, ...]:
+    """The names leading from ``root`` to ``path`` (lexically; ``..`` refused)."""
+    try:
+        parts = PurePath(path).relative_to(root).parts
+    except ValueError:
+        raise UnsafePathError(f"{path}: is not inside {root}") from None
+    if any(part in ("..", ".") for part in parts):
+        raise UnsafePathError(f"{path}: climbs out of {root} with '..'")
+    return parts
+
+
+def _refuse(path: Path, dir_fd: int, name: str) -> UnsafePathError:
+    """The error for a component that could not be opened as a folder (ELOOP, ENOTDIR)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return UnsafePathError(f"{path}: is not a folder")
+    if stat.S_ISLNK(st.st_mode):
+        return UnsafePathError(f"{path}: {SYMLINK_REFUSED}")
+    return UnsafePathError(f"{path}: is not a folder")
+
+
+def _walk(root: Path, parts: tuple[str, ...], create: bool) -> int:
+    """A descriptor of ``root/parts...``, each folder opened without following a symlink."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    here = root
+    try:
+        for name in parts:
+            here = here / name
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise _refuse(here, fd, name) from None
+                    raise
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _refuse(here, fd, name) from None
+                raise
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def folder_in(root: Path, folder: Path, *, create: bool = False) -> Iterator[int]:
+    """A descriptor of ``folder`` (``root`` or below it), for ``dir_fd=`` calls.
+
+    No symlink below ``root`` is followed (UnsafePathError); ``create`` makes missing
+    folders (mode 0755). Closed on exit.
+    """
+    fd = _walk(root, _components(root, folder), create)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def make_folder(root: Path, folder: Path) -> None:
+    """Create ``folder`` and its missing parents below ``root``, never through a symlink."""
+    with folder_in(root, folder, create=True):
+        pass
+
+
+def open_in(
+    root: Path, path: Path, flags: int, mode: int = 0o644, *, make_parents: bool = False
+) -> int:
+    """``os.open(path, flags)`` for a file below ``root``, following no symlink on the way.
+
+    A symlink at ``path`` itself or at any folder between ``root`` and it raises
+    UnsafePathError; ``make_parents`` creates missing folders. Returns the descriptor.
+    """
+    parts = _components(root, path)
+    if not parts:
+        raise UnsafePathError(f"{path}: is the workspace itself, not a file in it")
+    try:
+        parent = _walk(root, parts[:-1], make_parents)
+    except OSError as exc:
+        raise named(exc, path) from None
+    try:
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(f"{path}: {SYMLINK_REFUSED}") from None
+        raise named(exc, path) from None
+    finally:
+        os.close(parent)
+
+
+def read_in(root: Path, path: Path) -> bytes:
+    """The bytes of ``path`` below ``root``, read without following a symlink.
+
+    FileNotFoundError (and other OSErrors) pass through; a symlink is UnsafePathError.
+    """
+    fd = open_in(root, path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePathError(f"{path}: is not a regular file")
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise named(exc, path) from None
+    finally:
+        os.close(fd)
 
 
 def temp_name(target: Path) -> Path:
@@ -54,7 +208,7 @@ def is_temp_name(name: str) -> bool:
 
 def fsync_dir(folder: Path) -> None:
     """fsync a folder so that a rename or a new file in it survives a crash."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
@@ -70,63 +224,110 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def atomic_write(
-    target: Path, data: bytes, mode: int | None = None, *, durable: bool = True
+    target: Path, data: bytes, mode: int | None = None, *, root: Path, durable: bool = True
 ) -> None:
-    """Replace ``target`` with ``data`` atomically: temp file, fsync, rename, fsync folder.
+    """Replace ``target`` (below ``root``) with ``data`` atomically: temp, fsync, rename.
 
     Readers see the old content or the new one, never a mix. The mode of an existing
     ``target`` is kept (``mode`` is used for a new file, default 0o644). A symlink at
-    ``target`` is replaced, never written through. ``durable=False`` skips both fsyncs:
-    for derived files (state.json) that are rewritten often and rebuilt after a crash.
+    ``target`` is replaced, never written through; a symlinked folder between ``root`` and
+    ``target`` is refused (UnsafePathError); missing folders are created. ``durable=False``
+    skips both fsyncs: for derived files (state.json) rewritten often and rebuilt after a
+    crash. On any failure the temp file is removed and ``target`` is unchanged.
     """
-    if mode is None:
-        try:
-            st = os.lstat(target)
-        except FileNotFoundError:
-            mode = 0o644
-        else:
-            # A symlink's own mode is 0o777: never hand that to the new regular file.
-            mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
-    tmp = temp_name(target)
-    fd = os.open(tmp, NEW_FILE_FLAGS, 0o600)
     try:
-        try:
-            write_all(fd, data)
-            os.fchmod(fd, mode)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    if durable:
-        fsync_dir(target.parent)
+        _atomic_write(target, data, mode, root, durable)
+    except OSError as exc:
+        raise named(exc, target) from None
 
 
-def append_line(path: Path, line: bytes) -> int:
-    """Append one complete line to ``path`` (created if missing) and fsync; returns its offset."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+def _atomic_write(target: Path, data: bytes, mode: int | None, root: Path, durable: bool) -> None:
+    name = target.name
+    tmp = temp_name(target).name
+    with folder_in(root, target.parent, create=True) as folder:
+        if mode is None:
+            try:
+                st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            except FileNotFoundError:
+                mode = 0o644
+            else:
+                # A symlink's own mode is 0o777: never hand that to the new regular file.
+                mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
+        fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=folder)
+        try:
+            try:
+                write_all(fd, data)
+                os.fchmod(fd, mode)
+                if durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+        if durable:
+            os.fsync(folder)
+
+
+def append_all_or_nothing(fd: int, data: bytes, *, seal_torn_tail: bool = False) -> int:
+    """Append ``data`` to the ``O_APPEND`` descriptor ``fd`` and fsync it; returns its offset.
+
+    All or nothing: when a write or the fsync fails (a full disk), the file is truncated
+    back to its previous length and the OSError is raised, so no partial line is left
+    behind. The truncation is skipped when another writer appended meanwhile (its bytes
+    are not ours to cut); hold the writers' lock to rule that out. ``seal_torn_tail``
+    first ends a last line left without ``\n`` (a writer that died mid-line), so that
+    fragment stays byte for byte on a line of its own and ``data`` starts a new one.
+    """
+    start = os.fstat(fd).st_size
+    if seal_torn_tail and start and os.pread(fd, 1, start - 1) != b"\n":
+        data = b"\n" + data
+    written = 0
+    view = memoryview(data)
     try:
-        offset = os.fstat(fd).st_size
-        write_all(fd, line)
+        while written < len(data):
+            written += os.write(fd, view[written:])
         os.fsync(fd)
-        return offset
+    except OSError:
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_size == start + written:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+        raise
+    return start
+
+
+def append_line(path: Path, line: bytes, *, root: Path) -> int:
+    """Append one complete line to ``path`` below ``root`` (created, with its folders,
+    if missing), all or nothing, and fsync; returns its offset.
+
+    A torn last line is sealed first (see :func:`append_all_or_nothing`). Raises
+    UnsafePathError for a symlink on the way, OSError when the write fails (the file is
+    then as it was).
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
+    fd = open_in(root, path, flags, 0o644, make_parents=True)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePathError(f"{path}: is not a regular file")
+        return append_all_or_nothing(fd, line, seal_torn_tail=True)
+    except OSError as exc:
+        raise named(exc, path) from None
     finally:
         os.close(fd)
 
 
 @contextlib.contextmanager
-def flocked(lock_path: Path, *, blocking: bool = True) -> Iterator[bool]:
-    """Hold ``flock(LOCK_EX)`` on ``lock_path`` (created with its folder if missing).
+def flocked(lock_path: Path, *, root: Path, blocking: bool = True) -> Iterator[bool]:
+    """Hold ``flock(LOCK_EX)`` on ``lock_path`` below ``root`` (created with its folders).
 
     Yields True when the lock is held; with ``blocking=False`` yields False instead of
-    waiting when another process holds it. The lock file is never deleted.
+    waiting when another process holds it. The lock file is never deleted. A symlink on
+    the way is refused (UnsafePathError).
     """
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = open_in(root, lock_path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, make_parents=True)
     try:
         flags = fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB
         try:

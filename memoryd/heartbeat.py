@@ -156,9 +156,9 @@ class HeartbeatManager:
 
     def _update(self, change: Callable[[Heartbeat, str], Heartbeat]) -> Heartbeat:
         lock = self.workspace.meta / "heartbeat.lock"
-        with flocked(lock):
+        with flocked(lock, root=self.workspace.path):
             new = change(self.get_status(), iso_ms(self._clock()))
-            atomic_write(self.workspace.heartbeat, render(new).encode())
+            atomic_write(self.workspace.heartbeat, render(new).encode(), root=self.workspace.path)
         return new
 
     def start_task(self, description: str) -> Heartbeat:

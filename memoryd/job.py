@@ -222,7 +222,7 @@ def run_job(
     workspace = Workspace(check_workspace(request.workspace))
     if not workspace.conversation.exists() and not workspace.conversation.is_symlink():
         raise InputError(f"{workspace.path}: no conversation.jsonl in this workspace")
-    with flocked(workspace.job_lock, blocking=False) as acquired:
+    with flocked(workspace.job_lock, root=workspace.path, blocking=False) as acquired:
         if not acquired:
             return JobResult(workspace.path, "busy", "another job is running on this workspace")
         result = _run_locked(workspace, request, progress or (lambda _stage: None), fault)

@@ -323,7 +323,7 @@ class Metrics:
 
     def write_textfile(self, path: Path) -> None:
         """Rewrite a node_exporter textfile atomically (readers never see half a file)."""
-        atomic_write(path, self.render(), durable=False)
+        atomic_write(path, self.render(), root=path.parent, durable=False)
 
     def close(self) -> None:
         """Stop serving (a scrape in progress is cut off)."""

@@ -110,8 +110,8 @@ class ContextMonitor:
 
     def _save(self, **changes: Any) -> MonitorState:
         self._state = replace(self._state, **changes)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, json.dumps(asdict(self._state), indent=2).encode() + b"\n")
+        data = json.dumps(asdict(self._state), indent=2).encode() + b"\n"
+        atomic_write(self.path, data, root=self.workspace.path)
         return self._state
 
     def start(self) -> MonitorState:

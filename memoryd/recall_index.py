@@ -113,7 +113,7 @@ def _schema_ok(conn: sqlite3.Connection, lock: Path) -> None:
     tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     if app_id or version or tables:
         raise _Rebuild("foreign schema")
-    with flocked(lock):
+    with flocked(lock, root=lock.parents[1]):
         conn.execute("BEGIN IMMEDIATE")
         try:
             if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
@@ -194,7 +194,7 @@ def _sync(conn: sqlite3.Connection, workspace: Workspace, lock: Path) -> int:
     if not _missing(conn, archive_files(workspace)):
         return 0
     added = 0
-    with flocked(lock):
+    with flocked(lock, root=lock.parents[1]):
         started = time.monotonic()
         missing = _missing(conn, archive_files(workspace))  # another process may have done it
         for archive in missing:
@@ -213,7 +213,7 @@ def _sync(conn: sqlite3.Connection, workspace: Workspace, lock: Path) -> int:
 
 
 def _remove_index(path: Path, lock: Path, reason: str, workspace: Workspace) -> None:
-    with flocked(lock):
+    with flocked(lock, root=lock.parents[1]):
         for suffix in ("", *SIDE_FILES):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{path}{suffix}")

@@ -297,8 +297,7 @@ def append_receipt(workspace: Workspace, receipt: Receipt) -> None:
     The file is opened with ``O_NOFOLLOW``: a symlink there is refused (OSError), never
     written through.
     """
-    workspace.meta.mkdir(parents=True, exist_ok=True)
-    append_line(receipts_path(workspace), receipt_line(receipt))
+    append_line(receipts_path(workspace), receipt_line(receipt), root=workspace.path)
 
 
 def read_receipts(workspace: Workspace) -> list[Receipt]:

@@ -87,9 +87,8 @@ def build_state(
 
 def write_state(workspace: Workspace, state: WorkspaceState) -> None:
     """Rewrite state.json atomically (not fsynced: it is derived, and rebuilt at start)."""
-    workspace.meta.mkdir(parents=True, exist_ok=True)
     data = json.dumps(asdict(state), indent=2).encode() + b"\n"
-    atomic_write(workspace.state, data, durable=False)
+    atomic_write(workspace.state, data, root=workspace.path, durable=False)
 
 
 def read_state(workspace: Workspace) -> dict[str, Any] | None:

@@ -32,9 +32,9 @@ from typing import Any, Literal, TypedDict
 
 from memoryd.commit import ArchivePlan, Part, archive_name, read_snapshot, rewrite
 from memoryd.defaults import DEFAULT_KEEP_BOOKMARKS, DEFAULT_MEMORY_THRESHOLD
-from memoryd.errors import InputError, MemorydError
+from memoryd.errors import InputError, MemorydError, UnsafePathError
 from memoryd.events import emit, iso_ms
-from memoryd.fsutil import append_line, check_workspace, flocked, resolve_inside
+from memoryd.fsutil import append_line, check_workspace, flocked, read_in
 from memoryd.heartbeat import Heartbeat
 from memoryd.workspace import Workspace
 
@@ -414,17 +414,22 @@ def task_bookmark(
 
 
 def _store_path(workspace: Workspace, store: str) -> Path:
-    return resolve_inside(workspace.path, Path("memory") / f"{store}.jsonl")
+    return workspace.store(store)
 
 
-def _count_entries(path: Path) -> tuple[int, int]:
+def _read_store(workspace: Workspace, store: str) -> bytes:
+    """The bytes of a store, read without following a symlink (UnsafePathError)."""
+    return read_in(workspace.path, _store_path(workspace, store))
+
+
+def _count_entries(workspace: Workspace, store: str) -> tuple[int, int]:
     """Complete lines in ``path``, and how many of them are live entries.
 
     Stores are small (tens of kB even with their summary lines), so reading one under
     the lock costs well under a millisecond; a sidecar counter would have to be kept in
     step with compaction and with writers that do not lock, for no real gain.
     """
-    entries = parse_store(path.read_bytes())
+    entries = parse_store(_read_store(workspace, store))
     live = sum(1 for e in entries if e.value is not None and not e.is_summary)
     return len(entries), live
 
@@ -441,9 +446,12 @@ def write_entry(
 
     ``compact_needed`` is true once the store holds more than ``threshold`` live entries
     (summary lines left by earlier compactions do not count). A
-    ``timestamp`` (UTC ISO-8601) is added when the entry has none. Raises InputError (and
-    writes nothing) for an unknown store, an entry that is not a JSON object, or a missing
-    workspace folder.
+    ``timestamp`` (UTC ISO-8601) is added when the entry has none. A last line left
+    without its ``\n`` (a writer that died mid-line) is kept byte for byte as a line of its
+    own (reported as malformed) and the entry starts a new line. Raises InputError (and
+    writes nothing) for an unknown store, an entry that is not a JSON object, a missing
+    workspace folder or a symlink on the way (UnsafePathError); MemorydError (exit 1,
+    the store unchanged) when the write fails, e.g. on a full disk.
     """
     check_store(store)
     if not isinstance(entry, dict):
@@ -452,13 +460,12 @@ def write_entry(
     line = new_entry_line(entry, time.time() if now is None else now)
     ws = Workspace(check_workspace(workspace))
     path = _store_path(ws, store)
-    with flocked(ws.lock):
-        try:
-            ws.memory_dir.mkdir(exist_ok=True)
-            append_line(path, line)
-            count, live = _count_entries(path)
-        except OSError as exc:
-            raise MemorydError(f"{path}: cannot append: {exc.strerror or exc}") from None
+    try:
+        with flocked(ws.lock, root=ws.path):
+            append_line(path, line, root=ws.path)
+            count, live = _count_entries(ws, store)
+    except OSError as exc:
+        raise MemorydError(f"{path}: cannot append: {exc.strerror or exc}") from None
     return WriteResult(
         written=True, entry_count=count, threshold=threshold, compact_needed=live > threshold
     )
@@ -469,7 +476,7 @@ def load_store(workspace: Path, store: str) -> list[Entry]:
     check_store(store)
     ws = Workspace(check_workspace(workspace))
     try:
-        data = _store_path(ws, store).read_bytes()
+        data = _read_store(ws, store)
     except FileNotFoundError:
         return []
     except OSError as exc:
@@ -496,9 +503,12 @@ def _compact_store(
 ) -> tuple[CompactionPlan, str | None]:
     """Plan, and unless ``dry_run`` commit, one store; returns the plan and the archive."""
     path = _store_path(ws, store)
-    if not os.path.lexists(path):
+    try:
+        snapshot, data = read_snapshot(path, root=ws.path)
+    except UnsafePathError:
+        if os.path.lexists(path):
+            raise
         return plan_compaction(store, [], threshold, keep_bookmarks), None
-    snapshot, data = read_snapshot(path)
     entries = parse_store(data)
     plan = plan_compaction(store, entries, threshold, keep_bookmarks)
     if dry_run or not plan.replacements:
@@ -607,7 +617,7 @@ def stores_needing_compaction(
         if store in SACRED:
             continue
         try:
-            data = _store_path(ws, store).read_bytes()
+            data = _read_store(ws, store)
         except (OSError, MemorydError):
             continue
         plan = plan_compaction(store, parse_store(data), threshold, keep_bookmarks)

@@ -271,9 +271,9 @@ def test_append_holds_the_writers_lock_while_writing(
     folder = workspace(1, 100)
     lock_path = folder / ".memoryd" / "lock"
     observed: list[bool] = []
-    real_write_all = fsutil.write_all
+    real_append = fsutil.append_all_or_nothing
 
-    def checking_write_all(fd: int, data: bytes) -> None:
+    def checking_append(fd: int, data: bytes, *, seal_torn_tail: bool = False) -> int:
         probe = os.open(lock_path, os.O_RDWR)
         try:
             fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -284,9 +284,9 @@ def test_append_holds_the_writers_lock_while_writing(
             observed.append(False)
         finally:
             os.close(probe)
-        real_write_all(fd, data)
+        return real_append(fd, data, seal_torn_tail=seal_torn_tail)
 
-    monkeypatch.setattr(conversation, "write_all", checking_write_all)
+    monkeypatch.setattr(conversation, "append_all_or_nothing", checking_append)
     append_message(folder, "user", "locked")
     assert observed == [True]
 

@@ -165,7 +165,7 @@ def test_busy_when_another_job_holds_the_job_lock(
     settings = make_settings(
         token_limit=limit_for(b"".join(raw_lines(folder))), **{"summarizer.backend": "extractive"}
     )
-    with flocked(folder / ".memoryd" / "job.lock"):
+    with flocked(folder / ".memoryd" / "job.lock", root=folder):
         before = tree(folder)
         result = run(folder, settings)
         assert result.outcome == "busy"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.errors import UnsafePathError
 from memoryd.pricing import DEFAULT_PRICES, ModelPrice, cost_usd, price_for
 from memoryd.receipts import (
     LLMUsage,
@@ -91,7 +92,7 @@ def test_receipts_are_never_written_through_a_symlink(tmp_path: Path) -> None:
     outside = tmp_path / "outside.jsonl"
     outside.write_text("")
     os.symlink(outside, receipts_path(workspace))
-    with pytest.raises(OSError):
+    with pytest.raises(UnsafePathError, match="symlink"):
         append_receipt(workspace, _receipt("j1"))
     assert outside.read_text() == ""
 

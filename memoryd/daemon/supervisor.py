@@ -308,7 +308,7 @@ class Supervisor:
         workspace = tracked.workspace
         self.untidy.discard(path)
         try:
-            with flocked(workspace.job_lock, blocking=False) as free:
+            with flocked(workspace.job_lock, root=workspace.path, blocking=False) as free:
                 if free:
                     _recover(workspace)
                     manager = HeartbeatManager(workspace)

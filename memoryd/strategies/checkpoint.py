@@ -73,7 +73,7 @@ def load_checkpoint(workspace: Workspace, head: Line | None = None) -> Checkpoin
 def save_checkpoint(workspace: Workspace, checkpoint: Checkpoint) -> None:
     """Write checkpoint.json atomically."""
     data = json.dumps(checkpoint.model_dump(mode="json"), indent=2, ensure_ascii=False)
-    atomic_write(workspace.checkpoint, data.encode() + b"\n")
+    atomic_write(workspace.checkpoint, data.encode() + b"\n", root=workspace.path)
 
 
 def checkpoint_split(messages: Sequence[MessageLike]) -> SplitPlan | None:
