@@ -9,7 +9,9 @@ compacted once by a real job (``run_job``, narrative, forced) with:
 - ``extractive``: the offline backend;
 - ``lossy``: the anthropic backend, through the real SDK, against the fake Messages API
   dropping ``--drop`` of the details it is shown (and of those a repair request lists);
-- ``fluent``: the same server answering a fluent summary with no detail at all.
+- ``fluent``: the same server answering a fluent summary with no detail at all;
+- ``extractive, tight cap``: the offline backend with a 120-token summary, too small for
+  every planted sentence.
 
 Reported per mode: the check's own score before and after (from the receipts), the share
 of *planted* details found in the final summary (each planted detail is matched on its
@@ -55,6 +57,8 @@ API_KEY = "sk-ant-bench-quality"
 CHECK_FUNCTIONS = ("extract_details", "retain_details")
 """What the retention check runs inside a job (memoryd.strategies.summary)."""
 CAP = 400
+TIGHT_CAP = 120
+"""A cap the extractive summary cannot fit every planted sentence into."""
 FILLER = (
     "The conversation went on about the layout of the page and the colour of the buttons",
     "They talked through the wording of the welcome screen for a while",
@@ -154,7 +158,9 @@ def _own_detail(details: list[Detail]) -> Detail | None:
     return chosen[0] if chosen else None
 
 
-def quality(modes: list[str], count: int, drop: float, scratch: Path) -> dict[str, Any]:
+def quality(
+    modes: list[str], count: int, drop: float, scratch: Path, cap: int = CAP
+) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for mode in modes:
         # A fresh server per mode: its prompt cache starts empty.
@@ -165,16 +171,19 @@ def quality(modes: list[str], count: int, drop: float, scratch: Path) -> dict[st
             usage = LLMUsage()
             for seed in range(count):
                 messages, planted = conversation(seed)
-                folder = scratch / mode / f"c{seed}"
+                folder = scratch / f"{mode}-{cap}" / f"c{seed}"
                 write_workspace(folder, messages)
-                result = run(folder, settings_for(mode, fake.base_url))
+                settings = settings_for(
+                    mode, fake.base_url, **{"summarizer.max_summary_tokens": cap}
+                )
+                result = run(folder, settings)
                 assert result.outcome == "completed", result.reason
                 [receipt] = read_receipts(Workspace(folder))
                 assert receipt.retention is not None
                 before.append(receipt.retention.before)
                 after.append(receipt.retention.after)
                 text = summary_text(folder)
-                over_cap += estimate_text_tokens(text) > CAP
+                over_cap += estimate_text_tokens(text) > cap
                 planted_total += len(planted)
                 planted_after += planted_kept(planted, text)
                 calls += receipt.llm.calls
@@ -349,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
                 ["extractive", "lossy", "fluent"], args.conversations, args.drop, scratch
             )
         }
+        report["quality"]["extractive, tight cap"] = quality(
+            ["extractive"], args.conversations, args.drop, scratch, cap=TIGHT_CAP
+        )["extractive"]
         report["cache"] = cache_saving(report["quality"]["lossy"]["usage"])
         report["pins"] = pins_over_rounds(args.rounds, scratch)
         report["check_cost"] = [

@@ -152,14 +152,15 @@ alone are each searched at C speed."""
 _WORDS_AROUND = 3
 """Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"
 (``_WORDS_AFTER`` says the same)."""
-_CUE_STEMS = (
-    "decid", "decision", "agree", "go with", "going with", "settled", "chose", "choose",
-    "prefer", "always", "never", "please", "action item", "todo", "to-do", "follow",
-    "next step", "deadline", "need to", "needs to", "must", "done", "complete", "finish",
-    "fixed", "merged", "shipped", "resolved",
-)  # fmt: skip
-"""Plain substrings of every cue: a text without any holds no decision, preference or
-action item, and is skipped before it is split into sentences."""
+_CUE_TEXT = (
+    "decided decision agreed agree go going settled chose choose prefer prefers preference "
+    "always never please action todo to-do follow follow-up next step deadline need needs "
+    "must done completed complete finished finish fixed merged shipped resolved"
+)
+_CUE_WORDS = frozenset(_CUE_TEXT.split())
+"""A word of every cue (the first or last of a phrase): a text with none of them holds no
+decision, preference or action item, and is skipped before it is split into sentences."""
+_PUNCTUATION = str.maketrans({c: " " for c in ".,;:!?()[]{}\"'`*_/"})
 
 
 def _windows(text: str) -> Iterator[str]:
@@ -198,8 +199,7 @@ def _after(text: str, index: int) -> int:
 
 
 def _has_cue(text: str) -> bool:
-    lowered = text.lower()
-    return any(stem in lowered for stem in _CUE_STEMS)
+    return not _CUE_WORDS.isdisjoint(text.lower().translate(_PUNCTUATION).split())
 
 
 def _identifiers(text: str) -> Iterator[tuple[str, str, str]]:
