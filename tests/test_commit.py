@@ -316,7 +316,7 @@ def test_line_finished_in_the_replaced_inode_during_the_drain_arrives_whole(
 
     def finish_line() -> None:
         renamed.wait(10)
-        time.sleep(0.05)
+        time.sleep(0.05)  # the drain meets the first half alone: nothing to poll for
         write_all(stale_fd, late[20:])
 
     def fault(step: str) -> None:
