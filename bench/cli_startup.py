@@ -4,7 +4,8 @@ Each round runs, in turn, ``python -c "import json"`` and every measured command
 fresh process (the same interpreter, ``-m memoryd`` from this checkout), so that load on
 the machine hits all of them alike; the figure is the median over the rounds and the
 ratio is each command's median over the bare interpreter's. The workspace holds 200
-messages of ~1 KB; the configuration is the default one (no file, no ``MEMORYD_*``).
+messages of ~1 KB; the configuration is the default one (no file, no ``MEMORYD_*``), and
+once the shipped ``config/memoryd.toml``.
 
 Target: ``memoryd append`` and ``memoryd status WS --json`` at most 5x the bare
 interpreter.
@@ -42,6 +43,14 @@ def commands(workspace: Path) -> dict[str, list[str]]:
             "hi",
         ],
         "memoryd status WS --json": [*memoryd, "status", ws, "--json"],
+        "memoryd status WS --json --config config/memoryd.toml": [
+            *memoryd,
+            "status",
+            ws,
+            "--json",
+            "--config",
+            str(common.REPO / "config" / "memoryd.toml"),
+        ],
         "memoryd heartbeat WS checkin": [*memoryd, "heartbeat", ws, "checkin"],
         "memoryd status WS": [*memoryd, "status", ws],
     }

@@ -39,6 +39,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from memoryd.config_files import LOG_LEVELS, WORKSPACE_KEYS
 from memoryd.config_schema import (
     API_KEY,
     ENV_DELIMITER,
@@ -70,21 +71,6 @@ from memoryd.workspace import Workspace
 
 ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
 ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
-LOG_LEVELS = ("debug", "info", "warning", "error")
-WORKSPACE_KEYS = frozenset(
-    {
-        "token_limit",
-        "strategy",
-        "warning_at",
-        "summarize_at",
-        "critical_at",
-        "keep_recent_ratio",
-        "keep_first",
-        "rolling",
-        "checkpoint",
-    }
-)
-"""The keys a workspace's ``.memoryd/config.toml`` may set: its budget and strategy."""
 
 
 # NaN and infinity are refused everywhere: a NaN passes no bound check it should fail and

@@ -17,13 +17,13 @@ from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from memoryd.config_files import CONFIG_ENV as CONFIG_ENV
+from memoryd.config_files import ENV_DELIMITER as ENV_DELIMITER
+from memoryd.config_files import ENV_PREFIX as ENV_PREFIX
+from memoryd.config_files import RESERVED_ENV as RESERVED_ENV
+from memoryd.config_files import find_config_file as find_config_file
 from memoryd.errors import ConfigError
 
-ENV_PREFIX = "MEMORYD_"
-ENV_DELIMITER = "__"
-CONFIG_ENV = "MEMORYD_CONFIG"
-RESERVED_ENV = frozenset({CONFIG_ENV})
-"""``MEMORYD_*`` variables that are not settings and so are not refused as unknown."""
 API_KEY = "anthropic.api_key"
 HEADERS = "anthropic.default_headers"
 _SECRET_HEADER = re.compile(r"authorization|token|key|secret|password|cookie|auth", re.IGNORECASE)
@@ -134,30 +134,6 @@ def _wrong_kind(annotation: Any, value: Any, from_text: bool) -> str | None:
 
 
 # --- sources ------------------------------------------------------------------------------
-
-
-def find_config_file(config_file: Path | None, env: Mapping[str, str]) -> tuple[Path | None, Path]:
-    """(the file to read or None, the path considered); an explicit path must be a file."""
-    if config_file is not None:
-        explicit, given_by = Path(config_file).expanduser(), "--config"
-    elif env.get(CONFIG_ENV):
-        explicit, given_by = Path(env[CONFIG_ENV]).expanduser(), f"${CONFIG_ENV}"
-    else:
-        xdg = env.get("XDG_CONFIG_HOME", "")
-        # The XDG spec says a relative XDG_CONFIG_HOME is invalid and must be ignored.
-        base = Path(xdg) if xdg and Path(xdg).is_absolute() else _home(env) / ".config"
-        default = base / "memoryd" / "config.toml"
-        return (default if default.is_file() else None), default
-    if not explicit.exists():
-        raise ConfigError(f"config: {explicit}: no such config file (given by {given_by})")
-    if not explicit.is_file():
-        raise ConfigError(f"config: {explicit}: not a regular file (given by {given_by})")
-    return explicit, explicit
-
-
-def _home(env: Mapping[str, str]) -> Path:
-    home = env.get("HOME")
-    return Path(home) if home else Path.home()
 
 
 def file_error(path: Path | None, err: Exception) -> ConfigError:

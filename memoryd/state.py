@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
-from memoryd.config import Settings
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write
-from memoryd.policy import Action, Level, detect_threshold, get_threshold_action, usage_ratio
+from memoryd.policy import (
+    Action,
+    Level,
+    ThresholdConfig,
+    detect_threshold,
+    get_threshold_action,
+    usage_ratio,
+)
 from memoryd.workspace import Workspace
+
+
+class BudgetSettings(ThresholdConfig, Protocol):
+    """What a state needs of the settings (a Settings, or status's fast-path settings)."""
+
+    @property
+    def token_limit(self) -> int: ...
+
+    @property
+    def strategy(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +69,7 @@ def saved_numbers(saved: dict[str, Any]) -> tuple[Any, ...] | None:
 
 def build_state(
     workspace: Workspace,
-    settings: Settings,
+    settings: BudgetSettings,
     *,
     messages: int,
     tokens: int,

@@ -3,19 +3,48 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from memoryd.config import Settings, settings_for_workspace
 from memoryd.conversation import ConversationReader
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.monitor import read_monitors
-from memoryd.state import build_state, read_state
+from memoryd.state import BudgetSettings, build_state, read_state
 from memoryd.workspace import Workspace
+
+
+class StatusConfig(BudgetSettings, Protocol):
+    """What status needs of the settings: a ``Settings``, or the fast path's
+    ``memoryd.config_fast.StatusSettings`` (which does not import pydantic)."""
+
+    @property
+    def roots(self) -> list[Path]: ...
+
+    @property
+    def max_depth(self) -> int: ...
+
+    @property
+    def max_line_bytes(self) -> int: ...
+
+    @property
+    def stale_after(self) -> float: ...
+
+
+ForWorkspace = Callable[[Path], StatusConfig]
+"""A workspace's effective settings (its ``.memoryd/config.toml`` applied)."""
+
+
+def full_for_workspace(settings: StatusConfig) -> ForWorkspace:
+    """``settings_for_workspace`` over a full ``Settings``."""
+    from memoryd.config import Settings, settings_for_workspace
+
+    if not isinstance(settings, Settings):
+        raise TypeError("a workspace's settings are derived from a full Settings")
+    return lambda workspace: settings_for_workspace(settings, workspace)
 
 
 def workspaces_at(path: Path, max_depth: int) -> list[Path]:
@@ -29,10 +58,15 @@ def workspaces_at(path: Path, max_depth: int) -> list[Path]:
     return list(find_workspaces(path, max_depth))
 
 
-def workspace_status(path: Path, settings: Settings, now: float) -> dict[str, Any]:
-    """The state.json fields of one workspace, counted now, plus strategy and heartbeat."""
+def workspace_status(
+    path: Path, settings: StatusConfig, now: float, for_workspace: ForWorkspace | None = None
+) -> dict[str, Any]:
+    """The state.json fields of one workspace, counted now, plus strategy and heartbeat.
+
+    ``for_workspace`` gives the workspace's effective settings (default: from ``settings``,
+    which must then be a full ``Settings``)."""
     workspace = Workspace(path.absolute())
-    effective = settings_for_workspace(settings, workspace.path)
+    effective = (for_workspace or full_for_workspace(settings))(workspace.path)
     reader = ConversationReader(workspace.conversation, effective.max_line_bytes)
     reader.update()
     saved = read_state(workspace) or {}
@@ -54,22 +88,27 @@ def workspace_status(path: Path, settings: Settings, now: float) -> dict[str, An
     return row
 
 
-def collect_status(paths: Sequence[Path], settings: Settings) -> list[dict[str, Any]]:
+def collect_status(
+    paths: Sequence[Path], settings: StatusConfig, for_workspace: ForWorkspace | None = None
+) -> list[dict[str, Any]]:
     """Status rows for every workspace at or under ``paths``, sorted by path."""
     now = time.time()
+    effective_of = for_workspace or full_for_workspace(settings)
     found: list[Path] = []
     for path in paths:
         found.extend(workspaces_at(path.expanduser(), settings.max_depth))
     if len(found) == 1:  # the one workspace asked for: its error is the answer
-        return [workspace_status(found[0], settings, now)]
-    return [_status_or_error(path, settings, now) for path in sorted(set(found))]
+        return [workspace_status(found[0], settings, now, effective_of)]
+    return [_status_or_error(path, settings, now, effective_of) for path in sorted(set(found))]
 
 
-def _status_or_error(path: Path, settings: Settings, now: float) -> dict[str, Any]:
+def _status_or_error(
+    path: Path, settings: StatusConfig, now: float, for_workspace: ForWorkspace
+) -> dict[str, Any]:
     """One workspace's row; a workspace that cannot be read (its own configuration refused,
     a file unreadable) gets a row with ``error`` instead of hiding every other row."""
     try:
-        return workspace_status(path, settings, now)
+        return workspace_status(path, settings, now, for_workspace)
     except MemorydError as err:
         return {"workspace": str(path.absolute()), "error": str(err)}
     except OSError as err:

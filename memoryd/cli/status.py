@@ -15,6 +15,7 @@ from memoryd.errors import MemorydError, UsageError
 
 if TYPE_CHECKING:
     from memoryd.config import Settings
+    from memoryd.status import ForWorkspace, StatusConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print a table (or JSON rows) of usage, level, strategy and heartbeat."""
     from memoryd.status import collect_status, render_status_table
 
-    settings = load_config(args).settings
+    settings, for_workspace = _settings(args)
     if args.path:
         paths = [args.path]
     else:
@@ -43,8 +44,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             if not root.is_dir():
                 print(f"memoryd: root {root} does not exist (yet)", file=sys.stderr)
     if args.watch:
-        return _watch_status(args, paths, settings, out)
-    rows = collect_status(paths, settings)
+        return _watch_status(args, paths, load_config(args).settings, out)
+    rows = collect_status(paths, settings, for_workspace)
     if args.json:
         json.dump(rows, out, indent=2)
         out.write("\n")
@@ -54,6 +55,30 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(render_status_table(rows))
     return 0
+
+
+def _settings(args: argparse.Namespace) -> tuple[StatusConfig, ForWorkspace]:
+    """The settings, read by the fast path when it can vouch for them (status is polled;
+    docs/design.md#configuration), else by the full loader; and how a workspace's own
+    configuration is applied (falling back to the full loader for that workspace)."""
+    from memoryd.config_fast import fast_status_settings
+    from memoryd.status import full_for_workspace
+
+    fast = fast_status_settings(args.config, os.environ, {"log_format": args.log_format})
+    if fast is None:
+        settings = load_config(args).settings
+        return settings, full_for_workspace(settings)
+    full: list[ForWorkspace] = []
+
+    def for_workspace(workspace: Path) -> StatusConfig:
+        effective = fast.for_workspace(workspace)
+        if effective is not None:
+            return effective
+        if not full:
+            full.append(full_for_workspace(load_config(args).settings))
+        return full[0](workspace)
+
+    return fast, for_workspace
 
 
 def _watch_status(

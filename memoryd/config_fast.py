@@ -1,0 +1,240 @@
+"""A fast path to the configuration for ``memoryd status``, which orchestrators poll.
+
+Building the pydantic ``Settings`` costs about 90 ms (pydantic-settings and the models'
+schemas), several times a bare interpreter's start. This module reads the same file in
+plain Python and returns the values only when it is sure the full loader would accept them
+and give the same values: every key known, every value of the exact kind and inside the
+bounds that ``Settings`` declares, no ``MEMORYD_*`` setting variable. In every other case
+it returns None and the caller loads ``Settings``, which accepts or refuses with its
+one-line message: this path never refuses anything itself (docs/design.md#configuration).
+
+``FIELDS`` mirrors ``Settings``: a test derives the same table from the model and fails
+when they differ, so the model stays the one source of defaults and bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memoryd.config_files import (
+    ENV_PREFIX,
+    LOG_LEVELS,
+    RESERVED_ENV,
+    WORKSPACE_KEYS,
+    find_config_file,
+)
+from memoryd.workspace import Workspace
+
+Bounds = tuple[tuple[str, float], ...]
+
+# kind: "int", "float", "bool", "str", "nonempty-str", "literal:a|b", "roots", "log_level",
+# "headers" (a table of strings), "api_key" (a string, empty means unset), "table" (only an
+# empty table is checked here; anything in it is for the full loader).
+FIELDS: dict[str, tuple[str, Any, Bounds]] = {
+    "roots": ("roots", ["~/agents"], ()),
+    "max_depth": ("int", 4, (("ge", 0),)),
+    "token_limit": ("int", 100000, (("gt", 0),)),
+    "warning_at": ("float", 0.7, (("gt", 0), ("le", 1))),
+    "summarize_at": ("float", 0.8, (("gt", 0), ("le", 1))),
+    "critical_at": ("float", 0.85, (("gt", 0), ("le", 1))),
+    "strategy": ("literal:narrative|rolling|checkpoint", "narrative", ()),
+    "keep_recent_ratio": ("float", 0.4, (("gt", 0), ("lt", 1))),
+    "keep_first": ("int", 0, (("ge", 0),)),
+    "workers": ("int", 2, (("ge", 1),)),
+    "coalesce_ms": ("int", 200, (("ge", 0), ("le", 60000))),
+    "checkin_interval": ("float", 5.0, (("gt", 0), ("le", 3600.0))),
+    "shutdown_timeout": ("float", 30.0, (("ge", 0), ("le", 3600.0))),
+    "max_consecutive_failures": ("int", 3, (("ge", 1),)),
+    "failure_cooldown": ("float", 600.0, (("gt", 0), ("le", 604800.0))),
+    "drain_seconds": ("float", 0.5, (("ge", 0), ("le", 60.0))),
+    "rescan_interval": ("float", 30.0, (("gt", 0), ("le", 86400.0))),
+    "max_line_bytes": ("int", 8388608, (("gt", 0),)),
+    "stale_after": ("float", 300.0, (("gt", 0), ("le", 604800.0))),
+    "index_archive": ("bool", True, ()),
+    "log_format": ("literal:json|console", "json", ()),
+    "log_level": ("log_level", "info", ()),
+    "summarizer.backend": ("literal:auto|anthropic|extractive", "auto", ()),
+    "summarizer.max_summary_tokens": ("int", 1024, (("gt", 0),)),
+    "summarizer.max_input_tokens": ("int", 150000, (("gt", 0),)),
+    "summarizer.min_retention": ("float", 0.8, (("ge", 0), ("le", 1))),
+    "anthropic.model": ("nonempty-str", "claude-haiku-4-5", ()),
+    "anthropic.base_url": ("str", "", ()),
+    "anthropic.timeout": ("float", 60.0, (("gt", 0), ("le", 3600.0))),
+    "anthropic.max_retries": ("int", 4, (("ge", 0),)),
+    "anthropic.default_headers": ("headers", {}, ()),
+    "anthropic.api_key": ("api_key", None, ()),
+    "rolling.message_count_threshold": ("int", 30, (("gt", 0),)),
+    "rolling.messages_to_summarize": ("int", 20, (("gt", 0),)),
+    "rolling.recent_messages_to_keep": ("int", 10, (("ge", 0),)),
+    "rolling.token_threshold": ("int", 15000, (("gt", 0),)),
+    "checkpoint.compact_at": ("float", 0.9, (("gt", 0), ("le", 1))),
+    "prices": ("table", {}, ()),
+    "memory.threshold": ("int", 50, (("gt", 0),)),
+    "memory.keep_bookmarks": ("int", 10, (("ge", 0),)),
+}
+_TABLES = frozenset(key.split(".")[0] for key in FIELDS if "." in key)
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "gt": lambda value, bound: value > bound,
+    "ge": lambda value, bound: value >= bound,
+    "lt": lambda value, bound: value < bound,
+    "le": lambda value, bound: value <= bound,
+}
+
+
+class _NotSure(Exception):
+    """The fast path cannot vouch for a value: the full loader decides."""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSettings:
+    """The settings ``memoryd status`` uses, read by the fast path; the attribute names and
+    types are those of ``Settings``. ``values`` holds every checked value by dotted key."""
+
+    roots: list[Path]
+    max_depth: int
+    token_limit: int
+    warning_at: float
+    summarize_at: float
+    critical_at: float
+    strategy: str
+    max_line_bytes: int
+    stale_after: float
+    values: Mapping[str, Any]
+
+    def for_workspace(self, workspace: Path) -> StatusSettings | None:
+        """These settings with ``<workspace>/.memoryd/config.toml`` applied; None when the
+        full loader must decide (a bad or unusual file), as ``settings_for_workspace``."""
+        try:
+            with Workspace(workspace).config.open("rb") as file:
+                data = tomllib.load(file)
+        except FileNotFoundError:
+            return self
+        except (OSError, ValueError):
+            return None
+        if not data:
+            return self
+        if not set(data) <= WORKSPACE_KEYS:
+            return None
+        try:
+            return _settings({**self.values, **_checked(_flatten(data))})
+        except _NotSure:
+            return None
+
+
+def fast_status_settings(
+    config_file: Path | None, env: Mapping[str, str], overrides: Mapping[str, Any]
+) -> StatusSettings | None:
+    """The settings from the file (or the defaults) when the full loader would surely give
+    the same, else None. Raises ConfigError as the full loader does for an explicit
+    ``--config`` or ``$MEMORYD_CONFIG`` that does not exist."""
+    config_path, _ = find_config_file(config_file, env)
+    for name in env:
+        upper = name.upper()
+        if upper.startswith(ENV_PREFIX) and upper not in RESERVED_ENV:
+            return None
+    data: dict[str, Any] = {}
+    if config_path is not None:
+        try:
+            with config_path.open("rb") as file:
+                data = tomllib.load(file)
+        except (OSError, ValueError):
+            return None
+    try:
+        values = {key: default for key, (_, default, _) in FIELDS.items()}
+        values |= _checked(_flatten(data))
+        values |= _checked({key: value for key, value in overrides.items() if value is not None})
+        values["roots"] = _roots(values["roots"])
+        return _settings(values)
+    except _NotSure:
+        return None
+
+
+def _settings(values: Mapping[str, Any]) -> StatusSettings:
+    warning, summarize, critical = (
+        values["warning_at"],
+        values["summarize_at"],
+        values["critical_at"],
+    )
+    if not warning <= summarize <= critical:
+        raise _NotSure
+    return StatusSettings(
+        roots=list(values["roots"]),
+        max_depth=values["max_depth"],
+        token_limit=values["token_limit"],
+        warning_at=warning,
+        summarize_at=summarize,
+        critical_at=critical,
+        strategy=values["strategy"],
+        max_line_bytes=values["max_line_bytes"],
+        stale_after=values["stale_after"],
+        values=values,
+    )
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = prefix + key
+        if not prefix and key in _TABLES:
+            if not isinstance(value, dict):
+                raise _NotSure
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def _checked(flat: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _value(key, value) for key, value in flat.items()}
+
+
+def _value(key: str, value: Any) -> Any:
+    """The value ``Settings`` would hold for ``value`` at ``key``; _NotSure otherwise."""
+    if key not in FIELDS:
+        raise _NotSure
+    kind, _, bounds = FIELDS[key]
+    if kind == "int" and type(value) is int:
+        number: float = value
+    elif kind == "float" and type(value) in (int, float) and math.isfinite(value):
+        number = float(value)
+    else:
+        return _other_value(kind, value)
+    if not all(_COMPARE[op](number, bound) for op, bound in bounds):
+        raise _NotSure
+    return number
+
+
+def _other_value(kind: str, value: Any) -> Any:
+    text = value if type(value) is str else None
+    if kind == "bool" and type(value) is bool:
+        return value
+    if text is not None and (
+        kind == "str"
+        or (kind == "nonempty-str" and text)
+        or (kind.startswith("literal:") and text in kind.removeprefix("literal:").split("|"))
+    ):
+        return text
+    if kind == "log_level" and text is not None and text.lower() in LOG_LEVELS:
+        return text.lower()
+    if kind == "roots" and type(value) is list and all(type(v) is str and v for v in value):
+        return list(value)
+    if (
+        kind == "headers"
+        and type(value) is dict
+        and all(type(k) is str and type(v) is str for k, v in value.items())
+    ):
+        return dict(value)
+    if kind == "table" and value == {}:
+        return {}
+    if kind == "api_key" and text is not None:
+        return None  # validated; status never needs the key itself
+    raise _NotSure
+
+
+def _roots(roots: list[str] | list[Path]) -> list[Path]:
+    return [Path(root).expanduser() for root in roots]
