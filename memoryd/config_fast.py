@@ -34,7 +34,9 @@ Bounds = tuple[tuple[str, float], ...]
 
 # kind: "int", "float", "bool", "str", "nonempty-str", "literal:a|b", "roots", "log_level",
 # "headers" (a table of strings), "api_key" (a string, empty means unset), "table" (only an
-# empty table is checked here; anything in it is for the full loader).
+# empty table is checked here; anything in it is for the full loader), "validated" (a
+# validator of the model checks it: only its default value is taken here, any other value
+# goes to the full loader).
 FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "roots": ("roots", ["~/agents"], ()),
     "max_depth": ("int", 4, (("ge", 0),)),
@@ -56,12 +58,20 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "max_line_bytes": ("int", 8388608, (("gt", 0),)),
     "stale_after": ("float", 300.0, (("gt", 0), ("le", 604800.0))),
     "index_archive": ("bool", True, ()),
+    "idle_compact_after": ("validated", 0.0, (("ge", 0), ("le", 604800.0))),
+    "idle_compact_at": ("validated", 0.6, (("gt", 0), ("le", 1))),
+    "metrics_listen": ("validated", "", ()),
+    "metrics_allow_remote": ("validated", False, ()),
+    "metrics_textfile": ("str", "", ()),
+    "metrics_per_workspace": ("bool", False, ()),
     "log_format": ("literal:json|console", "json", ()),
     "log_level": ("log_level", "info", ()),
     "summarizer.backend": ("literal:auto|anthropic|extractive", "auto", ()),
     "summarizer.max_summary_tokens": ("int", 1024, (("gt", 0),)),
     "summarizer.max_input_tokens": ("int", 150000, (("gt", 0),)),
     "summarizer.min_retention": ("float", 0.8, (("ge", 0), ("le", 1))),
+    "summarizer.max_cost_per_day_usd": ("float", 0.0, (("ge", 0), ("le", 1000000))),
+    "summarizer.max_llm_tokens_per_day": ("int", 0, (("ge", 0),)),
     "anthropic.model": ("nonempty-str", "claude-haiku-4-5", ()),
     "anthropic.base_url": ("str", "", ()),
     "anthropic.timeout": ("float", 60.0, (("gt", 0), ("le", 3600.0))),
@@ -77,6 +87,13 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "memory.threshold": ("int", 50, (("gt", 0),)),
     "memory.keep_bookmarks": ("int", 10, (("ge", 0),)),
 }
+MODEL_CHECKS: dict[str, tuple[str, ...]] = {
+    "_levels_in_order": (),  # checked here too: warning_at <= summarize_at <= critical_at
+    "_metrics_stay_local": ("metrics_listen", "metrics_allow_remote"),
+    "_idle_below_trigger": ("idle_compact_after", "idle_compact_at"),
+}
+"""The model validators of ``Settings``, with the fields this path leaves to them: with
+those fields at their defaults each validator passes whatever the other fields hold."""
 _TABLES = frozenset(key.split(".")[0] for key in FIELDS if "." in key)
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "gt": lambda value, bound: value > bound,
@@ -197,7 +214,11 @@ def _value(key: str, value: Any) -> Any:
     """The value ``Settings`` would hold for ``value`` at ``key``; _NotSure otherwise."""
     if key not in FIELDS:
         raise _NotSure
-    kind, _, bounds = FIELDS[key]
+    kind, default, bounds = FIELDS[key]
+    if kind == "validated":
+        if type(value) is not type(default) or value != default:
+            raise _NotSure
+        return value
     if kind == "int" and type(value) is int:
         number: float = value
     elif kind == "float" and type(value) in (int, float) and math.isfinite(value):

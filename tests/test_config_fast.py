@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from memoryd.config import Settings, load_settings, settings_for_workspace
-from memoryd.config_fast import FIELDS, fast_status_settings
+from memoryd.config_fast import FIELDS, MODEL_CHECKS, fast_status_settings
 from memoryd.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,9 +39,23 @@ SPECIAL_KINDS = {
 }
 
 
+def models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    found = [model]
+    for info in model.model_fields.values():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            found += models(annotation)
+    return found
+
+
 def derived_fields(model: type[BaseModel], prefix: str = "") -> dict[str, tuple[str, Any, Any]]:
-    """The table FIELDS should be, derived from the pydantic model."""
+    """The table FIELDS should be, derived from the pydantic model: a field with its own
+    validator, or one that a model validator checks, is "validated" unless the fast path
+    knows the validator (SPECIAL_KINDS)."""
     table: dict[str, tuple[str, Any, Any]] = {}
+    decorators = model.__pydantic_decorators__
+    validated = {field for d in decorators.field_validators.values() for field in d.info.fields}
+    validated |= {field for fields in MODEL_CHECKS.values() for field in fields}
     for name, info in model.model_fields.items():
         key = prefix + name
         annotation = info.annotation
@@ -50,7 +64,7 @@ def derived_fields(model: type[BaseModel], prefix: str = "") -> dict[str, tuple[
             continue
         default = info.get_default(call_default_factory=True)
         bounds: list[tuple[str, float]] = []
-        kind = SPECIAL_KINDS.get(key)
+        kind = SPECIAL_KINDS.get(key) or ("validated" if name in validated else None)
         for rule in info.metadata:
             for op in ("gt", "ge", "lt", "le"):
                 if getattr(rule, op, None) is not None:
@@ -73,6 +87,13 @@ def test_the_fast_table_mirrors_settings() -> None:
     the fast path any new kind, or make it "other" so that the full loader decides)."""
     expected = derived_fields(Settings)
     assert expected == FIELDS, "\n".join(f"    {k!r}: {v!r}," for k, v in expected.items())
+
+
+def test_the_fast_path_knows_every_model_validator() -> None:
+    """A new model validator may refuse a combination the fast path would accept: name it
+    in MODEL_CHECKS with the fields it checks (or check it in the fast path)."""
+    found = {name for m in models(Settings) for name in m.__pydantic_decorators__.model_validators}
+    assert found == set(MODEL_CHECKS)
 
 
 CASES = [
@@ -101,6 +122,9 @@ CASES = [
     "token_limit = \n",
     '[anthropic]\nmodel = ""\n',
     "[anthropic]\ntimeout = 1e300\n",
+    "idle_compact_after = 60\nidle_compact_at = 0.9\n",
+    'metrics_listen = "0.0.0.0:9100"\n',
+    "summarize_at = 0.5\nwarning_at = 0.4\n",
 ]
 
 
