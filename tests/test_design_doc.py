@@ -60,3 +60,12 @@ def test_the_design_anchors_are_unique() -> None:
 
 def test_the_readme_links_the_design() -> None:
     assert "(docs/design.md)" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_links_inside_the_design_land_on_its_sections() -> None:
+    """``[text](#anchor)`` links within docs/design.md name anchors it has."""
+    text = DESIGN.read_text(encoding="utf-8")
+    anchors = design_anchors()
+    links = re.findall(r"\]\(#([A-Za-z0-9_-]+)\)", text)
+    assert links
+    assert [link for link in links if link not in anchors] == []
