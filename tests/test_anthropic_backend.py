@@ -46,13 +46,6 @@ def _no_anthropic_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def fake_anthropic() -> Iterator[FakeAnthropic]:
-    """A started fake server, stopped (threads joined, sockets closed) after the test."""
-    with FakeAnthropic() as server:
-        yield server
-
-
-@pytest.fixture
 def make_backend(fake_anthropic: FakeAnthropic) -> Iterator[BackendFactory]:
     """Backends pointed at the fake server with fast test settings; closed after the test."""
     made: list[AnthropicBackend] = []

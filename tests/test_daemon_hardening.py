@@ -19,15 +19,6 @@ from writers import line_bytes
 EXTRACTIVE = {"MEMORYD_SUMMARIZER__BACKEND": "extractive", "MEMORYD_COALESCE_MS": "20"}
 
 
-@pytest.fixture
-def procs() -> Iterator[Processes]:
-    processes = Processes()
-    try:
-        yield processes
-    finally:
-        processes.cleanup()
-
-
 def write_lines(workspace: Path, count: int, start: int = 0, mode: str = "wb") -> None:
     workspace.mkdir(parents=True, exist_ok=True)
     with (workspace / "conversation.jsonl").open(mode) as file:

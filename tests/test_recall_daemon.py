@@ -25,15 +25,6 @@ REPO = Path(__file__).resolve().parent.parent
 FILLER = "we looked at the build and talked it over " * 7
 
 
-@pytest.fixture
-def procs() -> object:
-    processes = Processes()
-    try:
-        yield processes
-    finally:
-        processes.cleanup()
-
-
 def append_marked(workspace: Path, tag: str, start: int, count: int) -> dict[str, bytes]:
     """Append ``count`` messages carrying the word ``<tag><n>q``, under the writers' lock;
     returns each line's bytes by id."""
