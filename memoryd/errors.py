@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memoryd.receipts import LLMUsage
+
 
 class MemorydError(Exception):
     """Root of every error memoryd raises on purpose; ``str(err)`` is one clear line."""
@@ -32,7 +37,14 @@ class CommitAborted(MemorydError):
 
 
 class SummarizerError(MemorydError):
-    """The summarizer gave no usable summary (after its retries); nothing was changed."""
+    """The summarizer gave no usable summary (after its retries); nothing was changed.
+
+    ``usage`` and ``model``, once set by the strategy, say what the job's LLM calls cost
+    before it failed (an answer that cannot be used is still billed), for its receipt.
+    """
+
+    usage: LLMUsage | None = None
+    model: str | None = None
 
 
 class CheckpointParseError(SummarizerError):

@@ -190,8 +190,10 @@ def _failed(
     strategy: str,
     base: JobResult,
     reason: str,
+    error: SummarizerError | None = None,
 ) -> JobResult:
-    """Report a failed job: its receipt first, then HEARTBEAT.md and the event."""
+    """Report a failed job: its receipt first (with what its LLM calls cost, when the
+    summarizer failed), then HEARTBEAT.md and the event."""
     receipt = build_receipt(
         job=clock.job,
         strategy=strategy,
@@ -202,6 +204,8 @@ def _failed(
         before=(base.messages_before, base.tokens_before),
         after=(base.messages_before, base.tokens_before),
         prices=settings.prices,
+        model=error.model if error is not None else None,
+        llm=error.usage if error is not None else None,
     )
     try:
         append_receipt(workspace, receipt)
@@ -310,7 +314,10 @@ def _run_locked(
                 progress,
                 fault,
             )
-    except (SummarizerError, CommitAborted) as exc:
+    except SummarizerError as exc:
+        log.warning("summarize_failed", workspace=str(workspace.path), reason=str(exc))
+        return _failed(workspace, clock, settings, strategy.name, base, str(exc), exc)
+    except CommitAborted as exc:
         log.warning("summarize_failed", workspace=str(workspace.path), reason=str(exc))
         return _failed(workspace, clock, settings, strategy.name, base, str(exc))
     except MemorydError as exc:

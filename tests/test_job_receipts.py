@@ -251,3 +251,33 @@ def test_append_pin_marks_the_message(workspace: WorkspaceFactory) -> None:
     assert code == 0
     last = json.loads((folder / "conversation.jsonl").read_bytes().splitlines()[-1])
     assert last["pinned"] is True and last["id"] == json.loads(output)["id"]
+
+
+def test_a_failed_repair_falls_back_to_the_verbatim_section(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
+) -> None:
+    """The first summary is valid: a repair request that fails does not fail the job."""
+    folder = workspace(messages=planted_conversation())
+    fake_anthropic.push(Reply.fluent(), Reply.error(400))
+    result = run(folder, settings_for(make_settings, fake_anthropic))
+    assert result.outcome == "completed"
+    assert len(fake_anthropic.message_requests) == 2
+    text = head_of(folder)["content"]
+    assert VERBATIM_HEADER in text
+    assert score(planted_details(folder, result), text).score >= 0.95
+
+
+def test_a_failed_job_receipt_counts_the_calls_it_was_billed_for(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
+) -> None:
+    """A checkpoint answer that is not JSON fails the job, but was billed: its receipt
+    says so, and prices it."""
+    folder = workspace(messages=planted_conversation())
+    fake_anthropic.set_default(Reply.ok("this is not a checkpoint"))
+    settings = settings_for(make_settings, fake_anthropic, strategy="checkpoint")
+    result = run(folder, settings)
+    assert result.outcome == "failed"
+    [receipt] = read_receipts(Workspace(folder))
+    assert receipt.llm.calls == 1 and receipt.llm.input_tokens > 0
+    assert receipt.model == "claude-haiku-4-5"
+    assert receipt.cost_usd is not None and receipt.cost_usd > 0

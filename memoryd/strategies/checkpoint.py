@@ -32,6 +32,7 @@ from memoryd.receipts import RetentionFigures
 from memoryd.retention import Detail, extract_details, fit, score
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
+    billed_on_failure,
     message_span,
     previous_count,
     summarized_span,
@@ -150,7 +151,7 @@ class CheckpointStrategy:
         request.progress(
             f"checkpointing {len(messages)} messages with the {summarizer.name} backend"
         )
-        with contextlib.closing(summarizer):
+        with contextlib.closing(summarizer), billed_on_failure(summarizer):
             lists, calls = compact_to_checkpoint(
                 summarizer, previous, messages, request.settings.summarizer.max_input_tokens
             )

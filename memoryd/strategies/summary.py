@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
+
+import structlog
 
 from memoryd.conversation import Line
 from memoryd.errors import SummarizerError
@@ -24,6 +26,8 @@ from memoryd.retention import (
 from memoryd.strategies.protocol import Head, HeadRequest
 from memoryd.summarizers.base import Summarizer, make_summarizer, summarize_messages
 from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
+
+log = structlog.get_logger()
 
 SUMMARY_PREFIX = "[Summary of earlier conversation]\n\n"
 Style = Literal["narrative", "rolling"]
@@ -124,7 +128,7 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
     )
     messages = transcript_messages(to_summarize)
     budget = settings.summarizer.max_summary_tokens
-    with contextlib.closing(summarizer):
+    with contextlib.closing(summarizer), billed_on_failure(summarizer):
         summary = summarize_messages(
             summarizer, messages, previous, budget, settings.summarizer.max_input_tokens, style
         )
@@ -160,6 +164,16 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
     )
 
 
+@contextlib.contextmanager
+def billed_on_failure(summarizer: Summarizer) -> Iterator[None]:
+    """A SummarizerError leaving this block carries what the LLM calls cost so far."""
+    try:
+        yield
+    except SummarizerError as exc:
+        exc.usage, exc.model = summarizer.usage, summarizer.model
+        raise
+
+
 def retain_details(
     summarizer: Summarizer,
     text: str,
@@ -182,7 +196,13 @@ def retain_details(
         return text, RetentionFigures(first.score, first.score, len(first.missing))
     current = first
     if first.score < min_retention:
-        repaired = summarizer.repair(text, [d.text for d in first.missing], budget)
+        try:
+            repaired = summarizer.repair(text, [d.text for d in first.missing], budget)
+        except SummarizerError as exc:
+            # The summary in hand is valid: a failed repair falls back to the verbatim
+            # section rather than failing the job.
+            log.warning("summary_repair_failed", backend=summarizer.name, reason=str(exc))
+            repaired = None
         if repaired is not None and repaired.text.strip():
             candidate = score(details, repaired.text)
             if candidate.score >= first.score and estimate_text_tokens(repaired.text) <= budget:
