@@ -145,3 +145,23 @@ def test_memory_compact_uses_the_configured_threshold_and_keep_bookmarks(
     code, out = cli("memory", "compact", "--workspace", str(folder), "--config", str(config_file))
     assert code == 0
     assert json.loads(out)["summaries_created"]["bookmarks"] == 6
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["append", "{ws}", "--role", "user", "--content", "x"],
+        ["heartbeat", "{ws}", "start", "a task"],
+        ["memory", "read", "--store", "todos", "--workspace", "{ws}"],
+    ],
+)
+def test_a_missing_config_file_is_refused_by_every_command(
+    workspace: WorkspaceFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    folder = workspace(2, 50)
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    missing = tmp_path / "nope.toml"
+    code, _ = cli(*[a.format(ws=folder) for a in argv], "--config", str(missing))
+    assert code == 2
+    assert "no such config file" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before

@@ -178,6 +178,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             parser.print_help(sys.stderr)
             return 2
         check_text_arguments(args)
+        if args.config is not None:
+            # Every command refuses a --config that is not there, also one that reads no
+            # setting: the user meant something by it.
+            from memoryd.config_files import find_config_file
+
+            find_config_file(args.config, {})
         code: int = load_command(args.command).run(args, stdout)
         return code
     except MemorydError as exc:
