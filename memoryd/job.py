@@ -275,7 +275,7 @@ def _run_locked(
     trigger = strategy.trigger
     if trigger is not None and over_trigger(pinned_tokens, settings.token_limit, trigger):
         return _pins_over_trigger(
-            workspace, request, clock, strategy.name, base, pinned_tokens, trigger
+            workspace, request, clock, strategy.name, base, pinned, pinned_tokens, trigger
         )
     task = f"Summarizing {plan.summarized_count} messages (~{plan.summarized_tokens:,} tokens)"
     if request.dry_run:
@@ -341,6 +341,7 @@ def _pins_over_trigger(
     clock: JobClock,
     strategy: str,
     base: JobResult,
+    pinned: PinnedPlan,
     pinned_tokens: int,
     trigger: float,
 ) -> JobResult:
@@ -363,6 +364,7 @@ def _pins_over_trigger(
         before=(base.messages_before, base.tokens_before),
         after=(base.messages_before, base.tokens_before),
         prices=settings.prices,
+        pins_kept=pinned.pinned_count,
     )
     append_receipt(workspace, receipt)
     if request.heartbeat_started:
@@ -377,7 +379,14 @@ def _pins_over_trigger(
         trigger_tokens=int(trigger * settings.token_limit),
     )
     log.info("summarize_ineffective", workspace=str(workspace.path), reason=reason)
-    return replace(base, outcome="ineffective", reason=reason, ineffective=True, receipt=receipt)
+    return replace(
+        base,
+        outcome="ineffective",
+        reason=reason,
+        ineffective=True,
+        pins_kept=pinned.pinned_count,
+        receipt=receipt,
+    )
 
 
 @dataclass(frozen=True, slots=True)

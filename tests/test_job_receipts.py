@@ -281,3 +281,17 @@ def test_a_failed_job_receipt_counts_the_calls_it_was_billed_for(
     assert receipt.llm.calls == 1 and receipt.llm.input_tokens > 0
     assert receipt.model == "claude-haiku-4-5"
     assert receipt.cost_usd is not None and receipt.cost_usd > 0
+
+
+def test_summarize_says_what_the_receipt_says(
+    workspace: WorkspaceFactory, clean_environment: Path, tmp_path: Path
+) -> None:
+    folder = workspace(messages=planted_conversation())
+    config = tmp_path / "memoryd.toml"
+    config.write_text('token_limit = 20000\n[summarizer]\nbackend = "extractive"\n')
+    code, output = cli("--config", str(config), "summarize", str(folder), "--force")
+    assert code == 0
+    [receipt] = read_receipts(Workspace(folder))
+    assert receipt.retention is not None
+    figures = f"retention {receipt.retention.before:.2f} → {receipt.retention.after:.2f}"
+    assert figures in output

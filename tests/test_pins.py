@@ -128,6 +128,7 @@ def test_pins_alone_over_the_trigger_are_ineffective_not_a_loop(
         ineffective["job"],
     )
     assert receipt.summarized is None and receipt.tokens_after == receipt.tokens_before
+    assert receipt.pins_kept == result.pins_kept == 1
 
 
 def test_nothing_to_do_when_everything_before_the_split_is_pinned(

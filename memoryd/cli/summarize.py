@@ -63,14 +63,33 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_BY_OUTCOME[result.outcome]
 
 
+def _receipt_figures(result: JobResult) -> str:
+    """Retention, pins and cost from the job's receipt (what ``memoryd history`` lists)."""
+    receipt = result.receipt
+    if receipt is None:
+        return ""
+    parts = []
+    if receipt.retention is not None:
+        parts.append(f"retention {receipt.retention.before:.2f} → {receipt.retention.after:.2f}")
+    if receipt.pins_kept:
+        parts.append(f"{receipt.pins_kept} pinned kept")
+    if receipt.llm.calls:
+        cost = "unknown price" if receipt.cost_usd is None else f"${receipt.cost_usd:.4f}"
+        parts.append(f"{receipt.llm.calls} LLM calls, {cost}")
+    return "; " + ", ".join(parts) if parts else ""
+
+
 def describe_result(result: JobResult) -> str:
     """One line saying what a job did, in words and figures."""
+    if result.outcome == "ineffective" and result.archive is None:
+        return f"{result.workspace}: nothing done: {result.reason} (summarize_ineffective)"
     if result.outcome in ("completed", "ineffective"):
         text = (
             f"{result.workspace}: {result.reason}; {result.messages_before} → "
             f"{result.messages_after} messages, ~{result.tokens_before:,} → "
             f"~{result.tokens_after:,} tokens ({result.backend}); originals in {result.archive}"
         )
+        text += _receipt_figures(result)
         if result.outcome == "ineffective":
             text += "; still above the trigger (summarize_ineffective)"
         return text
