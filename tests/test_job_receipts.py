@@ -18,6 +18,7 @@ from memoryd.conversation import split_lines
 from memoryd.events import read_events
 from memoryd.job import JobRequest, JobResult, run_job
 from memoryd.pricing import DEFAULT_PRICES, cost_usd
+from memoryd.recall import expand
 from memoryd.receipts import read_receipts
 from memoryd.retention import VERBATIM_HEADER, extract_details, score
 from memoryd.tokens import estimate_text_tokens
@@ -215,6 +216,13 @@ def test_receipts_and_the_summary_agree_on_the_span_and_the_archive_bytes(
     assert archive == b"".join(original[: span.count])
     ids = [json.loads(line)["id"] for line in archive.splitlines()]
     assert (ids[0], ids[-1]) == (span.first_id, span.last_id)
+    # Recall finds the span's ends in the archive, byte for byte as the receipt says.
+    first_line, last_line = (
+        archive.splitlines(keepends=True)[0],
+        archive.splitlines(keepends=True)[-1],
+    )
+    assert expand(folder, span.first_id) == [first_line]
+    assert expand(folder, span.last_id) == [last_line]
 
 
 def test_history_of_a_workspace_and_of_a_root(
