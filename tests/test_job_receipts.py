@@ -217,12 +217,10 @@ def test_receipts_and_the_summary_agree_on_the_span_and_the_archive_bytes(
     ids = [json.loads(line)["id"] for line in archive.splitlines()]
     assert (ids[0], ids[-1]) == (span.first_id, span.last_id)
     # Recall finds the span's ends in the archive, byte for byte as the receipt says.
-    first_line, last_line = (
-        archive.splitlines(keepends=True)[0],
-        archive.splitlines(keepends=True)[-1],
-    )
-    assert expand(folder, span.first_id) == [first_line]
-    assert expand(folder, span.last_id) == [last_line]
+    replaced = archive.splitlines(keepends=True)
+    assert span.first_id is not None and span.last_id is not None
+    assert expand(folder, span.first_id) == [replaced[0]]
+    assert expand(folder, span.last_id) == [replaced[-1]]
 
 
 def test_history_of_a_workspace_and_of_a_root(
