@@ -1,0 +1,97 @@
+"""The sections of the configuration: ``[summarizer]``, ``[anthropic]``, ``[rolling]``,
+``[checkpoint]``, ``[memory]``, and the rules every model of it follows.
+
+``memoryd.config`` re-exports them; ``Settings`` there holds one of each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from memoryd.defaults import DEFAULT_KEEP_BOOKMARKS, DEFAULT_MEMORY_THRESHOLD
+
+ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
+ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+
+# NaN and infinity are refused everywhere: a NaN passes no bound check it should fail and
+# an infinite duration overflows the clocks and waits it reaches (docs/design.md#configuration).
+_NESTED = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+MINUTE = 60.0
+HOUR = 3600.0
+DAY = 86_400.0
+WEEK = 7 * DAY
+
+
+class SummarizerSettings(BaseModel):
+    """``[summarizer]``: which backend writes summaries, and their budgets."""
+
+    model_config = _NESTED
+
+    backend: Literal["auto", "anthropic", "extractive"] = "auto"
+    max_summary_tokens: int = Field(default=1024, gt=0)
+    max_input_tokens: int = Field(default=150_000, gt=0)
+    min_retention: float = Field(default=0.8, ge=0, le=1)
+    """Below this share of kept details a summary is repaired (docs/design.md#retention)."""
+    # Daily (UTC) caps on LLM spend, per daemon; 0 is off (docs/design.md#spend-cap).
+    max_cost_per_day_usd: float = Field(default=0.0, ge=0, le=1_000_000)
+    max_llm_tokens_per_day: int = Field(default=0, ge=0)
+
+
+class AnthropicSettings(BaseModel):
+    """``[anthropic]``: the Messages API client; the key and URL fall back to the SDK's env."""
+
+    model_config = _NESTED
+
+    model: str = Field(default="claude-haiku-4-5", min_length=1)
+    base_url: str = ""
+    timeout: float = Field(default=60.0, gt=0, le=HOUR)
+    max_retries: int = Field(default=4, ge=0)
+    # Header values may hold credentials: kept out of repr() and so out of logs.
+    default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    api_key: SecretStr | None = None
+
+    @field_validator("api_key")
+    @classmethod
+    def _empty_key_is_unset(cls, api_key: SecretStr | None) -> SecretStr | None:
+        return api_key if api_key is not None and api_key.get_secret_value() else None
+
+    def effective_api_key(self, env: Mapping[str, str]) -> str | None:
+        """The key to use: ``api_key`` if set, else ``$ANTHROPIC_API_KEY``, else None."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        return env.get(ANTHROPIC_API_KEY_ENV) or None
+
+    def effective_base_url(self, env: Mapping[str, str]) -> str | None:
+        """The URL to use: ``base_url`` if set, else ``$ANTHROPIC_BASE_URL``, else None."""
+        return self.base_url or env.get(ANTHROPIC_BASE_URL_ENV) or None
+
+
+class RollingSettings(BaseModel):
+    """``[rolling]``: the rolling strategy's trigger and window."""
+
+    model_config = _NESTED
+
+    message_count_threshold: int = Field(default=30, gt=0)
+    messages_to_summarize: int = Field(default=20, gt=0)
+    recent_messages_to_keep: int = Field(default=10, ge=0)
+    token_threshold: int = Field(default=15_000, gt=0)
+
+
+class CheckpointSettings(BaseModel):
+    """``[checkpoint]``: when the checkpoint strategy compacts."""
+
+    model_config = _NESTED
+
+    compact_at: float = Field(default=0.90, gt=0, le=1)
+
+
+class MemorySettings(BaseModel):
+    """``[memory]``: when memory stores are compacted and how many bookmarks stay."""
+
+    model_config = _NESTED
+
+    threshold: int = Field(default=DEFAULT_MEMORY_THRESHOLD, gt=0)
+    keep_bookmarks: int = Field(default=DEFAULT_KEEP_BOOKMARKS, ge=0)
