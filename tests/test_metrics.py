@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
 
-from memoryd.daemon.telemetry import salvaged_since
+from memoryd.config import load_settings
+from memoryd.daemon.telemetry import Telemetry, salvaged_since
 from memoryd.metrics import DaemonView, JobObservation, Metrics, WorkspaceView
 
 
@@ -178,3 +180,25 @@ def test_salvaged_lines_are_read_from_the_events_appended_after_the_dispatch(
     assert salvaged_since(events, offset) == 5
     assert salvaged_since(events, 0) == 12
     assert salvaged_since(tmp_path / "missing.jsonl", 0) == 0
+
+
+def test_an_unwritable_textfile_is_reported_once_until_it_works_again(tmp_path: Path) -> None:
+    """A missing folder fails every rewrite; the log says so once, and once when it heals."""
+    folder = tmp_path / "textfile"
+    env = {"HOME": str(tmp_path)}
+    overrides = {"roots": [str(tmp_path)], "metrics_textfile": str(folder / "memoryd.prom")}
+    settings = load_settings(overrides=overrides, env=env).settings
+    telemetry = Telemetry(settings, env, settings.roots)
+    with capture_logs() as logs:
+        telemetry.start(view, 0.0)
+        for step in range(1, 4):
+            telemetry._textfile_dirty = True
+            telemetry.tick(step * 2.0)
+        folder.mkdir()
+        telemetry._textfile_dirty = True
+        telemetry.tick(10.0)
+        telemetry.closed()
+    events = [entry["event"] for entry in logs]
+    assert events.count("metrics_textfile_unwritable") == 1
+    assert events.count("metrics_textfile_written") == 1
+    assert (folder / "memoryd.prom").exists()

@@ -86,6 +86,7 @@ class Telemetry(DaemonHooks):
         self.cap = SpendCap(SpendLedger(ledger_path(env, roots)))
         self._textfile_due = 0.0
         self._textfile_dirty = False
+        self._textfile_error: str | None = None
         self._salvage: dict[Path, tuple[int, float]] = {}
         """Events file -> (its size when the job was dispatched, when to count)."""
 
@@ -159,7 +160,14 @@ class Telemetry(DaemonHooks):
         try:
             self.metrics.write_textfile(self.textfile)
         except OSError as exc:
-            log.warning("metrics_textfile_unwritable", path=str(self.textfile), error=exc.strerror)
+            error = exc.strerror or str(exc)
+            if error != self._textfile_error:  # once per cause, not at every rewrite
+                log.warning("metrics_textfile_unwritable", path=str(self.textfile), error=error)
+            self._textfile_error = error
+        else:
+            if self._textfile_error is not None:
+                log.info("metrics_textfile_written", path=str(self.textfile))
+            self._textfile_error = None
         self._textfile_dirty = False
         self._textfile_due = now + TEXTFILE_MIN_INTERVAL
 
