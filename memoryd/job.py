@@ -145,7 +145,12 @@ def report_failure(
 
 
 def report_lost_job(
-    workspace: Workspace, reason: str, settings: Settings, messages: int, tokens: int
+    workspace: Workspace,
+    reason: str,
+    settings: Settings,
+    messages: int,
+    tokens: int,
+    trigger: str = "manual",
 ) -> Receipt:
     """A job that never reported back (its worker died): a failed receipt, then the usual
     failure report. The start time is unknown: the receipt says when it was lost.
@@ -163,6 +168,7 @@ def report_lost_job(
         before=(messages, tokens),
         after=(messages, tokens),
         prices=settings.prices,
+        trigger=trigger,
     )
     try:
         append_receipt(workspace, receipt)
@@ -177,10 +183,12 @@ class JobClock:
 
     job: str
     started: float
+    trigger: str = "manual"
+    """Why the job runs (JobRequest.reason), recorded in its receipt."""
 
     @classmethod
-    def start(cls) -> JobClock:
-        return cls(str(uuid.uuid4()), time.time())
+    def start(cls, trigger: str = "manual") -> JobClock:
+        return cls(str(uuid.uuid4()), time.time(), trigger)
 
 
 def _failed(
@@ -196,6 +204,7 @@ def _failed(
     summarizer failed), then HEARTBEAT.md and the event."""
     receipt = build_receipt(
         job=clock.job,
+        trigger=clock.trigger,
         strategy=strategy,
         started=clock.started,
         finished=time.time(),
@@ -241,7 +250,7 @@ def _run_locked(
 ) -> JobResult:
     settings = request.settings
     strategy = strategy_for(settings)
-    clock = JobClock.start()
+    clock = JobClock.start(request.reason)
     recover(workspace)
     progress("reading the conversation")
     snapshot, data = read_snapshot(workspace.conversation)
@@ -356,6 +365,7 @@ def _pins_over_trigger(
         return replace(base, outcome="dry_run", reason=f"would do nothing: {reason}")
     receipt = build_receipt(
         job=clock.job,
+        trigger=clock.trigger,
         strategy=strategy,
         started=clock.started,
         finished=time.time(),
@@ -513,6 +523,7 @@ def _commit_and_report(
     archive = f".memoryd/archive/{name}"
     receipt = build_receipt(
         job=clock.job,
+        trigger=clock.trigger,
         strategy=strategy.name,
         started=clock.started,
         finished=time.time(),

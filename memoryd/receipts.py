@@ -160,6 +160,9 @@ class Receipt:
     retention: RetentionFigures | None = None
     llm: LLMUsage = field(default_factory=LLMUsage)
     cost_usd: float | None = None
+    trigger: str = "manual"
+    """Why the job ran: "trigger" (the strategy's threshold), "idle" (compaction while the
+    agent is idle) or "manual" (``memoryd summarize``, the Python API)."""
     workspace: str | None = None
     """Set when read back (the folder it was read from); not written."""
 
@@ -189,6 +192,7 @@ class Receipt:
             "retention": self.retention.to_record() if self.retention else None,
             "llm": self.llm.to_record(),
             "cost_usd": self.cost_usd,
+            "trigger": self.trigger,
         }
 
     @classmethod
@@ -222,6 +226,7 @@ class Receipt:
             ),
             llm=LLMUsage.from_record(llm) if isinstance(llm, dict) else LLMUsage(),
             cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+            trigger=str(record.get("trigger") or "manual"),
             workspace=workspace,
         )
 
@@ -243,6 +248,7 @@ def build_receipt(
     pins_kept: int = 0,
     retention: RetentionFigures | None = None,
     llm: LLMUsage | None = None,
+    trigger: str = "manual",
 ) -> Receipt:
     """A receipt from a job's figures (pure); ``before`` and ``after`` are (messages,
     tokens), ``started`` and ``finished`` epoch seconds. The cost is 0 for a job that made
@@ -276,6 +282,7 @@ def build_receipt(
         retention=retention,
         llm=usage,
         cost_usd=cost,
+        trigger=trigger,
     )
 
 

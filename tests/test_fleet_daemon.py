@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from daemon_harness import (
@@ -161,10 +162,11 @@ def test_metrics_scraped_during_real_jobs_match_the_events(
             lambda: (
                 (text := scrape(port))
                 and total(parse(text), "memoryd_jobs_in_flight") == 0
+                and total(parse(text), "memoryd_workspaces_by_level", level="critical") == 0
                 and text
             ),
             20,
-            "a scrape after the job",
+            "a scrape after the job, its workspace back to normal",
         )
     )
     completed = of_type(full, "summarize_completed")
@@ -177,11 +179,21 @@ def test_metrics_scraped_during_real_jobs_match_the_events(
         int(str(e["llm_calls"])) for e in completed
     )
     assert total(after, "memoryd_llm_calls_total") == len(fake_anthropic.message_requests)
+    receipts = read_receipts(full)
+    assert [r["trigger"] for r in receipts] == ["trigger"] * len(receipts)
+    for kind in ("input", "output", "cache_read", "cache_creation"):
+        assert total(after, "memoryd_llm_tokens_total", kind=kind) == sum(
+            r["llm"][f"{kind}_tokens"] for r in receipts
+        )
+    assert total(after, "memoryd_llm_tokens_total") > 0
+    assert total(after, "memoryd_llm_cost_usd_total") == pytest.approx(
+        sum(r["cost_usd"] for r in receipts)
+    )
+    assert total(after, "memoryd_llm_cost_usd_total") > 0
     assert total(after, "memoryd_job_duration_seconds_count", strategy="narrative") == len(
         completed
     )
     assert abs(total(after, "memoryd_last_successful_job_timestamp_seconds") - time.time()) < 60
-    assert total(after, "memoryd_workspaces_by_level", level="critical") == 0
 
     scraped_names = {name for name, _ in after}
     missing = dashboard_metric_names() - scraped_names
@@ -291,6 +303,85 @@ def test_an_idle_workspace_above_idle_compact_at_is_compacted_once_with_reason_i
     started, completed = of_type(ws, "summarize_started"), of_type(ws, "summarize_completed")
     assert [e["reason"] for e in started] == ["idle"]
     assert [e["reason"] for e in completed] == ["idle"]
+    receipts = read_receipts(ws)
+    assert [r["trigger"] for r in receipts] == ["idle"]
     assert event_time(started[0]) - last_append >= 1.5 - 0.05  # ms stamps, mtime granularity
     time.sleep(2.5)  # more than idle_compact_after again: still one compaction
     assert len(of_type(ws, "summarize_started")) == 1
+
+
+def read_receipts(workspace: Path) -> list[dict[str, Any]]:
+    path = workspace / ".memoryd" / "receipts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def over_trigger_workspace(workspace: Path, writer: str) -> None:
+    write_lines(workspace, writer, 60)
+
+
+@pytest.mark.slow
+def test_the_daily_token_cap_switches_to_extractive_and_survives_a_sigkill_restart(
+    tmp_path: Path, procs: Processes, fake_anthropic: FakeAnthropic
+) -> None:
+    """A 1-token daily cap: the first job uses the LLM and its receipt's tokens go to the
+    ledger; the next job runs extractive with an llm_budget_exhausted event, a note in
+    HEARTBEAT.md and the metric at 1; after SIGKILL a new daemon still runs extractive
+    (no request reaches the LLM) because the total was kept in $XDG_STATE_HOME."""
+    fake_anthropic.set_default(Reply.echo())
+    root = tmp_path / "root"
+    root.mkdir()
+    state_home = tmp_path / "state"
+    env = llm_env(
+        fake_anthropic.base_url,
+        token_limit="3000",
+        coalesce_ms="50",
+        metrics_listen="127.0.0.1:0",
+    )
+    env["MEMORYD_SUMMARIZER__MAX_LLM_TOKENS_PER_DAY"] = "1"
+    env["XDG_STATE_HOME"] = str(state_home)
+
+    first = procs.daemon([root], tmp_path, env)
+    port = int(first.wait_log("metrics_listening")["port"])
+    first.wait_ready()
+    paid = root / "paid"
+    over_trigger_workspace(paid, "p")
+    first.wait_log("job_finished", workspace=str(paid))
+    [receipt] = [
+        json.loads(x) for x in (paid / ".memoryd" / "receipts.jsonl").read_text().split("\n") if x
+    ]
+    assert receipt["backend"] == "anthropic"
+    llm_tokens = sum(v for k, v in receipt["llm"].items() if k.endswith("_tokens"))
+    assert llm_tokens > 1
+    [ledger] = list((state_home / "memoryd").glob("spend-*.json"))
+    saved = json.loads(ledger.read_text())
+    assert saved["tokens"] == llm_tokens
+    requests = len(fake_anthropic.message_requests)
+
+    capped = root / "capped"
+    over_trigger_workspace(capped, "c")
+    first.wait_log("job_finished", workspace=str(capped))
+    assert first.logged("llm_budget_exhausted")
+    [exhausted] = of_type(capped, "llm_budget_exhausted")
+    assert "daily cap" in str(exhausted["reason"]) and str(exhausted["until"]).endswith(
+        "T00:00:00.000Z"
+    )
+    [completed] = of_type(capped, "summarize_completed")
+    assert completed["backend"] == "extractive"
+    wait_until(lambda: read_heartbeat(capped).get("status") == "completed", 10, "completed")
+    assert "extractive backend: LLM tokens" in read_heartbeat(capped)["last_result"]
+    assert len(fake_anthropic.message_requests) == requests
+    samples = parse(scrape(port))
+    assert total(samples, "memoryd_llm_budget_exhausted") == 1
+    assert total(samples, "memoryd_llm_budget_downgraded_jobs_total") == 1
+    assert total(samples, "memoryd_llm_spend_today_tokens") == llm_tokens
+
+    first.kill_all()
+    second = procs.daemon([root], tmp_path, env)
+    second.wait_ready()
+    later = root / "later"
+    over_trigger_workspace(later, "l")
+    second.wait_log("job_finished", workspace=str(later))
+    assert [e["backend"] for e in of_type(later, "summarize_completed")] == ["extractive"]
+    assert of_type(later, "llm_budget_exhausted")
+    assert len(fake_anthropic.message_requests) == requests
+    assert json.loads(ledger.read_text())["tokens"] == llm_tokens

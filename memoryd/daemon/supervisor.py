@@ -562,6 +562,7 @@ class Supervisor:
                 tracked.settings,
                 tracked.reader.tally.messages,
                 tracked.tokens,
+                tracked.job_reason,
             )
         except (OSError, MemorydError) as exc:
             self.publisher.failed(tracked, "HEARTBEAT.md", exc, now)
