@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -225,6 +226,29 @@ def test_a_metrics_address_on_the_network_is_refused_unless_allowed(tmp_path: Pa
     lines = result.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "metrics_allow_remote" in lines[0], result.stderr
     assert b"daemon_ready" not in result.stdout
+
+
+def test_a_metrics_port_in_use_is_one_line_and_the_daemon_does_not_start(
+    tmp_path: Path,
+) -> None:
+    """Another process holds the port: exit 2 with one line naming it, no traceback."""
+    root = tmp_path / "root"
+    root.mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = clean_env(tmp_path, {"MEMORYD_METRICS_LISTEN": f"127.0.0.1:{port}"})
+        result = subprocess.run(
+            [sys.executable, "-m", "memoryd", "run", "--root", str(root)],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    lines = result.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "cannot listen" in lines[0]
+    assert b"Traceback" not in result.stderr and b"daemon_ready" not in result.stdout
 
 
 PROBE = """
