@@ -75,6 +75,7 @@ def derived_fields(model: type[BaseModel], prefix: str = "") -> dict[str, tuple[
             if typing.get_origin(annotation) is typing.Literal:
                 kind = "literal:" + "|".join(typing.get_args(annotation))
             else:
+                assert isinstance(annotation, type), (key, annotation)
                 kind = {int: "int", float: "float", bool: "bool", str: "str"}[annotation]
         if key == "roots":
             default = [str(root) for root in default]
