@@ -203,7 +203,10 @@ def test_receipts_and_the_summary_agree_on_the_span_and_the_archive_bytes(
 ) -> None:
     folder = workspace(messages=planted_conversation())
     original = (folder / "conversation.jsonl").read_bytes().splitlines(keepends=True)
-    settings = make_settings(token_limit=20_000, **{"summarizer.backend": "extractive"})
+    # expand builds the index itself: no background indexing thread still at work.
+    settings = make_settings(
+        token_limit=20_000, index_archive=False, **{"summarizer.backend": "extractive"}
+    )
     run(folder, settings)
     [receipt] = read_receipts(Workspace(folder))
     head = head_of(folder)
@@ -301,3 +304,52 @@ def test_summarize_says_what_the_receipt_says(
     assert receipt.retention is not None
     figures = f"retention {receipt.retention.before:.2f} → {receipt.retention.after:.2f}"
     assert figures in output
+
+
+def checkpoint_answer(**lists: list[str]) -> str:
+    empty: dict[str, list[str]] = {
+        "completed": [],
+        "in_progress": [],
+        "pending": [],
+        "blockers": [],
+        "decisions": [],
+    }
+    return json.dumps({**empty, **lists})
+
+
+def test_a_lossy_checkpoint_gets_one_repair_request(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
+) -> None:
+    folder = workspace(messages=planted_conversation())
+    fake_anthropic.push(
+        Reply.ok(checkpoint_answer(in_progress=["Work on the importer goes on."])),
+        Reply.ok(checkpoint_answer(decisions=PLANTED[:4], pending=PLANTED[4:])),
+    )
+    settings = settings_for(make_settings, fake_anthropic, strategy="checkpoint")
+    result = run(folder, settings)
+
+    assert result.outcome == "completed"
+    _first, repair = fake_anthropic.message_requests
+    assert [m["role"] for m in repair.body["messages"]] == ["user", "assistant", "user"]
+    assert "<missing_details>" in repair.body["messages"][2]["content"]
+    checkpoint = json.loads((folder / "checkpoint.json").read_text())
+    assert checkpoint["decisions"] == PLANTED[:4]
+    [receipt] = read_receipts(Workspace(folder))
+    assert receipt.retention is not None
+    assert receipt.retention.before < 0.8 <= receipt.retention.after
+    assert receipt.llm.calls == 2
+
+
+def test_a_checkpoint_still_lossy_keeps_the_details_beside_its_lists(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
+) -> None:
+    folder = workspace(messages=planted_conversation())
+    fake_anthropic.set_default(Reply.ok(checkpoint_answer(in_progress=["Work goes on."])))
+    settings = settings_for(make_settings, fake_anthropic, strategy="checkpoint")
+    result = run(folder, settings)
+    assert result.outcome == "completed"
+    checkpoint = json.loads((folder / "checkpoint.json").read_text())
+    assert "src/importer/main.py" in " ".join(checkpoint["details"])
+    assert "Details kept verbatim" in head_of(folder)["content"]
+    [receipt] = read_receipts(Workspace(folder))
+    assert receipt.retention is not None and receipt.retention.after >= 0.95

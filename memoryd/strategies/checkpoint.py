@@ -26,6 +26,7 @@ from memoryd.checkpoint import (
 )
 from memoryd.config import Settings
 from memoryd.conversation import Line
+from memoryd.errors import SummarizerError
 from memoryd.fsutil import atomic_write
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for
 from memoryd.receipts import RetentionFigures
@@ -39,7 +40,7 @@ from memoryd.strategies.summary import (
     summary_message,
     transcript_messages,
 )
-from memoryd.summarizers.base import compact_to_checkpoint, make_summarizer
+from memoryd.summarizers.base import Summarizer, compact_to_checkpoint, make_summarizer
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
@@ -92,23 +93,54 @@ def _previous_text(previous: Checkpoint | None) -> str | None:
     return "\n".join([*items, *previous.details])
 
 
+def _lists_text(lists: CheckpointSummary) -> str:
+    return "\n".join(item for name in SECTIONS for item in getattr(lists, name))
+
+
+def _repaired_lists(
+    summarizer: Summarizer,
+    lists: CheckpointSummary,
+    details: Sequence[Detail],
+    min_retention: float,
+) -> tuple[CheckpointSummary, float]:
+    """The lists, after one repair request when they kept less than ``min_retention`` of
+    ``details`` (and the score before it). A failed or worse repair keeps the lists."""
+    first = score(details, _lists_text(lists))
+    if min_retention <= 0 or first.score >= min_retention:
+        return lists, first.score
+    try:
+        repaired = summarizer.repair_checkpoint(lists, [d.text for d in first.missing])
+    except SummarizerError as exc:
+        log.warning("checkpoint_repair_failed", backend=summarizer.name, reason=str(exc))
+        return lists, first.score
+    if repaired is None or score(details, _lists_text(repaired)).score <= first.score:
+        return lists, first.score
+    return repaired, first.score
+
+
 def retain_in_lists(
-    lists: CheckpointSummary, details: Sequence[Detail], budget: int, min_retention: float
+    lists: CheckpointSummary,
+    details: Sequence[Detail],
+    budget: int,
+    min_retention: float,
+    before: float | None = None,
 ) -> tuple[list[str], RetentionFigures]:
     """The retention check over a checkpoint's lists (pure): the details they lost, to
     keep verbatim beside them within ``budget`` tokens, and the scores.
 
     As for summaries: below ``min_retention`` the missing details may take up to the
     whole budget; at or above it they are kept as well while they fit; 0 switches the
-    check's repair off (docs/design.md#retention).
+    check's repair off (docs/design.md#retention). ``before`` is the score before an
+    earlier repair request, when there was one.
     """
-    text = "\n".join(item for name in SECTIONS for item in getattr(lists, name))
+    text = _lists_text(lists)
     first = score(details, text)
+    start = first.score if before is None else before
     if min_retention <= 0 or not first.missing:
-        return [], RetentionFigures(first.score, first.score, len(first.missing))
+        return [], RetentionFigures(start, first.score, len(first.missing))
     chosen = [d.text for d in fit(first.missing, budget)]
     final = score(details, "\n".join([text, *chosen]))
-    return chosen, RetentionFigures(first.score, final.score, len(final.missing))
+    return chosen, RetentionFigures(start, final.score, len(final.missing))
 
 
 def _embeds_checkpoint(line: Line) -> bool:
@@ -155,11 +187,16 @@ class CheckpointStrategy:
             lists, calls = compact_to_checkpoint(
                 summarizer, previous, messages, request.settings.summarizer.max_input_tokens
             )
+            details = extract_details(messages, _previous_text(previous))
+            lists, before = _repaired_lists(
+                summarizer, lists, details, request.settings.summarizer.min_retention
+            )
         kept_verbatim, retention = retain_in_lists(
             lists,
-            extract_details(messages, _previous_text(previous)),
+            details,
             request.settings.summarizer.max_summary_tokens,
             request.settings.summarizer.min_retention,
+            before,
         )
         now = time.time()
         timestamps = [

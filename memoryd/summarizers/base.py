@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -12,7 +13,11 @@ from memoryd.checkpoint import Checkpoint, CheckpointSummary
 from memoryd.config import Settings
 from memoryd.receipts import LLMUsage
 from memoryd.summarizers import prompts
-from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
+from memoryd.summarizers.checkpoint_prompt import (
+    build_compaction_prompt,
+    checkpoint_repair_prompt,
+    parse_compaction_result,
+)
 from memoryd.summarizers.extractive import extractive_summary
 from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
 from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
@@ -81,6 +86,12 @@ class Summarizer(Protocol):
         self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
     ) -> CheckpointSummary: ...
 
+    def repair_checkpoint(
+        self, lists: CheckpointSummary, missing: Sequence[str]
+    ) -> CheckpointSummary | None:
+        """The last checkpoint again, asked to keep ``missing``; None when the backend
+        cannot be asked (the extractive one)."""
+
     def close(self) -> None:
         """Release what the backend holds (the SDK client's connections)."""
 
@@ -111,6 +122,12 @@ class ExtractiveSummarizer:
         self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
     ) -> CheckpointSummary:
         return extractive_checkpoint(previous, messages)
+
+    def repair_checkpoint(
+        self, lists: CheckpointSummary, missing: Sequence[str]
+    ) -> CheckpointSummary | None:
+        """No model to ask: the retention check keeps what is missing beside the lists."""
+        return None
 
     def merge(
         self,
@@ -148,6 +165,7 @@ class LLMSummarizer:
         self.usage = LLMUsage()
         self.model: str | None = backend.model
         self._last: tuple[str, list[str]] | None = None
+        self._last_checkpoint: tuple[str, str] | None = None
 
     def summarize(
         self,
@@ -196,6 +214,24 @@ class LLMSummarizer:
     ) -> CheckpointSummary:
         system, user = build_compaction_prompt(previous, messages)
         completion = self.backend.complete(system, user, CHECKPOINT_MAX_TOKENS)
+        self._count(completion)
+        self._last_checkpoint = (system, user)
+        return parse_compaction_result(completion.text)
+
+    def repair_checkpoint(
+        self, lists: CheckpointSummary, missing: Sequence[str]
+    ) -> CheckpointSummary | None:
+        """One more request: the last checkpoint prompt, its lists, and what they lost."""
+        if self._last_checkpoint is None:
+            return None
+        system, user = self._last_checkpoint
+        answer = json.dumps(lists.model_dump(), ensure_ascii=False)
+        completion = self.backend.complete(
+            system,
+            user,
+            CHECKPOINT_MAX_TOKENS,
+            follow_up=(answer, checkpoint_repair_prompt(missing)),
+        )
         self._count(completion)
         return parse_compaction_result(completion.text)
 
