@@ -100,7 +100,9 @@ class Settings(BaseSettings):
     keep_recent_ratio: float = Field(default=0.40, gt=0, lt=1)
     keep_first: int = Field(default=0, ge=0)
     """The first N genuine messages are pinned: never summarized away."""
-    workers: int = Field(default=2, ge=1)
+    workers: int = Field(default=16, ge=1, le=1024)
+    """Most worker processes at once; each starts with a job (docs/design.md#pool)."""
+    worker_idle_timeout: float = Field(default=60.0, gt=0, le=DAY)
     coalesce_ms: int = Field(default=200, ge=0, le=60_000)
     checkin_interval: float = Field(default=5.0, gt=0, le=HOUR)
     shutdown_timeout: float = Field(default=30.0, ge=0, le=HOUR)

@@ -49,6 +49,8 @@ class AnthropicSettings(BaseModel):
     base_url: str = ""
     timeout: float = Field(default=60.0, gt=0, le=HOUR)
     max_retries: int = Field(default=4, ge=0)
+    max_concurrent_requests: int = Field(default=16, ge=1, le=1024)
+    """Summarization requests in flight at once, daemon-wide (docs/design.md#pool)."""
     # Header values may hold credentials: kept out of repr() and so out of logs.
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key: SecretStr | None = None

@@ -140,10 +140,10 @@ class _ViewCollector(Collector):
             "memoryd_jobs_in_flight", "Jobs running in the pool.", value=view.jobs_in_flight
         )
         yield GaugeMetricFamily(
-            "memoryd_jobs_queued", "Jobs submitted, waiting for a worker.", value=view.jobs_queued
+            "memoryd_jobs_queued", "Jobs due, waiting for a worker.", value=view.jobs_queued
         )
         yield GaugeMetricFamily(
-            "memoryd_pool_workers", "Size of the process pool.", value=view.pool_workers
+            "memoryd_pool_workers", "Worker processes alive.", value=view.pool_workers
         )
         yield GaugeMetricFamily(
             "memoryd_inotify_fallback_roots",

@@ -54,7 +54,7 @@ def test_defaults_when_no_file_no_env_no_flags(env: dict[str, str]) -> None:
     loaded = load(env)
     settings = loaded.settings
     assert settings.roots == [Path("~/agents").expanduser()]
-    assert (settings.max_depth, settings.token_limit, settings.workers) == (4, 100_000, 2)
+    assert (settings.max_depth, settings.token_limit, settings.workers) == (4, 100_000, 16)
     assert (settings.warning_at, settings.summarize_at, settings.critical_at) == (0.70, 0.80, 0.85)
     assert settings.strategy == "narrative"
     assert settings.keep_recent_ratio == 0.40
@@ -144,7 +144,7 @@ def test_dotted_flag_override_sets_a_nested_key(env: dict[str, str]) -> None:
     loaded = load(env, overrides={"summarizer.backend": "anthropic", "workers": None})
     assert loaded.settings.summarizer.backend == "anthropic"
     assert loaded.sources["summarizer.backend"] == "flag"
-    assert loaded.settings.workers == 2
+    assert loaded.settings.workers == 16
     assert loaded.sources["workers"] == "default"
 
 

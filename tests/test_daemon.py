@@ -1013,10 +1013,13 @@ def test_pool_workers_do_not_outlive_a_sigkilled_daemon(tmp_path: Path, procs: P
     """Workers ignore SIGTERM (only the daemon decides), so after a SIGKILL of the daemon
     they must notice on their own that their parent is gone and exit, not linger."""
     root = tmp_path / "root"
-    write_lines(root / "ws", "w", 3)
-    daemon = procs.daemon([root], tmp_path, {"MEMORYD_SUMMARIZER__BACKEND": "extractive"})
+    write_lines(root / "a", "w", 45)
+    write_lines(root / "b", "w", 45)
+    env = {"MEMORYD_SUMMARIZER__BACKEND": "extractive", "MEMORYD_TOKEN_LIMIT": "3000"}
+    daemon = procs.daemon([root], tmp_path, env)
     daemon.wait_ready()
-    wait_until(lambda: len(pool_workers(daemon.pid)) == 2, 20, "two pool workers")
+    daemon.wait_log("job_finished", count=2)
+    wait_until(lambda: pool_workers(daemon.pid), 20, "pool workers (they outlive their job)")
     workers = pool_workers(daemon.pid)
     os.kill(daemon.pid, signal.SIGKILL)
 
@@ -1151,7 +1154,9 @@ def test_a_stop_leaves_no_process_for_systemd_to_kill_and_a_workers_change_is_in
     env = {"MEMORYD_SUMMARIZER__BACKEND": "extractive"}
     daemon = procs.daemon([root], tmp_path, env, config=config)
     daemon.wait_ready()
-    wait_until(lambda: len(group_members(daemon.pid)) >= 4, 10, "daemon, forkserver, workers")
+    wait_until(
+        lambda: len(group_members(daemon.pid)) >= 3, 10, "daemon, forkserver, resource tracker"
+    )
 
     config.write_text("workers = 3\n")
     daemon.send(signal.SIGHUP)

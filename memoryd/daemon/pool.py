@@ -1,6 +1,12 @@
 """The worker pool: a ``ProcessPoolExecutor`` (forkserver) that the daemon can rebuild,
 resize and kill, and that says which job a dead worker was running.
 
+Workers start on demand: the executor forks one from the forkserver when a job finds no
+idle worker, up to ``workers``. When fewer jobs ran at once over ``worker_idle_timeout``
+than the pool has workers, the pool retires its executor: idle workers exit (running
+jobs finish first) and later jobs start fresh ones, so an idle daemon has no worker at
+all (docs/design.md#pool).
+
 A dead worker breaks the executor as a whole: every job it held fails with
 ``BrokenProcessPool``. Each worker reports the job it takes (:func:`memoryd.worker.call`),
 so :meth:`WorkerPool.died_with` blames only the job whose own worker died; the others are
@@ -38,13 +44,18 @@ class _Generation:
     executor: ProcessPoolExecutor
     processes: dict[int, BaseProcess] = field(default_factory=dict)
     dead: frozenset[int] | None = None
+    jobs: int = 0
+    """Jobs submitted to this executor and not yet forgotten."""
 
 
 class WorkerPool:
     """``start()``, ``submit()`` jobs, ``rebuild()`` after a crash, ``close()`` at the end."""
 
-    def __init__(self, workers: int, log_format: str, log_level: str) -> None:
+    def __init__(
+        self, workers: int, log_format: str, log_level: str, idle_timeout: float = 60.0
+    ) -> None:
         self.size = workers
+        self.idle_timeout = idle_timeout
         self.log_format = log_format
         self.log_level = log_level
         self._context = multiprocessing.get_context("forkserver")
@@ -56,12 +67,64 @@ class WorkerPool:
         self._current: _Generation | None = None
         self._jobs: dict[int, _Generation] = {}
         self._pids: dict[int, int] = {}
+        self._retired: list[_Generation] = []
+        self._window_start: float | None = None
+        self._window_peak = 0
 
     def start(self) -> None:
-        """Create the executor and start its workers now (the first job does not wait)."""
-        self._current = _Generation(self._new_executor())
-        for _ in range(self.size):
-            self._current.executor.submit(os.getpid)
+        """Start the forkserver, not a worker: the first job forks one from it in
+        milliseconds instead of waiting for an interpreter to import memoryd."""
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+    @property
+    def running(self) -> int:
+        """Jobs submitted and not yet forgotten, over every executor."""
+        return len(self._jobs)
+
+    def workers(self) -> int:
+        """Worker processes alive now, retired executors' included."""
+        generations = [*self._retired, *([self._current] if self._current else [])]
+        return sum(
+            1
+            for generation in generations
+            for process in list((getattr(generation.executor, "_processes", None) or {}).values())
+            if process.exitcode is None
+        )
+
+    def shrink(self, now: float) -> None:
+        """Retire the executor when it has more workers than jobs ran at once over the
+        last ``idle_timeout`` (called from every loop step)."""
+        if self._window_start is None:
+            self._window_start = now
+        self._window_peak = max(self._window_peak, self.running)
+        if now - self._window_start >= self.idle_timeout:
+            current = self._current
+            if current is not None:
+                started = len(getattr(current.executor, "_processes", None) or {})
+                if started > self._window_peak:
+                    self._retire(current, started)
+            self._window_start, self._window_peak = now, self.running
+        self._reap()
+
+    def _retire(self, generation: _Generation, started: int) -> None:
+        # Its idle workers exit once its running jobs are done (the executor's shutdown
+        # waits for them); new jobs go to a new executor that forks workers as needed.
+        self._current = None
+        self._fix_processes(generation)
+        generation.executor.shutdown(wait=False)
+        self._retired.append(generation)
+        log.info("workers_retired", workers=started, running_jobs=generation.jobs)
+
+    def _reap(self) -> None:
+        for generation in list(self._retired):
+            if getattr(generation.executor, "_broken", False):
+                _kill(generation.executor)
+            if generation.jobs == 0 and all(
+                process.exitcode is not None for process in generation.processes.values()
+            ):
+                self._retired.remove(generation)
 
     def _new_executor(self) -> ProcessPoolExecutor:
         from memoryd.worker import worker_init
@@ -83,23 +146,30 @@ class WorkerPool:
         from memoryd.worker import call
 
         if self._current is None:
-            self.start()
-        assert self._current is not None
+            self._current = _Generation(self._new_executor())
         job_id = next(self._ids)
         try:
             future = self._current.executor.submit(call, job_id, fn, *args)
         except BrokenProcessPool:
             self.rebuild("broken")
-            assert self._current is not None
+            self._current = _Generation(self._new_executor())
             future = self._current.executor.submit(call, job_id, fn, *args)
         generation = self._current
-        generation.processes.update(getattr(generation.executor, "_processes", None) or {})
+        self._fix_processes(generation)
+        generation.jobs += 1
         self._jobs[job_id] = generation
+        self._window_peak = max(self._window_peak, self.running)
         return job_id, future
+
+    @staticmethod
+    def _fix_processes(generation: _Generation) -> None:
+        generation.processes.update(getattr(generation.executor, "_processes", None) or {})
 
     def forget(self, job_id: int) -> None:
         """The daemon is done with job ``job_id``."""
-        self._jobs.pop(job_id, None)
+        generation = self._jobs.pop(job_id, None)
+        if generation is not None:
+            generation.jobs -= 1
         self._pids.pop(job_id, None)
 
     def died_with(self, job_id: int) -> bool:
@@ -143,7 +213,7 @@ class WorkerPool:
             self._fix_dead(old)
         if workers is not None:
             self.size = workers
-        self.start()
+        self._current = None
         if old is not None:
             if getattr(old.executor, "_broken", False):
                 # A broken pool fails every job it held, and its SIGTERM does not stop our
@@ -161,10 +231,12 @@ class WorkerPool:
         """Kill the workers (a stop abandons their jobs; the commit protocol makes that
         safe), then stop the forkserver and the resource tracker, so that nothing is
         left for systemd to kill."""
-        if self._current is not None:
-            _kill(self._current.executor)
-            self._current.executor.shutdown(wait=True, cancel_futures=True)
-            self._current = None
+        generations = [*self._retired, *([self._current] if self._current else [])]
+        for generation in generations:
+            _kill(generation.executor)
+            generation.executor.shutdown(wait=True, cancel_futures=True)
+        self._current = None
+        self._retired.clear()
         self._jobs.clear()
         _stop_helpers()
 

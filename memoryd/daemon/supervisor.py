@@ -50,6 +50,7 @@ from memoryd.job import (
     summarizer_env,
 )
 from memoryd.logs import configure_logging
+from memoryd.policy import detect_threshold, usage_ratio
 from memoryd.state import read_state, saved_numbers
 from memoryd.summarizers.base import choose_backend
 from memoryd.tracked import Tracked, job_due_now, job_lost, settle
@@ -64,6 +65,8 @@ log = structlog.get_logger()
 
 MAX_WAIT = 1.0
 """Longest the loop sleeps: bounds how late a timer (retry, rescan, shutdown) can fire."""
+STORES = "stores"
+"""The backlog's reason for a memory-store compaction."""
 INIT_BATCH = 200
 """Workspaces whose files are tidied per loop step after READY (keeps READY fast)."""
 
@@ -100,11 +103,19 @@ class Supervisor:
         self.watchers = RootWatchers(self.notes)
         self.publisher = Publisher(self.env, self.scheduler.wake_at)
         self.pool = WorkerPool(
-            self.settings.workers, self.settings.log_format, self.settings.log_level
+            self.settings.workers,
+            self.settings.log_format,
+            self.settings.log_level,
+            self.settings.worker_idle_timeout,
         )
         self.telemetry = Telemetry(self.settings, self.env, self.settings.roots)
         self.hooks: list[DaemonHooks] = [self.telemetry]
         self.jobs: dict[Path, tuple[int, Future[Any]]] = {}
+        self.backlog: dict[Path, tuple[str, str, float | None]] = {}
+        """Workspaces whose job is due (why, kind, when the change was noticed), waiting
+        for a free worker or request (see _drain)."""
+        self.api_jobs: set[Path] = set()
+        """Workspaces whose summarization job is in flight on the anthropic backend."""
         self.pending_init: deque[Path] = deque()
         self.untidy: set[Path] = set()
         self.stopping_since: float | None = None
@@ -202,6 +213,8 @@ class Supervisor:
     def _tick(self, now: float) -> None:
         for tracked in self.scheduler.due(now):
             self.process(tracked, now)
+        self._drain(now)
+        self.pool.shrink(now)
         for _ in range(min(INIT_BATCH, len(self.pending_init))):
             self._tidy(self.pending_init.popleft(), now)
         if self.stopping_since is None and self.scheduler.rescan_due(now):
@@ -398,16 +411,45 @@ class Supervisor:
         if self.stopping_since is None:
             due = job_due_now(tracked, now)
             if due is not None:
-                why, kind = due
-                latency = None if kind != "trigger" or noticed_at is None else now - noticed_at
-                tracked.dispatch_latency = latency
-                self._dispatch(tracked, why, kind, now)
+                self.backlog[path] = (*due, noticed_at)
             elif tracked.stores_due:
-                self._dispatch_stores(tracked, now)
+                self.backlog[path] = (STORES, STORES, None)
             else:
                 self.scheduler.wake_when_idle(tracked, now)
 
     # ----- jobs -------------------------------------------------------------------------
+
+    def _drain(self, now: float) -> None:
+        """Dispatch waiting jobs, the most urgent first, while a worker and (for the
+        anthropic backend) a request are free (docs/design.md#pool)."""
+        while self.backlog and self.stopping_since is None:
+            if len(self.jobs) >= self.settings.workers:
+                return
+            free_requests = self.settings.anthropic.max_concurrent_requests - len(self.api_jobs)
+            candidates = [
+                (tracked, kind)
+                for path, (_why, kind, _at) in self.backlog.items()
+                if (tracked := self.scheduler.get(path)) is not None
+                and (free_requests > 0 or kind == STORES or not self._uses_api(tracked))
+            ]
+            if not candidates:
+                return
+            tracked, kind = min(candidates, key=lambda c: urgency(c[0], c[1]))
+            why, kind, noticed_at = self.backlog.pop(tracked.workspace.path)
+            if tracked.running:
+                continue
+            if kind == STORES:
+                self._dispatch_stores(tracked, now)
+                continue
+            due = job_due_now(tracked, now)
+            if due is not None:
+                why, kind = due
+                latency = None if kind != "trigger" or noticed_at is None else now - noticed_at
+                tracked.dispatch_latency = latency
+                self._dispatch(tracked, why, kind, now)
+
+    def _uses_api(self, tracked: Tracked) -> bool:
+        return choose_backend(tracked.settings, self.env)[0] == "anthropic"
 
     def _dispatch(self, tracked: Tracked, why: str, kind: str, now: float) -> None:
         """Submit a summarization; ``kind`` is why in one word: "trigger" or "idle"."""
@@ -439,6 +481,8 @@ class Supervisor:
         if kind == "idle":
             tracked.idle_compacted_at = now
         self._submit(tracked, "summarize", now, run_job, request)
+        if settings.summarizer.backend != "extractive" and self._uses_api(tracked):
+            self.api_jobs.add(path)
         log.info(
             "summarize_dispatched",
             workspace=str(path),
@@ -489,6 +533,7 @@ class Supervisor:
         del self.jobs[path]
         tracked = self.scheduler.get(path)
         kind = tracked.job_kind if tracked else ""
+        self.api_jobs.discard(path)
         try:
             result = future.result()
         except BrokenProcessPool:
@@ -615,6 +660,7 @@ class Supervisor:
             except MemorydError as exc:
                 tracked.config_error = str(exc)
         self.scheduler.reload(self.settings.coalesce_ms / 1000, self.settings.rescan_interval, now)
+        self.pool.idle_timeout = self.settings.worker_idle_timeout
         if "workers" in changed and not self.jobs:
             self.pool.rebuild("resized", self.settings.workers)
         backend, why = choose_backend(self.settings, self.env)
@@ -625,13 +671,29 @@ class Supervisor:
     def metrics_view(self) -> DaemonView:
         """The daemon as the metrics see it (runs in the scrape thread, reads only)."""
         return daemon_view(
-            self.scheduler, self.jobs, self.settings, len(self.watchers.polling), self.telemetry
+            self.scheduler,
+            self.jobs,
+            self.settings,
+            len(self.watchers.polling),
+            self.telemetry,
+            backlog=len(self.backlog),
+            workers=self.pool.workers(),
         )
 
     def _send_status(self) -> None:
         self.publisher.status(
             len(self.scheduler), self.scheduler.running(), sorted(self.watchers.polling)
         )
+
+
+def urgency(tracked: Tracked, kind: str) -> tuple[int, float]:
+    """Sort key of a waiting job: critical before warning before the rest, then the
+    highest usage ratio first; memory-store compactions last."""
+    if kind == STORES:
+        return (3, 0.0)
+    ratio = usage_ratio(tracked.tokens, tracked.settings.token_limit)
+    rank = {"critical": 0, "warning": 1}.get(detect_threshold(ratio, tracked.settings), 2)
+    return (rank, -ratio)
 
 
 def _recover(workspace: Workspace) -> None:

@@ -309,6 +309,8 @@ def daemon_view(
     settings: Settings,
     polled_roots: int,
     telemetry: Telemetry,
+    backlog: int = 0,
+    workers: int | None = None,
 ) -> DaemonView:
     """The daemon as the metrics see it; runs in the scrape thread and only reads.
 
@@ -340,8 +342,8 @@ def daemon_view(
         roots=[str(root) for root in settings.roots],
         workspaces=workspaces,
         jobs_in_flight=sum(1 for f in futures if f.running()),
-        jobs_queued=sum(1 for f in futures if not f.running() and not f.done()),
-        pool_workers=settings.workers,
+        jobs_queued=backlog + sum(1 for f in futures if not f.running() and not f.done()),
+        pool_workers=settings.workers if workers is None else workers,
         polled_roots=polled_roots,
         budget_exhausted=exhausted,
         spend_usd_today=cost,

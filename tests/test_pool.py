@@ -1,0 +1,98 @@
+"""Workers on demand and the backlog: ``memoryd run`` as a real subprocess with its real
+forkserver, the anthropic backend against the real fake Messages API server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from daemon_harness import Processes, llm_env, pool_workers, wait_until
+from fake_anthropic import FakeAnthropic, Reply
+from writers import line_bytes
+
+from memoryd.conversation import ConversationReader
+from memoryd.policy import detect_threshold, usage_ratio
+
+pytestmark = pytest.mark.slow
+
+
+def write_lines(workspace: Path, count: int, start: int = 0) -> None:
+    workspace.mkdir(parents=True, exist_ok=True)
+    with (workspace / "conversation.jsonl").open("ab") as file:
+        file.write(b"".join(line_bytes("w", n) for n in range(start, start + count)))
+
+
+def test_workers_start_with_a_job_exit_when_idle_and_a_job_still_runs_after(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """An idle daemon has a forkserver but no worker; a job starts one; after
+    ``worker_idle_timeout`` without jobs the workers exit (down to zero, logged as
+    workers_retired); the next job starts a new worker and completes."""
+    root = tmp_path / "root"
+    workspace = root / "ws"
+    write_lines(workspace, 5)
+    env = {
+        "MEMORYD_SUMMARIZER__BACKEND": "extractive",
+        "MEMORYD_TOKEN_LIMIT": "3000",
+        "MEMORYD_WORKER_IDLE_TIMEOUT": "2",
+    }
+    daemon = procs.daemon([root], tmp_path, env)
+    daemon.wait_ready()
+    wait_until(lambda: daemon.logged("workspace_discovered"), 10, "the workspace tracked")
+    assert pool_workers(daemon.pid) == []
+
+    write_lines(workspace, 45, start=5)
+    daemon.wait_log("job_finished", outcome="completed")
+    first = pool_workers(daemon.pid)
+    assert first, "the job ran in a worker, which stays for worker_idle_timeout"
+
+    retired = daemon.wait_log("workers_retired", timeout=30)
+    assert retired["workers"] == len(first)
+    wait_until(lambda: pool_workers(daemon.pid) == [], 10, "the idle workers to exit")
+
+    write_lines(workspace, 45, start=100)
+    daemon.wait_log("job_finished", count=2)
+    assert [r["outcome"] for r in daemon.logged("job_finished")] == ["completed", "completed"]
+    assert not set(pool_workers(daemon.pid)) & set(first)
+
+
+def test_a_backlog_runs_most_urgent_first_within_max_concurrent_requests(
+    tmp_path: Path, procs: Processes, fake_anthropic: FakeAnthropic
+) -> None:
+    """Four workspaces past the trigger at start, four workers but
+    ``max_concurrent_requests = 2``: never more than two requests are in flight, and the
+    jobs are dispatched critical first, then by usage ratio, highest first."""
+    fake_anthropic.set_default(Reply.echo())
+    fake_anthropic.latency = 1.0
+    root = tmp_path / "root"
+    limit = 3200
+    sizes = {"a40": 40, "b55": 55, "c45": 45, "d50": 50}
+    for name, count in sizes.items():
+        write_lines(root / name, count)
+    ratios = {}
+    for name in sizes:
+        reader = ConversationReader(root / name / "conversation.jsonl", 1 << 20)
+        reader.update()
+        ratios[name] = usage_ratio(reader.tally.tokens, limit)
+    levels = {name: detect_threshold(ratio) for name, ratio in ratios.items()}
+    assert levels == {"a40": "warning", "b55": "critical", "c45": "critical", "d50": "critical"}
+    env = llm_env(fake_anthropic.base_url, token_limit=str(limit), workers="4")
+    env["MEMORYD_ANTHROPIC__MAX_CONCURRENT_REQUESTS"] = "2"
+    daemon = procs.daemon([root], tmp_path, env)
+    daemon.wait_ready()
+    daemon.wait_log("job_finished", timeout=60, count=4)
+
+    in_flight, most = 0, 0
+    order = []
+    for line in daemon.history:
+        event = line.record.get("event")
+        if event == "summarize_dispatched":
+            in_flight += 1
+            order.append(Path(line.record["workspace"]).name)
+        elif event == "job_finished":
+            in_flight -= 1
+        most = max(most, in_flight)
+    assert most == 2
+    assert order == ["b55", "d50", "c45", "a40"]
+    assert [r["outcome"] for r in daemon.logged("job_finished")] == ["completed"] * 4
