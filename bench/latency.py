@@ -9,9 +9,13 @@ reads) until it says ``status: active``. The interval is ``time.perf_counter()``
 before the ``write()`` to the first read that sees ``active``. The bench then waits for
 that job's ``job_finished`` and a random 0.2 to 0.5 s pause, so trials do not overlap.
 
-Targets: p50 <= 50 ms, p99 <= 250 ms.
+With ``--from-zero`` the daemon runs with ``worker_idle_timeout`` 1 s and each trial
+first waits until the pool has no worker left (no child of the forkserver), so every
+trial is a first job after the pool shrank to zero: the daemon forks a worker for it.
 
-    python bench/latency.py [--trials 120]
+Targets: p50 <= 50 ms, p99 <= 250 ms (both ways).
+
+    python bench/latency.py [--trials 120] [--from-zero]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import time
 from pathlib import Path
 
 import _common as common
+from daemon_harness import pool_workers
 
 from memoryd.tokens import estimate_message_tokens
 
@@ -105,6 +110,7 @@ def wait_active(workspace: Path, timeout: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--trials", type=int, default=120)
+    parser.add_argument("--from-zero", action="store_true")
     args = parser.parse_args(argv)
     common.install_exit_handlers()
     rng = random.Random(7)
@@ -123,13 +129,22 @@ def main(argv: list[str] | None = None) -> int:
             "MEMORYD_TOKEN_LIMIT": str(TOKEN_LIMIT),
             "MEMORYD_SUMMARIZE_AT": str(SUMMARIZE_AT),
             "MEMORYD_SUMMARIZER__BACKEND": "extractive",
-            "MEMORYD_WORKERS": "2",
             "XDG_CONFIG_HOME": str(folder / "xdg"),
         }
+        if args.from_zero:
+            env["MEMORYD_WORKER_IDLE_TIMEOUT"] = "1"
+        workers_before: list[int] = []
         with common.Daemon(root, env) as daemon:
             wait_ready_and_tidied(daemon, workspaces)
             for i, workspace in enumerate(workspaces):
                 time.sleep(rng.uniform(0.2, 0.5))
+                if args.from_zero:
+                    assert daemon.process is not None
+                    pid = daemon.process.pid
+                    deadline = time.monotonic() + 30
+                    while pool_workers(pid) and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    workers_before.append(len(pool_workers(pid)))
                 start = append_locked(workspace, crossing)
                 seen = wait_active(workspace, 10)
                 latencies_ms.append((seen - start) * 1000)
@@ -173,10 +188,12 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
     )
-    print(f"\n{len(latencies_ms)} trials; job outcomes: {outcomes}")
+    zero = f", each with {set(workers_before)} workers before" if args.from_zero else ""
+    print(f"\n{len(latencies_ms)} trials{zero}; job outcomes: {outcomes}")
     out = common.save(
-        "latency",
+        "latency-from-zero" if args.from_zero else "latency",
         {
+            "from_zero": args.from_zero,
             "trials": len(latencies_ms),
             "latencies_ms": latencies_ms,
             "dispatch_log_ms": dispatch_ms,

@@ -1,43 +1,86 @@
-"""Pool makespan: 200 workspaces crossing the trigger at once, fake LLM at fixed latency.
+"""Makespan: 200 workspaces crossing the trigger at once, fake LLM at a fixed latency.
 
 The fake Messages API (``tests/fake_anthropic.py --latency L --echo``) runs as a
-subprocess; the daemon uses the ``anthropic`` backend pointed at it, ``workers`` 2.
-The workspaces are created below the trigger before the daemon starts (token_limit
-10,000, as in bench/latency.py). Once the daemon is READY and every HEARTBEAT.md is
-tidied, one ~1 KB message is appended to each of them as fast as possible; the makespan
-runs from just before the first append to the arrival of the last ``job_finished`` log
-line. Ideal: ``ceil(200 / workers) x latency``.
+subprocess; the daemon uses the ``anthropic`` backend pointed at it with
+``anthropic.max_concurrent_requests`` 16 and its default ``workers``. The workspaces are
+created below the trigger before the daemon starts (token_limit 10,000, as in
+bench/latency.py). Once the daemon is READY and every HEARTBEAT.md is tidied, the daemon
+is paused (SIGSTOP), one message is appended to each workspace in a shuffled order, and
+the daemon resumed (SIGCONT): all of them cross at once. Half the messages are large
+enough to take their workspace to ``critical``, the others leave it at ``warning``.
+The makespan runs from just before the first append to the arrival of the last
+``job_finished`` log line. Ideal: ``ceil(200 / max_concurrent_requests) x latency``.
+The tree's PSS (daemon, forkserver, resource tracker, workers) is summed every 0.5 s.
 
-Target: makespan <= 1.2x ideal.
+Targets: makespan <= 1.2x ideal; every critical workspace dispatched before any warning
+one.
 
-    python bench/makespan.py [--workspaces 200] [--latency 0.5] [--workers 2]
-                             [--drain-seconds D]   (default: the daemon's own, 0.5 s)
+    python bench/makespan.py [--workspaces 200] [--latency 5] [--max-concurrent 16]
+                             [--workers N] [--drain-seconds D] [--no-pause]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import random
+import signal
 import sys
+import threading
 import time
+from pathlib import Path
 
 import _common as common
-from latency import append_locked, below_trigger, wait_ready_and_tidied
+from latency import append_locked, below_trigger, tokens_of, wait_ready_and_tidied
+
+from memoryd.conversation import ConversationReader
+from memoryd.policy import detect_threshold, usage_ratio
 
 TOKEN_LIMIT = 10_000
+
+
+def level_of(workspace: Path) -> str:
+    reader = ConversationReader(workspace / "conversation.jsonl", 1 << 24)
+    reader.update()
+    return detect_threshold(usage_ratio(reader.tally.tokens, TOKEN_LIMIT))
+
+
+class PssSampler(threading.Thread):
+    """Peak of the tree's summed Pss, sampled every 0.5 s until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = 0.0
+        self.peak_processes = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            members = [self.pid, *common.descendants(self.pid)]
+            total = sum(common.pss_mb(member) for member in members)
+            if total > self.peak:
+                self.peak, self.peak_processes = total, len(members)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--workspaces", type=int, default=200)
-    parser.add_argument("--latency", type=float, default=0.5)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--latency", type=float, default=5.0)
+    parser.add_argument("--max-concurrent", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--drain-seconds", type=float, default=None)
+    parser.add_argument("--no-pause", action="store_true")
     args = parser.parse_args(argv)
     common.install_exit_handlers()
+    rng = random.Random(11)
 
     crossing = common.message_line(10**6, 1024, role="user")
-    ideal = math.ceil(args.workspaces / args.workers) * args.latency
+    critical = common.message_line(10**6 + 1, 3000, role="user")
+    assert tokens_of(critical) > 0.06 * TOKEN_LIMIT
+    slots = min(args.max_concurrent, args.workers or args.max_concurrent)
+    ideal = math.ceil(args.workspaces / slots) * args.latency
     with common.scratch("makespan") as folder, common.fake_anthropic(args.latency) as url:
         root = folder / "root"
         workspaces = [root / f"ws{i:04d}" for i in range(args.workspaces)]
@@ -49,23 +92,39 @@ def main(argv: list[str] | None = None) -> int:
             "MEMORYD_SUMMARIZER__BACKEND": "anthropic",
             "MEMORYD_ANTHROPIC__BASE_URL": url,
             "MEMORYD_ANTHROPIC__API_KEY": "sk-fake-bench",
-            "MEMORYD_WORKERS": str(args.workers),
+            "MEMORYD_ANTHROPIC__MAX_CONCURRENT_REQUESTS": str(args.max_concurrent),
             "XDG_CONFIG_HOME": str(folder / "xdg"),
         }
+        if args.workers is not None:
+            env["MEMORYD_WORKERS"] = str(args.workers)
         if args.drain_seconds is not None:
             env["MEMORYD_DRAIN_SECONDS"] = str(args.drain_seconds)
+        message = {ws: critical if i % 2 else crossing for i, ws in enumerate(workspaces)}
+        order = list(workspaces)
+        rng.shuffle(order)
         with common.Daemon(root, env) as daemon:
             wait_ready_and_tidied(daemon, workspaces)
-            start = append_locked(workspaces[0], crossing)
-            for workspace in workspaces[1:]:
-                append_locked(workspace, crossing)
+            assert daemon.process is not None
+            pid = daemon.process.pid
+            sampler = PssSampler(pid)
+            sampler.start()
+            if not args.no_pause:
+                os.kill(pid, signal.SIGSTOP)
+            start = time.perf_counter()
+            for workspace in order:
+                append_locked(workspace, message[workspace])
             appended = time.perf_counter() - start
+            if not args.no_pause:
+                os.kill(pid, signal.SIGCONT)
+            levels = {str(ws): level_of(ws) for ws in workspaces}
             finished: dict[str, common.LogLine] = {}
             limit = time.monotonic() + max(240.0, 4 * ideal)
             while len(finished) < args.workspaces:
                 item = daemon.next_log("job_finished", max(1.0, limit - time.monotonic()))
                 finished[str(item.record.get("workspace"))] = item
             dispatched = daemon.stamped("summarize_dispatched")
+            sampler.done.set()
+            peak_pss = sampler.peak
 
     last = max(item.at for item in finished.values())
     makespan = last - start
@@ -78,21 +137,32 @@ def main(argv: list[str] | None = None) -> int:
         durations.append(float(item.record.get("duration_s") or 0.0))
     last_dispatch = max((d.at for d in dispatched), default=start) - start
     mean_job = sum(durations) / len(durations)
+    order_levels = [levels[str(d.record.get("workspace"))] for d in dispatched]
+    count_levels = {level: order_levels.count(level) for level in sorted(set(order_levels))}
+    last_critical = max(i for i, level in enumerate(order_levels) if level == "critical")
+    warning_before = sum(1 for level in order_levels[:last_critical] if level != "critical")
+    critical_first = warning_before == 0
     print(
         common.table(
             ("measure", "value"),
             [
                 ("workspaces", args.workspaces),
-                ("workers", args.workers),
+                ("workers", args.workers or "default"),
+                ("anthropic.max_concurrent_requests", args.max_concurrent),
                 ("fake LLM latency (s)", args.latency),
+                ("daemon paused while appending", not args.no_pause),
+                ("levels after the appends", count_levels),
                 ("drain_seconds", args.drain_seconds if args.drain_seconds is not None else 0.5),
                 ("all appends written in (s)", appended),
                 ("last summarize_dispatched after first append (s)", last_dispatch),
                 ("job duration_s, mean (worker side)", mean_job),
                 ("job duration_s, min / max", f"{min(durations):.3f} / {max(durations):.3f}"),
                 ("job outcomes", outcomes),
-                ("ideal ceil(n/workers) x latency (s)", ideal),
+                ("ideal ceil(n/slots) x latency (s)", ideal),
                 ("makespan (s)", makespan),
+                ("peak tree PSS (MB)", peak_pss),
+                ("processes in the tree at that peak", sampler.peak_processes),
+                ("warning dispatched before the last critical", warning_before),
             ],
         )
     )
@@ -100,7 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         common.table(
             ("measure", "value", "target", "met"),
-            [("makespan / ideal", round(ratio, 3), "<= 1.2", ratio <= 1.2)],
+            [
+                ("makespan / ideal", round(ratio, 3), "<= 1.2", ratio <= 1.2),
+                ("critical dispatched first", critical_first, "yes", critical_first),
+            ],
         )
     )
     out = common.save(
@@ -108,7 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         {
             "workspaces": args.workspaces,
             "workers": args.workers,
+            "max_concurrent_requests": args.max_concurrent,
+            "paused": not args.no_pause,
             "latency_s": args.latency,
+            "peak_tree_pss_mb": peak_pss,
+            "peak_processes": sampler.peak_processes,
+            "dispatch_levels": order_levels,
+            "critical_first": critical_first,
             "drain_seconds": args.drain_seconds,
             "appends_s": appended,
             "last_dispatch_s": last_dispatch,
