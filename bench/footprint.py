@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             traced, _peak = tracemalloc.get_traced_memory()
             snapshot = tracemalloc.take_snapshot()
             tracked = len(supervisor.scheduler)
+            polled = sorted(map(str, supervisor.watchers.polling))
         finally:
             tracemalloc.stop()
             supervisor.close()
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
     per_workspace = traced / tracked
     print(f"{tracked:,} workspaces tracked; Python heap traced since the Supervisor was built")
+    if polled:
+        print(f"NOTE: polled roots (inotify limit reached; not the usual case): {polled}")
     print(
         common.table(
             ("measure", "value"),
@@ -93,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             "workspaces": tracked,
             "heap_bytes": traced,
             "bytes_per_workspace": per_workspace,
+            "polled_roots": polled,
             "sites": [{"site": r[0], "bytes_per_ws": r[1], "blocks_per_ws": r[2]} for r in rows],
         },
     )

@@ -166,8 +166,20 @@ class ConversationReader:
     Memory stays bounded whatever the line sizes: an over-long line is scanned, not kept.
     """
 
-    def __init__(self, path: Path, max_line_bytes: int = 8 << 20) -> None:
-        self.path = path
+    __slots__ = (
+        "_fragment",
+        "_fragment_size",
+        "_read_pos",
+        "identity",
+        "max_line_bytes",
+        "offset",
+        "path",
+        "tally",
+    )
+
+    def __init__(self, path: Path | str, max_line_bytes: int = 8 << 20) -> None:
+        # A str, not a Path: the daemon holds one reader per workspace (docs/design.md#daemon).
+        self.path = os.fspath(path)
         self.max_line_bytes = max_line_bytes
         self.tally = Tally()
         self.identity: tuple[int, int] | None = None

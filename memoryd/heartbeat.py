@@ -154,11 +154,18 @@ class HeartbeatManager:
             return Heartbeat()
         return parse(text) or Heartbeat()
 
-    def _update(self, change: Callable[[Heartbeat, str], Heartbeat]) -> Heartbeat:
+    def _update(
+        self, change: Callable[[Heartbeat, str], Heartbeat], durable: bool = True
+    ) -> Heartbeat:
         lock = self.workspace.meta / "heartbeat.lock"
         with flocked(lock, root=self.workspace.path):
             new = change(self.get_status(), iso_ms(self._clock()))
-            atomic_write(self.workspace.heartbeat, render(new).encode(), root=self.workspace.path)
+            atomic_write(
+                self.workspace.heartbeat,
+                render(new).encode(),
+                root=self.workspace.path,
+                durable=durable,
+            )
         return new
 
     def start_task(self, description: str) -> Heartbeat:
@@ -211,11 +218,12 @@ class HeartbeatManager:
             )
         )
 
-    def reset(self) -> Heartbeat:
-        """Back to a clean idle heartbeat."""
-        return self._update(lambda _old, now: Heartbeat(last_checkin=now))
+    def reset(self, durable: bool = True) -> Heartbeat:
+        """Back to a clean idle heartbeat (``durable=False``: renamed into place, not
+        fsynced)."""
+        return self._update(lambda _old, now: Heartbeat(last_checkin=now), durable)
 
-    def ensure_clean(self) -> bool:
+    def ensure_clean(self, durable: bool = True) -> bool:
         """Replace a missing, empty or garbled HEARTBEAT.md by a clean idle one.
 
         Returns True when the file was replaced.
@@ -226,7 +234,7 @@ class HeartbeatManager:
             text = ""
         if parse(text) is not None:
             return False
-        self.reset()
+        self.reset(durable)
         return True
 
     @contextlib.contextmanager

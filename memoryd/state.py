@@ -60,6 +60,12 @@ class WorkspaceState:
 NUMBER_FIELDS = tuple(f.name for f in fields(WorkspaceState) if f.name != "updated_at")
 
 
+def numbers_key(numbers: tuple[Any, ...] | None) -> int | None:
+    """What the daemon keeps of a state's numbers to notice a change: their hash (a small
+    int per workspace instead of a tuple; a collision only delays one derived write)."""
+    return None if numbers is None else hash(numbers)
+
+
 def saved_numbers(saved: dict[str, Any]) -> tuple[Any, ...] | None:
     """The numbers of a state.json read back, to skip rewriting it unchanged (None if partial)."""
     if not all(name in saved for name in NUMBER_FIELDS):

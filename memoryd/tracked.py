@@ -6,7 +6,7 @@ import math
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memoryd.config import Settings
 from memoryd.conversation import ConversationReader, Tally
@@ -58,7 +58,8 @@ class Tracked:
     """Monotonic time of the first change not yet acted on (trigger-to-dispatch latency)."""
     dispatch_latency: float | None = None
     """Seconds from that change to the dispatch of the running job (None when not triggered)."""
-    state_numbers: tuple[Any, ...] | None = field(default=None, repr=False)
+    state_numbers: int | None = field(default=None, repr=False)
+    """The hash of the numbers last written to state.json (see state.numbers_key)."""
     unwritable: dict[str, str] | None = None
     """The files memoryd cannot write now, and why (each logged once per reason)."""
     write_failures: int = 0

@@ -99,7 +99,7 @@ def test_the_rescan_is_due_every_interval_and_bounds_the_next_deadline() -> None
 
 def test_reload_takes_now_looks_at_every_workspace_and_forgets_ineffective_marks() -> None:
     a, b = tracked("a"), tracked("b")
-    a.ineffective_tokens, a.state_numbers = 5000, (1, 2)
+    a.ineffective_tokens, a.state_numbers = 5000, 12
     a.last_processed = b.last_processed = 50.0
     plan = scheduler(a, b)
     plan.rescanned(50.0)

@@ -18,7 +18,7 @@ from memoryd import events, systemd
 from memoryd.errors import MemorydError
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.policy import should_emit_event
-from memoryd.state import WorkspaceState, build_state, write_state
+from memoryd.state import WorkspaceState, build_state, numbers_key, write_state
 from memoryd.tracked import Tracked, write_failed, write_succeeded
 
 log = structlog.get_logger()
@@ -84,7 +84,7 @@ class Publisher:
         tracked.level = level
         for listener in self.state_listeners:
             listener(tracked, state)
-        numbers = state.numbers()
+        numbers = numbers_key(state.numbers())
         if numbers == tracked.state_numbers or now < tracked.write_retry_at:
             return
         try:

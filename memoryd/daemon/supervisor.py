@@ -51,7 +51,7 @@ from memoryd.job import (
 )
 from memoryd.logs import configure_logging
 from memoryd.policy import detect_threshold, usage_ratio
-from memoryd.state import read_state, saved_numbers
+from memoryd.state import numbers_key, read_state, saved_numbers
 from memoryd.summarizers.base import choose_backend
 from memoryd.tracked import Tracked, job_due_now, job_lost, settle
 from memoryd.watch import FsChange, classify
@@ -67,8 +67,9 @@ MAX_WAIT = 1.0
 """Longest the loop sleeps: bounds how late a timer (retry, rescan, shutdown) can fire."""
 STORES = "stores"
 """The backlog's reason for a memory-store compaction."""
-INIT_BATCH = 200
-"""Workspaces whose files are tidied per loop step after READY (keeps READY fast)."""
+TIDY_SLICE = 0.05
+"""Longest a loop step spends tidying workspaces after READY (keeps READY fast and the
+loop responsive to changes meanwhile)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +216,8 @@ class Supervisor:
             self.process(tracked, now)
         self._drain(now)
         self.pool.shrink(now)
-        for _ in range(min(INIT_BATCH, len(self.pending_init))):
+        slice_end = time.monotonic() + TIDY_SLICE
+        while self.pending_init and time.monotonic() < slice_end:
             self._tidy(self.pending_init.popleft(), now)
         if self.stopping_since is None and self.scheduler.rescan_due(now):
             self.rescan(now)
@@ -299,7 +301,7 @@ class Supervisor:
             level=level if level in ("normal", "warning", "critical") else None,
             last_summary_at=saved.get("last_summary_at"),
             calibration=_calibration(saved.get("calibration")),
-            state_numbers=saved_numbers(saved),
+            state_numbers=numbers_key(saved_numbers(saved)),
             changed_at=time.monotonic() - _age(workspace.conversation),
         )
         self.scheduler.add(tracked)
@@ -325,11 +327,15 @@ class Supervisor:
                 if free:
                     _recover(workspace)
                     manager = HeartbeatManager(workspace)
-                    saved = read_state(workspace) or {}
-                    if saved.get("summarizing") and manager.get_status().status == "active":
+                    if manager.get_status().status == "active" and (
+                        read_state(workspace) or {}
+                    ).get("summarizing"):
                         report_failure(workspace, "interrupted: the daemon stopped during the job")
                     else:
-                        manager.ensure_clean()
+                        # An idle workspace's clean heartbeat is status that every start
+                        # rebuilds: renamed into place without an fsync (a first start on
+                        # thousands of workspaces would otherwise wait on the disk for each).
+                        manager.ensure_clean(durable=False)
                 else:
                     log.info("workspace_busy", workspace=str(path), hint="a job holds it")
         except (OSError, MemorydError) as exc:
