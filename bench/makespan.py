@@ -29,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import _common as common
@@ -124,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
                 finished[str(item.record.get("workspace"))] = item
             dispatched = daemon.stamped("summarize_dispatched")
             sampler.done.set()
+        calls: list[int] = []
+        for workspace in workspaces:
+            for event in common.harness.read_events(workspace):
+                if event.get("type") == "summarize_completed":
+                    calls.append(int(event.get("llm_calls") or 0))
             peak_pss = sampler.peak
 
     last = max(item.at for item in finished.values())
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("job duration_s, mean (worker side)", mean_job),
                 ("job duration_s, min / max", f"{min(durations):.3f} / {max(durations):.3f}"),
                 ("job outcomes", outcomes),
+                ("LLM calls per completed job", dict(sorted(Counter(calls).items()))),
                 ("ideal ceil(n/slots) x latency (s)", ideal),
                 ("makespan (s)", makespan),
                 ("peak tree PSS (MB)", peak_pss),
@@ -194,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             "job_duration_mean_s": mean_job,
             "job_durations_s": durations,
             "outcomes": outcomes,
+            "llm_calls_per_job": calls,
             "ideal_s": ideal,
             "makespan_s": makespan,
             "ratio": ratio,
