@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memoryd.errors import UnsafePathError
+from memoryd.job_history import history_totals, latest, render_history
 from memoryd.pricing import DEFAULT_PRICES, ModelPrice, cost_usd, price_for
 from memoryd.receipts import (
     LLMUsage,
@@ -16,11 +17,8 @@ from memoryd.receipts import (
     RetentionFigures,
     SummarizedSpan,
     append_receipt,
-    history_totals,
-    latest,
     read_receipts,
     receipts_path,
-    render_history,
 )
 from memoryd.workspace import Workspace
 

@@ -6,16 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.retention import (
-    VERBATIM_HEADER,
-    Detail,
-    by_priority,
-    extract_details,
-    score,
-    with_free_room,
-    with_verbatim_section,
-)
+from memoryd.retention import VERBATIM_HEADER, Detail, extract_details, score
 from memoryd.tokens import estimate_text_tokens
+from memoryd.verbatim import by_priority, with_free_room, with_verbatim_section
 
 PLANTED = (
     "We decided to use Postgres for the event store. "

@@ -30,7 +30,7 @@ from memoryd.errors import SummarizerError
 from memoryd.fsutil import atomic_write
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for
 from memoryd.receipts import RetentionFigures
-from memoryd.retention import Detail, extract_details, fit, score
+from memoryd.retention import Detail, extract_details, score
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
     billed_on_failure,
@@ -41,6 +41,7 @@ from memoryd.strategies.summary import (
     transcript_messages,
 )
 from memoryd.summarizers.base import Summarizer, compact_to_checkpoint, make_summarizer
+from memoryd.verbatim import fit
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
