@@ -1184,3 +1184,30 @@ def test_a_failing_notify_socket_is_reported_once(tmp_path: Path) -> None:
     assert len(failed) == 1
     assert (failed[0]["log_level"], failed[0]["message"]) == ("warning", "WATCHDOG")
     assert failed[0]["error"] == "No such file or directory"
+
+
+def test_the_daemon_process_never_imports_the_anthropic_sdk(tmp_path: Path) -> None:
+    """The daemon (configured for the anthropic backend, with a workspace to watch) starts
+    and runs its loop without importing the SDK: only a worker running a job needs it."""
+    root = tmp_path / "root"
+    write_lines(root / "ws", "w", 3)
+    script = (
+        "import sys\n"
+        "from memoryd.config import load_settings\n"
+        "from memoryd.daemon import Supervisor\n"
+        "if __name__ == '__main__':\n"
+        f"    env = {{'HOME': {str(tmp_path)!r}, 'ANTHROPIC_API_KEY': 'sk-ant-x'}}\n"
+        f"    overrides = {{'roots': [{str(root)!r}], 'summarizer.backend': 'anthropic'}}\n"
+        "    supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)\n"
+        "    supervisor.start()\n"
+        "    for _ in range(5):\n"
+        "        supervisor.loop(wait=0.05)\n"
+        "    supervisor.close()\n"
+        "    print(sorted(m for m in sys.modules if m.split('.')[0] == 'anthropic'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().strip().splitlines()[-1] == "[]"
