@@ -5,6 +5,7 @@ while an agent is idle. The daemon is ``python -m memoryd run`` as a subprocess.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -410,3 +411,39 @@ def test_the_daily_token_cap_switches_to_extractive_and_survives_a_sigkill_resta
     assert of_type(later, "llm_budget_exhausted")
     assert len(fake_anthropic.message_requests) == requests
     assert json.loads(ledger.read_text())["tokens"] == llm_tokens
+
+
+@pytest.mark.slow
+def test_lines_salvaged_after_a_commit_are_counted_once_the_drain_is_over(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """A writer whose descriptor predates the rewrite appends during the drain window: the
+    line is carried into the new file (event salvaged_lines) and the metric counts it."""
+    root = tmp_path / "root"
+    ws = root / "agent"
+    write_lines(ws, "w", 10)
+    env = {
+        "MEMORYD_SUMMARIZER__BACKEND": "extractive",
+        "MEMORYD_TOKEN_LIMIT": "3000",
+        "MEMORYD_DRAIN_SECONDS": "3",
+        "MEMORYD_METRICS_LISTEN": "127.0.0.1:0",
+    }
+    daemon = procs.daemon([root], tmp_path, env)
+    port = int(daemon.wait_log("metrics_listening")["port"])
+    daemon.wait_ready()
+    late = os.open(ws / "conversation.jsonl", os.O_WRONLY | os.O_APPEND)
+    try:
+        write_lines(ws, "w", 50, start=10)
+        wait_until(lambda: of_type(ws, "summarize_completed"), 20, "the commit")
+        os.write(late, line_bytes("late", 0))
+    finally:
+        os.close(late)
+    wait_until(lambda: of_type(ws, "salvaged_lines"), 10, "the salvaged line")
+    salvaged = sum(int(str(e["lines"])) for e in of_type(ws, "salvaged_lines"))
+    assert salvaged == 1
+    wait_until(
+        lambda: total(parse(scrape(port)), "memoryd_salvaged_lines_total") == salvaged,
+        15,
+        "the metric to count it",
+    )
+    assert b'"late-0"' in (ws / "conversation.jsonl").read_bytes()
