@@ -176,6 +176,7 @@ def test_salvaged_lines_are_read_from_the_events_appended_after_the_dispatch(
         file.write('{"type":"summarize_completed","llm_calls":1}\n')
         file.write('{"type":"salvaged_lines","lines":2}\n')
         file.write("not json\n")
+        file.write('["salvaged_lines", 9]\n')
         file.write('{"type":"salvaged_lines","lines":3}\n')
     assert salvaged_since(events, offset) == 5
     assert salvaged_since(events, 0) == 12

@@ -62,8 +62,10 @@ def salvaged_since(events_file: Path, offset: int) -> int:
             record = json.loads(line)
         except ValueError:
             continue
-        lines = record.get("lines") if isinstance(record, dict) else None
-        if record.get("type") == "salvaged_lines" and isinstance(lines, int):
+        if not isinstance(record, dict) or record.get("type") != "salvaged_lines":
+            continue
+        lines = record.get("lines")
+        if isinstance(lines, int):
             count += lines
     return count
 
