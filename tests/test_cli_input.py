@@ -43,7 +43,7 @@ def test_append_with_undecodable_bytes_in_argv_is_refused(workspace: WorkspaceFa
     before = snapshot(folder)
     done = memoryd_bytes("append", str(folder), "--role", "user", "--content", b"caf\xe9")
     assert done.returncode == 2
-    assert "content: not UTF-8 text" in one_line(done.stderr)
+    assert "--content: not UTF-8 text" in one_line(done.stderr)
     assert snapshot(folder) == before
 
 
@@ -57,17 +57,21 @@ def test_append_with_undecodable_bytes_on_stdin_is_refused(workspace: WorkspaceF
 
 
 @pytest.mark.parametrize(
-    "action",
-    [["start", b"caf\xe9"], ["complete", "--result", b"caf\xe9"], ["fail", b"caf\xe9"]],
+    ("action", "named"),
+    [
+        (["start", b"caf\xe9"], "description"),
+        (["complete", "--result", b"caf\xe9"], "--result"),
+        (["fail", b"caf\xe9"], "reason"),
+    ],
 )
 def test_heartbeat_with_undecodable_bytes_is_refused(
-    tmp_path: Path, action: list[str | bytes]
+    tmp_path: Path, action: list[str | bytes], named: str
 ) -> None:
     assert cli("heartbeat", str(tmp_path), "start", "a task")[0] == 0
     before = snapshot(tmp_path)
     done = memoryd_bytes("heartbeat", str(tmp_path), *action)
     assert done.returncode == 2
-    assert "not UTF-8 text" in one_line(done.stderr)
+    assert f"memoryd: {named}: not UTF-8 text" in one_line(done.stderr)
     assert snapshot(tmp_path) == before
 
 

@@ -146,16 +146,28 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def check_text_arguments(args: argparse.Namespace) -> None:
+def option_names(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """How the user spelled each argument, by its ``dest``: "--content", "description"."""
+    names: dict[str, str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                names |= option_names(sub)
+        elif action.dest not in names:
+            names[action.dest] = action.option_strings[-1] if action.option_strings else action.dest
+    return names
+
+
+def check_text_arguments(args: argparse.Namespace, names: dict[str, str]) -> None:
     """Refuse a text argument that is not UTF-8 (argv bytes Python could only keep as lone
     surrogates): it could be written nowhere. Paths are not text and may hold any bytes."""
-    for name, value in vars(args).items():
+    for dest, value in vars(args).items():
         for text in value if isinstance(value, list) else [value]:
             if isinstance(text, str):
                 try:
                     text.encode("utf-8")
                 except UnicodeEncodeError:
-                    option = name.replace("_", "-")
+                    option = names.get(dest, dest)
                     raise UsageError(
                         f"{option}: not UTF-8 text (it holds undecodable bytes)"
                     ) from None
@@ -177,7 +189,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        check_text_arguments(args)
+        check_text_arguments(args, option_names(parser))
         if args.config is not None:
             # Every command refuses a --config that is not there, also one that reads no
             # setting: the user meant something by it.
