@@ -66,11 +66,23 @@ def _trim(text: str, max_tokens: int) -> str:
 def fit(missing: Sequence[Detail], max_tokens: int) -> list[Detail]:
     """The missing details whose section fits ``max_tokens``, chosen by priority and
     listed in their original order (pure)."""
-    chosen: list[Detail] = []
+    # The section's length is counted as it grows (what render_section would produce),
+    # so that thousands of details cost one pass, not one rendering each.
+    chosen: set[int] = set()
+    kinds: set[str] = set()
+    chars = len(VERBATIM_HEADER)
     for detail in by_priority(missing):
-        if estimate_text_tokens(render_section([*chosen, detail])) <= max_tokens:
-            chosen.append(detail)
-    return [d for d in missing if d in chosen]
+        if detail.kind in SENTENCE_KINDS:
+            extra = len("\n- ") + len(detail.text)
+        elif detail.kind in kinds:
+            extra = len("; ") + len(detail.text)
+        else:
+            extra = len(f"\n- {_LABELS[detail.kind]}: ") + len(detail.text)
+        if (chars + extra + 3) // 4 <= max_tokens:
+            chosen.add(id(detail))
+            kinds.add(detail.kind)
+            chars += extra
+    return [d for d in missing if id(d) in chosen]
 
 
 _SENTENCE_PARTS = re.compile(r"((?<=[.!?])[ \t]+|\n+)")

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from memoryd.retention import VERBATIM_HEADER, Detail, extract_details, score
 from memoryd.tokens import estimate_text_tokens
-from memoryd.verbatim import by_priority, with_free_room, with_verbatim_section
+from memoryd.verbatim import by_priority, fit, render_section, with_free_room, with_verbatim_section
 
 PLANTED = (
     "We decided to use Postgres for the event store. "
@@ -164,3 +164,20 @@ def test_free_room_never_cuts_a_sentence_that_carries_a_detail() -> None:
     kept = [d for d in details if d not in result.missing]
     repaired = with_free_room(summary, result.missing, estimate_text_tokens(summary), kept)
     assert repaired == summary
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    paths=st.lists(st.from_regex(r"[a-z]{1,8}/[a-z]{1,8}\.py", fullmatch=True), max_size=30),
+    words=st.lists(st.sampled_from(["decided", "prefer", "need to"]), max_size=5),
+    cap=st.integers(min_value=1, max_value=300),
+)
+def test_fit_counts_the_section_exactly(paths: list[str], words: list[str], cap: int) -> None:
+    sentences = [f"We {w} keep module number {i} small." for i, w in enumerate(words)]
+    details = extract_details([{"role": "user", "content": " ".join([*paths, *sentences])}])
+    chosen = fit(details, cap)
+    assert estimate_text_tokens(render_section(chosen)) <= cap
+    rest = [d for d in by_priority(details) if d not in chosen]
+    if rest:
+        # The first detail left out (by priority) would not have fitted.
+        assert estimate_text_tokens(render_section([*chosen, rest[0]])) > cap

@@ -203,7 +203,8 @@ def retain_details(
             if candidate.score >= first.score and estimate_text_tokens(repaired.text) <= budget:
                 text, current = repaired.text, candidate
     if current.missing:
-        kept = [d for d in details if d not in current.missing]
+        lost = {id(d) for d in current.missing}
+        kept = [d for d in details if id(d) not in lost]
         if current.score < min_retention:
             text = with_verbatim_section(text, current.missing, budget, kept)
         else:
