@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import daemon_harness as harness  # noqa: E402
 from daemon_harness import LogLine as LogLine  # noqa: E402
 from daemon_harness import cmdline as cmdline  # noqa: E402
+from daemon_harness import read_events as read_events  # noqa: E402
 from daemon_harness import read_heartbeat as read_heartbeat  # noqa: E402
 from daemon_harness import wait_until as wait_until  # noqa: E402
 

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             sampler.done.set()
         calls: list[int] = []
         for workspace in workspaces:
-            for event in common.harness.read_events(workspace):
+            for event in common.read_events(workspace):
                 if event.get("type") == "summarize_completed":
                     calls.append(int(event.get("llm_calls") or 0))
             peak_pss = sampler.peak
