@@ -182,6 +182,13 @@ def workspace(tmp_path: Path) -> WorkspaceFactory:
 
 
 @pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """An environment for loading the configuration, with its own HOME and
+    XDG_CONFIG_HOME (empty): never the real one."""
+    return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+
+
+@pytest.fixture
 def make_settings(clean_environment: Path) -> SettingsFactory:
     """Settings from defaults plus dotted-key ``overrides`` only: no env, no machine file.
 

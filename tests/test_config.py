@@ -23,12 +23,6 @@ REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-ant-SECRET-0123456789-wxyz"
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """An environment with its own HOME and XDG_CONFIG_HOME (empty), never the real one."""
-    return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-
-
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

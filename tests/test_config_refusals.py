@@ -16,11 +16,6 @@ from memoryd.config import Settings, load_settings, settings_for_workspace
 from memoryd.errors import ConfigError
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-
-
 def refusal_from_file(tmp_path: Path, env: dict[str, str], text: str) -> str:
     path = tmp_path / "memoryd.toml"
     path.write_text(text, encoding="utf-8")

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,15 +32,6 @@ from writers import line_bytes
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARD = REPO / "config" / "grafana-dashboard.json"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-@pytest.fixture
-def procs() -> Iterator[Processes]:
-    processes = Processes()
-    try:
-        yield processes
-    finally:
-        processes.cleanup()
 
 
 def write_lines(workspace: Path, writer: str, count: int, start: int = 0) -> None:
