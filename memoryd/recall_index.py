@@ -21,7 +21,7 @@ from typing import TypeVar
 import structlog
 
 from memoryd.errors import MemorydError
-from memoryd.fsutil import NEW_FILE_FLAGS, flocked, resolve_inside
+from memoryd.fsutil import flocked, open_in, resolve_inside
 from memoryd.history import (
     ArchiveFile,
     archive_files,
@@ -82,7 +82,8 @@ def _create_file(path: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
     with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, NEW_FILE_FLAGS, 0o600))
+        # Walked from the workspace without following a symlink (docs/design.md#workspace).
+        os.close(open_in(path.parents[1], path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _connect(path: Path) -> sqlite3.Connection:
