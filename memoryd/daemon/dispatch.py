@@ -1,0 +1,320 @@
+"""Counting a workspace and dispatching its jobs: one part of the supervisor.
+
+The backlog waits for a free worker and (on the anthropic backend) a free request, most
+urgent first; a job's outcome goes through the pure rules of :mod:`memoryd.tracked`
+(docs/design.md#daemon).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memoryd import stores
+from memoryd.daemon.parts import DaemonParts
+from memoryd.daemon.publisher import describe
+from memoryd.errors import MemorydError
+from memoryd.job import (
+    JobRequest,
+    JobResult,
+    report_failure,
+    report_lost_job,
+    run_job,
+    summarizer_env,
+)
+from memoryd.policy import detect_threshold, usage_ratio
+from memoryd.summarizers.base import choose_backend
+from memoryd.tracked import Tracked, job_due_now, job_lost, settle
+from memoryd.worker import compact_stores_job
+from memoryd.workspace import Workspace
+
+log = structlog.get_logger()
+
+STORES = "stores"
+"""The backlog's reason for a memory-store compaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobDone:
+    path: Path
+    job_id: int
+    future: Future[Any]
+
+
+class JobDispatch(DaemonParts):
+    """Counting what was appended, the backlog, dispatching jobs and their outcomes."""
+
+    def process(self, tracked: Tracked, now: float, publish: bool = True) -> None:
+        """Count what was appended, publish the numbers, dispatch a job when due.
+
+        Whatever goes wrong with one workspace (an unreadable file, a refused symlink, a
+        full disk) is logged for that workspace; the daemon carries on with the others.
+        """
+        try:
+            self._process(tracked, now, publish)
+        except (OSError, MemorydError) as exc:
+            self.publisher.failed(tracked, "workspace", exc, now)
+
+    def _process(self, tracked: Tracked, now: float, publish: bool) -> None:
+        tracked.last_processed = now
+        if tracked.running:
+            tracked.dirty = True
+            return
+        try:
+            update = tracked.reader.update()
+        except MemorydError as exc:
+            log.warning(
+                "conversation_unreadable", workspace=str(tracked.workspace.path), error=str(exc)
+            )
+            return
+        path = tracked.workspace.path
+        if update.missing:
+            self.scheduler.remove(path)
+            log.info("workspace_gone", workspace=str(path))
+            return
+        if update.reset:
+            log.info("conversation_recounted", workspace=str(path))
+        if update.reset or update.new_lines:
+            tracked.changed_at = now
+        malformed = 0
+        for line in update.new_lines:
+            if line.malformed:
+                malformed += 1
+                self.publisher.emit(
+                    tracked,
+                    "malformed_line",
+                    now,
+                    line=line.index + 1,
+                    bytes=line.length,
+                    problem=line.problem,
+                )
+        for hook in self.hooks:
+            hook.counted(tracked, len(update.new_lines), malformed, now)
+        if path in self.untidy and now >= tracked.write_retry_at:
+            self._tidy(path, now)
+        elif publish:
+            self.publisher.publish(tracked, now, time.time())
+        noticed_at, tracked.noticed_at = tracked.noticed_at, None
+        if self.stopping_since is None:
+            due = job_due_now(tracked, now)
+            if due is not None:
+                self.backlog[path] = (*due, noticed_at)
+            elif tracked.stores_due:
+                self.backlog[path] = (STORES, STORES, None)
+            else:
+                self.scheduler.wake_when_idle(tracked, now)
+
+    # ----- jobs -------------------------------------------------------------------------
+
+    def _drain(self, now: float) -> None:
+        """Dispatch waiting jobs, the most urgent first, while a worker and (for the
+        anthropic backend) a request are free (docs/design.md#pool)."""
+        while self.backlog and self.stopping_since is None:
+            if len(self.jobs) >= self.settings.workers:
+                return
+            free_requests = self.settings.anthropic.max_concurrent_requests - len(self.api_jobs)
+            candidates = [
+                (tracked, kind)
+                for path, (_why, kind, _at) in self.backlog.items()
+                if (tracked := self.scheduler.get(path)) is not None
+                and (free_requests > 0 or kind == STORES or not self._uses_api(tracked))
+            ]
+            if not candidates:
+                return
+            tracked, kind = min(candidates, key=lambda c: urgency(c[0], c[1]))
+            why, kind, noticed_at = self.backlog.pop(tracked.workspace.path)
+            if tracked.running:
+                continue
+            if kind == STORES:
+                self._dispatch_stores(tracked, now)
+                continue
+            due = job_due_now(tracked, now)
+            if due is not None:
+                why, kind = due
+                latency = None if kind != "trigger" or noticed_at is None else now - noticed_at
+                tracked.dispatch_latency = latency
+                self._dispatch(tracked, why, kind, now)
+
+    def _uses_api(self, tracked: Tracked) -> bool:
+        return choose_backend(tracked.settings, self.env)[0] == "anthropic"
+
+    def _dispatch(self, tracked: Tracked, why: str, kind: str, now: float) -> None:
+        """Submit a summarization; ``kind`` is why in one word: "trigger" or "idle"."""
+        path = tracked.workspace.path
+        tally = tracked.reader.tally
+        task = f"Summarizing {tally.messages} messages (~{tracked.tokens:,} tokens)"
+        self.publisher.heartbeat(tracked, now, lambda manager: manager.start_task(task))
+        settings, downgrade = self.telemetry.backend_for(tracked.settings, time.time())
+        if downgrade is not None:
+            self.publisher.emit(
+                tracked,
+                "llm_budget_exhausted",
+                now,
+                reason=downgrade.reason,
+                backend="extractive",
+                until=downgrade.until,
+            )
+        request = JobRequest(
+            workspace=path,
+            settings=settings,
+            env=summarizer_env(self.env),
+            heartbeat_started=True,
+            calibration=tracked.calibration,
+            force=True,
+            reason=kind,
+            result_note=downgrade.note if downgrade is not None else None,
+        )
+        tracked.job_reason = kind
+        if kind == "idle":
+            tracked.idle_compacted_at = now
+        self._submit(tracked, "summarize", now, run_job, request)
+        if settings.summarizer.backend != "extractive" and self._uses_api(tracked):
+            self.api_jobs.add(path)
+        log.info(
+            "summarize_dispatched",
+            workspace=str(path),
+            reason=kind,
+            why=why,
+            messages=tally.messages,
+            tokens=tracked.tokens,
+            llm_budget_exhausted=downgrade is not None,
+        )
+        for hook in self.hooks:
+            hook.dispatched(tracked, "summarize", why, now)
+
+    def _dispatch_stores(self, tracked: Tracked, now: float) -> None:
+        tracked.stores_due = False
+        settings = tracked.settings
+        try:
+            names = stores.stores_needing_compaction(
+                tracked.workspace.path, settings.memory.threshold, settings.memory.keep_bookmarks
+            )
+        except (OSError, MemorydError) as exc:
+            log.warning("stores_unreadable", workspace=str(tracked.workspace.path), error=str(exc))
+            return
+        if not names:
+            return
+        task = f"Compacting memory stores: {', '.join(names)}"
+        self.publisher.heartbeat(tracked, now, lambda manager: manager.start_task(task))
+        self._submit(tracked, "stores", now, compact_stores_job, tracked.workspace.path, settings)
+        log.info(
+            "memory_compaction_dispatched", workspace=str(tracked.workspace.path), stores=names
+        )
+        for hook in self.hooks:
+            hook.dispatched(tracked, "stores", "store past its threshold", now)
+
+    def _submit(self, tracked: Tracked, kind: str, now: float, fn: Any, *args: Any) -> None:
+        path = tracked.workspace.path
+        tracked.running = True
+        tracked.job_kind = kind
+        tracked.dirty = False
+        job_id, future = self.pool.submit(fn, *args)
+        self.jobs[path] = (job_id, future)
+        self.publisher.publish(tracked, now, time.time())
+        future.add_done_callback(lambda f: self.notes.put(JobDone(path, job_id, f)))
+
+    def _on_job_done(self, note: JobDone, now: float) -> None:
+        path, job_id, future = note.path, note.job_id, note.future
+        if self.jobs.get(path, (0, None))[1] is not future:
+            return
+        del self.jobs[path]
+        tracked = self.scheduler.get(path)
+        kind = tracked.job_kind if tracked else ""
+        self.api_jobs.discard(path)
+        try:
+            result = future.result()
+        except BrokenProcessPool:
+            its_fault = self.pool.died_with(job_id)
+            reason = "worker process died" if its_fault else "another job's worker died"
+            self._job_lost(path, tracked, now, reason, its_fault)
+            if self.pool.broken:
+                self.pool.rebuild("broken")
+                for hook in self.hooks:
+                    hook.pool_rebuilt()
+            return
+        except MemorydError as exc:
+            self._job_lost(path, tracked, now, str(exc), True)
+            return
+        except OSError as exc:
+            self._job_lost(path, tracked, now, f"cannot write: {describe(exc)}", True)
+            return
+        except Exception as exc:  # one job's bug must not stop the daemon
+            self._job_lost(path, tracked, now, f"unexpected {type(exc).__name__}", True)
+            log.error("job_crashed", workspace=str(path), exc_info=exc)
+            return
+        finally:
+            self.pool.forget(job_id)
+        if tracked is None:
+            return
+        if kind == "summarize" and isinstance(result, JobResult):
+            log.info(
+                "job_finished",
+                workspace=str(path),
+                outcome=result.outcome,
+                messages_before=result.messages_before,
+                messages_after=result.messages_after,
+                tokens_before=result.tokens_before,
+                tokens_after=result.tokens_after,
+                duration_s=result.duration_s,
+            )
+            settle(tracked, result, now, time.time())
+            if tracked.failures:
+                self.scheduler.wake_at(tracked, tracked.retry_at)
+            for hook in self.hooks:
+                hook.finished(tracked, result, now)
+        else:
+            tracked.running = False
+            counts = result.counts() if isinstance(result, stores.CompactionReport) else {}
+            log.info("memory_compacted", workspace=str(path), **counts)
+        tracked.state_numbers = None
+        self.process(tracked, now)
+
+    def _job_lost(
+        self, path: Path, tracked: Tracked | None, now: float, reason: str, its_fault: bool
+    ) -> None:
+        for hook in self.hooks:
+            hook.lost(tracked, reason, its_fault, now)
+        if tracked is None:
+            with contextlib.suppress(OSError, MemorydError):
+                report_failure(Workspace(path), reason)
+            return
+        if not its_fault:
+            # Its worker lived (or had not taken it): nothing was wrong with the job; it
+            # runs again at once and does not count toward back-off.
+            log.info("job_retried", workspace=str(path), reason=reason)
+            self.publisher.emit(tracked, "summarize_failed", now, reason=reason, retry="now")
+            job_lost(tracked, now, its_fault=False)
+            self.scheduler.wake_at(tracked, now)
+            return
+        log.warning("job_failed", workspace=str(path), reason=reason)
+        try:
+            report_lost_job(
+                tracked.workspace,
+                reason,
+                tracked.settings,
+                tracked.reader.tally.messages,
+                tracked.tokens,
+                tracked.job_reason,
+            )
+        except (OSError, MemorydError) as exc:
+            self.publisher.failed(tracked, "HEARTBEAT.md", exc, now)
+        job_lost(tracked, now, its_fault=True)
+        self.scheduler.wake_at(tracked, tracked.retry_at)
+        self.publisher.publish(tracked, now, time.time())
+
+
+def urgency(tracked: Tracked, kind: str) -> tuple[int, float]:
+    """Sort key of a waiting job: critical before warning before the rest, then the
+    highest usage ratio first; memory-store compactions last."""
+    if kind == STORES:
+        return (3, 0.0)
+    ratio = usage_ratio(tracked.tokens, tracked.settings.token_limit)
+    rank = {"critical": 0, "warning": 1}.get(detect_threshold(ratio, tracked.settings), 2)
+    return (rank, -ratio)

@@ -1,0 +1,51 @@
+"""What the supervisor's parts share: the daemon's state, declared once.
+
+:class:`~memoryd.daemon.supervisor.Supervisor` is built from two mixins over this state,
+each in its own module: :class:`~memoryd.daemon.workspaces.WorkspaceTracking` (finding,
+tracking and tidying workspaces) and :class:`~memoryd.daemon.dispatch.JobDispatch`
+(counting, the backlog, dispatching jobs and their outcomes). See docs/design.md#daemon.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections import deque
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from memoryd.config import Settings
+from memoryd.daemon.hooks import DaemonHooks
+from memoryd.daemon.pool import WorkerPool
+from memoryd.daemon.publisher import Publisher
+from memoryd.daemon.scheduler import Scheduler
+from memoryd.daemon.telemetry import Telemetry
+from memoryd.daemon.watchers import RootWatchers
+from memoryd.tracked import Tracked
+
+
+class DaemonParts:
+    """The state the supervisor owns (set in its ``__init__``) and the two calls its
+    mixins make of each other."""
+
+    settings: Settings
+    env: dict[str, str]
+    notes: queue.SimpleQueue[object]
+    scheduler: Scheduler
+    watchers: RootWatchers
+    publisher: Publisher
+    pool: WorkerPool
+    telemetry: Telemetry
+    hooks: list[DaemonHooks]
+    jobs: dict[Path, tuple[int, Future[Any]]]
+    backlog: dict[Path, tuple[str, str, float | None]]
+    api_jobs: set[Path]
+    pending_init: deque[Path]
+    untidy: set[Path]
+    stopping_since: float | None
+
+    def process(self, tracked: Tracked, now: float, publish: bool = True) -> None:
+        raise NotImplementedError
+
+    def _tidy(self, path: Path, now: float) -> None:
+        raise NotImplementedError
