@@ -49,9 +49,6 @@ class Scheduler:
     def paths(self) -> list[Path]:
         return list(self._tracked)
 
-    def running(self) -> int:
-        return sum(1 for tracked in self._tracked.values() if tracked.running)
-
     # ----- due times --------------------------------------------------------------------
 
     def schedule(self, tracked: Tracked, now: float) -> None:

@@ -284,9 +284,8 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         )
 
     def _send_status(self) -> None:
-        self.publisher.status(
-            len(self.scheduler), self.scheduler.running(), sorted(self.watchers.polling)
-        )
+        # Jobs in flight, not a scan of every workspace: this runs at every loop step.
+        self.publisher.status(len(self.scheduler), len(self.jobs), sorted(self.watchers.polling))
 
 
 def run_daemon(
