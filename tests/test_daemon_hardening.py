@@ -189,3 +189,32 @@ def test_a_full_disk_keeps_the_daemon_up_says_so_once_and_recovers_by_itself(
     filler.unlink()
     wait_until(lambda: counted(ws, 3) and counted(moved, 4), 70, "state.json written")
     assert daemon.process.poll() is None  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_a_symlinked_memoryd_folder_is_refused_and_nothing_is_written_through_it(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """``ln -s victim ws/.memoryd``, the workspace over its trigger: the daemon stays up,
+    warns for that workspace, writes nothing into ``victim`` (no state.json, no events,
+    no archive, no temp file) and goes on serving the other workspace."""
+    root, victim = tmp_path / "root", tmp_path / "victim"
+    bad, good = root / "bad", root / "good"
+    write_lines(bad, 60)
+    write_lines(good, 3)
+    victim.mkdir()
+    (victim / "state.json").write_text("VICTIM\n")
+    (bad / ".memoryd").symlink_to(victim)
+    env = {**EXTRACTIVE, "MEMORYD_TOKEN_LIMIT": "3000"}
+    daemon = procs.daemon([root], tmp_path, env)
+    daemon.wait_ready()
+    wait_until(lambda: unwritable(daemon, bad), 10, "the warning for the bad workspace")
+    write_lines(good, 2, start=3, mode="ab")
+    wait_until(lambda: counted(good, 5), 10, "the good workspace counted")
+    write_lines(bad, 2, start=60, mode="ab")
+    write_lines(good, 2, start=5, mode="ab")
+    wait_until(lambda: counted(good, 7), 10, "the good workspace counted again")
+    assert daemon.process.poll() is None  # type: ignore[union-attr]
+    assert sorted(p.name for p in victim.iterdir()) == ["state.json"]
+    assert (victim / "state.json").read_text() == "VICTIM\n"
+    assert len(unwritable(daemon, bad)) == 1
