@@ -228,10 +228,10 @@ def role_of(pid: int, daemon: int) -> str:
 
 
 @contextlib.contextmanager
-def fake_anthropic(latency: float) -> Iterator[str]:
-    """The fake Messages API as a subprocess; yields its base URL."""
+def fake_anthropic(latency: float, reply: Sequence[str] = ("--echo",)) -> Iterator[str]:
+    """The fake Messages API as a subprocess (``reply``: its answer flags); yields its URL."""
     process = subprocess.Popen(
-        [sys.executable, str(FAKE_ANTHROPIC), "--port", "0", "--latency", str(latency), "--echo"],
+        [sys.executable, str(FAKE_ANTHROPIC), "--port", "0", "--latency", str(latency), *reply],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,

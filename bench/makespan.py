@@ -1,8 +1,10 @@
 """Makespan: 200 workspaces crossing the trigger at once, fake LLM at a fixed latency.
 
-The fake Messages API (``tests/fake_anthropic.py --latency L --echo``) runs as a
-subprocess; the daemon uses the ``anthropic`` backend pointed at it with
-``anthropic.max_concurrent_requests`` 16 and its default ``workers``. The workspaces are
+The fake Messages API (``tests/fake_anthropic.py --latency L --lossy 0``: a summary
+that keeps every detail, so the retention check passes and a job makes one request; with
+``--echo`` it makes two, the second a repair) runs as a subprocess; the daemon uses the
+``anthropic`` backend pointed at it with ``anthropic.max_concurrent_requests`` 16 and its
+default ``workers``. The workspaces are
 created below the trigger before the daemon starts (token_limit 10,000, as in
 bench/latency.py). Once the daemon is READY and every HEARTBEAT.md is tidied, the daemon
 is paused (SIGSTOP), one message is appended to each workspace in a shuffled order, and
@@ -16,7 +18,7 @@ Targets: makespan <= 1.2x ideal; every critical workspace dispatched before any 
 one.
 
     python bench/makespan.py [--workspaces 200] [--latency 5] [--max-concurrent 16]
-                             [--workers N] [--drain-seconds D] [--no-pause]
+                             [--workers N] [--drain-seconds D] [--no-pause] [--echo]
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--drain-seconds", type=float, default=None)
     parser.add_argument("--no-pause", action="store_true")
+    parser.add_argument("--echo", action="store_true", help="the fake answers --echo")
     args = parser.parse_args(argv)
     common.install_exit_handlers()
     rng = random.Random(11)
@@ -82,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     assert tokens_of(critical) > 0.06 * TOKEN_LIMIT
     slots = min(args.max_concurrent, args.workers or args.max_concurrent)
     ideal = math.ceil(args.workspaces / slots) * args.latency
-    with common.scratch("makespan") as folder, common.fake_anthropic(args.latency) as url:
+    with (
+        common.scratch("makespan") as folder,
+        common.fake_anthropic(args.latency, ("--echo",) if args.echo else ("--lossy", "0")) as url,
+    ):
         root = folder / "root"
         workspaces = [root / f"ws{i:04d}" for i in range(args.workspaces)]
         for workspace in workspaces:

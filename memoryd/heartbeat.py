@@ -226,16 +226,30 @@ class HeartbeatManager:
     def ensure_clean(self, durable: bool = True) -> bool:
         """Replace a missing, empty or garbled HEARTBEAT.md by a clean idle one.
 
-        Returns True when the file was replaced.
+        Returns True when the file was replaced. Checked again under the heartbeat lock,
+        so a task another process has just started is never replaced.
         """
+        if self._parsed() is not None:
+            return False
+        lock = self.workspace.meta / "heartbeat.lock"
+        with flocked(lock, root=self.workspace.path):
+            if self._parsed() is not None:
+                return False
+            clean = Heartbeat(last_checkin=iso_ms(self._clock()))
+            atomic_write(
+                self.workspace.heartbeat,
+                render(clean).encode(),
+                root=self.workspace.path,
+                durable=durable,
+            )
+        return True
+
+    def _parsed(self) -> Heartbeat | None:
         try:
             text = self.workspace.heartbeat.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             text = ""
-        if parse(text) is not None:
-            return False
-        self.reset(durable)
-        return True
+        return parse(text)
 
     @contextlib.contextmanager
     def checkins(self, interval: float) -> Iterator[None]:

@@ -36,7 +36,7 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 from memoryd.fsutil import is_temp_name
-from memoryd.workspace import CONVERSATION, META
+from memoryd.workspace import CONVERSATION, HEARTBEAT, META
 
 log = structlog.get_logger()
 
@@ -86,12 +86,24 @@ class Enqueuer(FileSystemEventHandler):
         try:
             if event.event_type in ("opened", "closed_no_write"):
                 return
-            self.changes.put(FsChange(_text(event.src_path), event.is_directory))
-            dest = getattr(event, "dest_path", "")
-            if dest:
-                self.changes.put(FsChange(_text(dest), event.is_directory))
+            src = _text(event.src_path)
+            if not own_file(src):
+                self.changes.put(FsChange(src, event.is_directory))
+            dest = _text(getattr(event, "dest_path", ""))
+            if dest and not own_file(dest):
+                self.changes.put(FsChange(dest, event.is_directory))
         except Exception:  # one raised here would kill the observer thread
             return
+
+
+def own_file(path: str) -> bool:
+    """A file memoryd itself writes in a workspace (anything under .memoryd, HEARTBEAT.md,
+    a temp file), which :func:`classify` would ignore: dropped before it reaches the
+    loop, since a first start writes several per workspace (pure)."""
+    if f"/{META}/" in path or path.endswith(f"/{META}"):
+        return True
+    name = path.rpartition("/")[2]
+    return name == HEARTBEAT or is_temp_name(name)
 
 
 def _text(path: str | bytes) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 CONVERSATION = "conversation.jsonl"
 META = ".memoryd"
+HEARTBEAT = "HEARTBEAT.md"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +22,7 @@ class Workspace:
 
     @property
     def heartbeat(self) -> Path:
-        return self.path / "HEARTBEAT.md"
+        return self.path / HEARTBEAT
 
     @property
     def checkpoint(self) -> Path:

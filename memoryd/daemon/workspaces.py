@@ -111,6 +111,12 @@ class WorkspaceTracking(DaemonParts):
         workspace = tracked.workspace
         self.untidy.discard(path)
         try:
+            if not workspace.meta.is_dir():
+                # Never touched by memoryd: no job can have run (its lock lives in .memoryd),
+                # so nothing to recover and no lock to take; only the clean heartbeat.
+                HeartbeatManager(workspace).ensure_clean(durable=False)
+                self.publisher.publish(tracked, now, time.time())
+                return
             with flocked(workspace.job_lock, root=workspace.path, blocking=False) as free:
                 if free:
                     _recover(workspace)

@@ -1,0 +1,44 @@
+"""The watcher drops events for memoryd's own files before they reach the daemon's loop;
+it must drop only what ``classify`` would ignore anyway (pure, no processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memoryd.fsutil import temp_name
+from memoryd.watch import classify, own_file
+
+ROOT = Path("/agents")
+WS = ROOT / "team" / "ws"
+
+OWN = [
+    WS / ".memoryd",
+    WS / ".memoryd" / "state.json",
+    WS / ".memoryd" / "job.lock",
+    WS / ".memoryd" / "archive" / "conversation-1.jsonl",
+    WS / "HEARTBEAT.md",
+    temp_name(WS / "HEARTBEAT.md"),
+    temp_name(WS / "conversation.jsonl"),
+    temp_name(WS / ".memoryd" / "state.json"),
+]
+NOT_OWN = [
+    WS / "conversation.jsonl",
+    WS / "memory" / "facts.jsonl",
+    WS,
+    ROOT / "team",
+    WS / "notes.md",
+    ROOT / ".memoryd-like" / "conversation.jsonl",
+]
+
+
+@pytest.mark.parametrize("path", OWN, ids=str)
+def test_memoryd_own_files_are_dropped_and_classify_ignores_them(path: Path) -> None:
+    assert own_file(str(path))
+    assert classify(path, path.name == ".memoryd", ROOT, 4)[0] == "ignore"
+
+
+@pytest.mark.parametrize("path", NOT_OWN, ids=str)
+def test_conversations_stores_and_folders_still_reach_the_loop(path: Path) -> None:
+    assert not own_file(str(path))
