@@ -31,7 +31,13 @@ from memoryd.commit import (
 )
 from memoryd.config import ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV, Settings
 from memoryd.conversation import Line, split_lines
-from memoryd.errors import CommitAborted, InputError, MemorydError, SummarizerError
+from memoryd.errors import (
+    CommitAborted,
+    InputError,
+    MemorydError,
+    SummarizerError,
+    UnsafePathError,
+)
 from memoryd.fsutil import check_workspace, flocked
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.pins import PinnedPlan, apply_pins, byte_ranges, pinned_indices
@@ -144,6 +150,18 @@ def report_failure(
     events.emit(workspace, "summarize_failed", reason=reason, **details)
 
 
+def record_receipt(workspace: Workspace, receipt: Receipt) -> None:
+    """Append a job's receipt; a receipt that cannot be written (a full disk, a symlink
+    in its place) is logged and does not change the job's outcome."""
+    try:
+        append_receipt(workspace, receipt)
+    except (OSError, UnsafePathError) as exc:
+        error = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        log.warning(
+            "receipt_unwritable", workspace=str(workspace.path), job=receipt.job, error=error
+        )
+
+
 def report_lost_job(
     workspace: Workspace,
     reason: str,
@@ -155,7 +173,7 @@ def report_lost_job(
     """A job that never reported back (its worker died): a failed receipt, then the usual
     failure report. The start time is unknown: the receipt says when it was lost.
 
-    Raises OSError when the receipt or HEARTBEAT.md cannot be written.
+    Raises OSError when HEARTBEAT.md cannot be written.
     """
     now = time.time()
     receipt = build_receipt(
@@ -170,10 +188,8 @@ def report_lost_job(
         prices=settings.prices,
         trigger=trigger,
     )
-    try:
-        append_receipt(workspace, receipt)
-    finally:
-        report_failure(workspace, reason, settings.strategy, receipt.job)
+    record_receipt(workspace, receipt)
+    report_failure(workspace, reason, settings.strategy, receipt.job)
     return receipt
 
 
@@ -216,10 +232,8 @@ def _failed(
         model=error.model if error is not None else None,
         llm=error.usage if error is not None else None,
     )
-    try:
-        append_receipt(workspace, receipt)
-    finally:
-        report_failure(workspace, reason, strategy, receipt.job)
+    record_receipt(workspace, receipt)
+    report_failure(workspace, reason, strategy, receipt.job)
     return replace(base, outcome="failed", reason=reason, receipt=receipt)
 
 
@@ -376,7 +390,7 @@ def _pins_over_trigger(
         prices=settings.prices,
         pins_kept=pinned.pinned_count,
     )
-    append_receipt(workspace, receipt)
+    record_receipt(workspace, receipt)
     if request.heartbeat_started:
         HeartbeatManager(workspace).complete_task(f"nothing done: {reason}")
     events.emit(
@@ -546,7 +560,7 @@ def _commit_and_report(
         llm=head.usage,
     )
     # The receipt is part of the job's completion: written before anyone is told.
-    append_receipt(workspace, receipt)
+    record_receipt(workspace, receipt)
     HeartbeatManager(workspace).complete_task(last_result)
     details: dict[str, Any] = dict(
         job=receipt.job,

@@ -12,6 +12,7 @@ import pytest
 from cli_helpers import cli
 from conftest import SettingsFactory, WorkspaceFactory, generated_messages, make_message
 from fake_anthropic import FakeAnthropic, Reply
+from structlog.testing import capture_logs
 
 from memoryd.config import Settings
 from memoryd.conversation import split_lines
@@ -353,3 +354,21 @@ def test_a_checkpoint_still_lossy_keeps_the_details_beside_its_lists(
     assert "Details kept verbatim" in head_of(folder)["content"]
     [receipt] = read_receipts(Workspace(folder))
     assert receipt.retention is not None and receipt.retention.after >= 0.95
+
+
+def test_a_receipt_that_cannot_be_written_does_not_change_the_outcome(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """A symlink where receipts.jsonl should be: refused (never written through), logged,
+    and the job still completes."""
+    folder = workspace(messages=planted_conversation())
+    (folder / ".memoryd").mkdir(exist_ok=True)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("")
+    (folder / ".memoryd" / "receipts.jsonl").symlink_to(outside)
+    settings = make_settings(token_limit=20_000, **{"summarizer.backend": "extractive"})
+    with capture_logs() as logs:
+        result = run(folder, settings)
+    assert result.outcome == "completed" and result.receipt is not None
+    assert outside.read_text() == ""
+    assert [e["job"] for e in logs if e["event"] == "receipt_unwritable"] == [result.receipt.job]
