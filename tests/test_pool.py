@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from daemon_harness import Processes, llm_env, pool_workers, wait_until
+from daemon_harness import Processes, children, cmdline, llm_env, pool_workers, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 from writers import line_bytes
 
@@ -96,3 +96,36 @@ def test_a_backlog_runs_most_urgent_first_within_max_concurrent_requests(
     assert most == 2
     assert order == ["b55", "d50", "c45", "a40"]
     assert [r["outcome"] for r in daemon.logged("job_finished")] == ["completed"] * 4
+
+
+def _maps(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("preload", [False, True])
+def test_preload_sdk_imports_the_sdk_in_the_forkserver_never_in_the_daemon(
+    tmp_path: Path, procs: Processes, preload: bool
+) -> None:
+    """With ``preload_sdk`` the forkserver imports the Anthropic SDK (its compiled JSON
+    parser, jiter, is mapped there) so that workers inherit it; without, it does not. The
+    daemon process itself never imports it."""
+    root = tmp_path / "root"
+    write_lines(root / "ws", 5)
+    env = {
+        "MEMORYD_SUMMARIZER__BACKEND": "extractive",
+        "MEMORYD_PRELOAD_SDK": "true" if preload else "false",
+    }
+    daemon = procs.daemon([root], tmp_path, env)
+    daemon.wait_ready()
+    forkserver = wait_until(
+        lambda: [c for c in children(daemon.pid) if "forkserver" in cmdline(c)], 10, "forkserver"
+    )[0]
+    if preload:
+        wait_until(lambda: "jiter" in _maps(forkserver), 30, "the SDK in the forkserver")
+    else:
+        wait_until(lambda: "pydantic_core" in _maps(forkserver), 30, "memoryd preloaded")
+        assert "jiter" not in _maps(forkserver)
+    assert "jiter" not in _maps(daemon.pid)

@@ -52,14 +52,21 @@ class WorkerPool:
     """``start()``, ``submit()`` jobs, ``rebuild()`` after a crash, ``close()`` at the end."""
 
     def __init__(
-        self, workers: int, log_format: str, log_level: str, idle_timeout: float = 60.0
+        self,
+        workers: int,
+        log_format: str,
+        log_level: str,
+        idle_timeout: float = 60.0,
+        preload_sdk: bool = False,
     ) -> None:
         self.size = workers
         self.idle_timeout = idle_timeout
         self.log_format = log_format
         self.log_level = log_level
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(PRELOAD)
+        # The SDK in the forkserver: ~41 MB more while idle, ~37 MB less per worker that
+        # runs an anthropic job, and no ~1 s import in each (bench/workers.py).
+        self._context.set_forkserver_preload([*PRELOAD, *(["anthropic"] if preload_sdk else [])])
         # A plain pipe, no lock: each report is one write far below PIPE_BUF, so reports
         # from several workers never interleave (and no semaphore outlives the pool).
         self._started, self._report = self._context.Pipe(duplex=False)

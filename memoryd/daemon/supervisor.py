@@ -84,6 +84,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             self.settings.log_format,
             self.settings.log_level,
             self.settings.worker_idle_timeout,
+            self.settings.preload_sdk,
         )
         self.telemetry = Telemetry(self.settings, self.env, self.settings.roots)
         self.hooks: list[DaemonHooks] = [self.telemetry]
