@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import structlog
 from daemon_harness import Processes
-from fake_anthropic import FakeAnthropic
+from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.config import Settings, load_settings
 
@@ -222,3 +222,17 @@ def procs() -> Iterator[Processes]:
         yield processes
     finally:
         processes.cleanup()
+
+
+@pytest.fixture
+def llm(fake_anthropic: FakeAnthropic) -> FakeAnthropic:
+    """The fake Messages API server, answering a digest of each transcript."""
+    fake_anthropic.set_default(Reply.echo())
+    return fake_anthropic
+
+
+@pytest.fixture
+def info_logs() -> None:
+    """Info events reach ``capture_logs`` whatever an earlier test configured
+    (``_restore_logging`` puts the configuration back afterwards)."""
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
