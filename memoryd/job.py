@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,13 +35,17 @@ from memoryd.errors import (
     InputError,
     MemorydError,
     SummarizerError,
-    UnsafePathError,
 )
 from memoryd.fsutil import check_workspace, flocked
 from memoryd.heartbeat import HeartbeatManager
+from memoryd.job_report import JobClock, pins_over_trigger_reason, record_receipt, span_ids
+
+# Re-exported: the daemon reports failed and lost jobs through these names.
+from memoryd.job_report import report_failure as report_failure
+from memoryd.job_report import report_lost_job as report_lost_job
 from memoryd.pins import PinnedPlan, apply_pins, byte_ranges, pinned_indices
 from memoryd.policy import SplitPlan, over_trigger
-from memoryd.receipts import Receipt, SummarizedSpan, append_receipt, build_receipt
+from memoryd.receipts import Receipt, SummarizedSpan, build_receipt
 from memoryd.state import build_state, write_state
 from memoryd.strategies import Counts, Head, HeadRequest, Strategy, strategy_for
 from memoryd.tokens import calibrate, estimate_message_tokens
@@ -135,78 +138,6 @@ def plan_job(
     return strategy.split(lines)
 
 
-def report_failure(
-    workspace: Workspace, reason: str, strategy: str | None = None, job: str | None = None
-) -> None:
-    """A job failed: HEARTBEAT.md says so, and ``summarize_failed`` is emitted (with the
-    ``job`` of its receipt when there is one).
-
-    Raises OSError when HEARTBEAT.md cannot be written.
-    """
-    HeartbeatManager(workspace).fail_task(reason)
-    details: dict[str, Any] = {"strategy": strategy} if strategy is not None else {}
-    if job is not None:
-        details["job"] = job
-    events.emit(workspace, "summarize_failed", reason=reason, **details)
-
-
-def record_receipt(workspace: Workspace, receipt: Receipt) -> None:
-    """Append a job's receipt; a receipt that cannot be written (a full disk, a symlink
-    in its place) is logged and does not change the job's outcome."""
-    try:
-        append_receipt(workspace, receipt)
-    except (OSError, UnsafePathError) as exc:
-        error = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        log.warning(
-            "receipt_unwritable", workspace=str(workspace.path), job=receipt.job, error=error
-        )
-
-
-def report_lost_job(
-    workspace: Workspace,
-    reason: str,
-    settings: Settings,
-    messages: int,
-    tokens: int,
-    trigger: str = "manual",
-) -> Receipt:
-    """A job that never reported back (its worker died): a failed receipt, then the usual
-    failure report. The start time is unknown: the receipt says when it was lost.
-
-    Raises OSError when HEARTBEAT.md cannot be written.
-    """
-    now = time.time()
-    receipt = build_receipt(
-        job=str(uuid.uuid4()),
-        strategy=settings.strategy,
-        started=now,
-        finished=now,
-        outcome="failed",
-        reason=reason,
-        before=(messages, tokens),
-        after=(messages, tokens),
-        prices=settings.prices,
-        trigger=trigger,
-    )
-    record_receipt(workspace, receipt)
-    report_failure(workspace, reason, settings.strategy, receipt.job)
-    return receipt
-
-
-@dataclass(frozen=True, slots=True)
-class JobClock:
-    """A job's id and when it started (epoch seconds), for its receipt."""
-
-    job: str
-    started: float
-    trigger: str = "manual"
-    """Why the job runs (JobRequest.reason), recorded in its receipt."""
-
-    @classmethod
-    def start(cls, trigger: str = "manual") -> JobClock:
-        return cls(str(uuid.uuid4()), time.time(), trigger)
-
-
 def _failed(
     workspace: Workspace,
     clock: JobClock,
@@ -218,17 +149,12 @@ def _failed(
 ) -> JobResult:
     """Report a failed job: its receipt first (with what its LLM calls cost, when the
     summarizer failed), then HEARTBEAT.md and the event."""
-    receipt = build_receipt(
-        job=clock.job,
-        trigger=clock.trigger,
-        strategy=strategy,
-        started=clock.started,
-        finished=time.time(),
-        outcome="failed",
-        reason=reason,
-        before=(base.messages_before, base.tokens_before),
-        after=(base.messages_before, base.tokens_before),
-        prices=settings.prices,
+    receipt = clock.unchanged_receipt(
+        settings,
+        strategy,
+        "failed",
+        reason,
+        (base.messages_before, base.tokens_before),
         model=error.model if error is not None else None,
         llm=error.usage if error is not None else None,
     )
@@ -353,11 +279,6 @@ def _run_locked(
         return _failed(workspace, clock, settings, strategy.name, base, reason)
 
 
-def pins_over_trigger_reason(pinned_tokens: int) -> str:
-    """Why a job cannot help when the pinned messages alone exceed the trigger (pure)."""
-    return f"pinned messages hold {pinned_tokens:,} tokens"
-
-
 def _pins_over_trigger(
     workspace: Workspace,
     request: JobRequest,
@@ -377,17 +298,12 @@ def _pins_over_trigger(
     reason = pins_over_trigger_reason(pinned_tokens)
     if request.dry_run:
         return replace(base, outcome="dry_run", reason=f"would do nothing: {reason}")
-    receipt = build_receipt(
-        job=clock.job,
-        trigger=clock.trigger,
-        strategy=strategy,
-        started=clock.started,
-        finished=time.time(),
-        outcome="ineffective",
-        reason=reason,
-        before=(base.messages_before, base.tokens_before),
-        after=(base.messages_before, base.tokens_before),
-        prices=settings.prices,
+    receipt = clock.unchanged_receipt(
+        settings,
+        strategy,
+        "ineffective",
+        reason,
+        (base.messages_before, base.tokens_before),
         pins_kept=pinned.pinned_count,
     )
     record_receipt(workspace, receipt)
@@ -550,7 +466,7 @@ def _commit_and_report(
         model=head.model,
         summarized=SummarizedSpan(
             plan.summarized_count,
-            *_span_ids(head.message, pinned.summarized),
+            *span_ids(head.message, pinned.summarized),
             archive,
             0,
             sum(end - start for start, end in archived),
@@ -635,18 +551,6 @@ def _index_in_background(workspace: Workspace) -> None:
     from memoryd.recall_index import update_index_in_background
 
     update_index_in_background(workspace.path)
-
-
-def _span_ids(message: dict[str, Any], summarized: Sequence[Line]) -> tuple[str | None, str | None]:
-    """The first and last message ids the new head stands for: the head's own ``firstId``
-    and ``lastId`` (so that receipts and the recall index agree), else the replaced lines'."""
-    first, last = message.get("firstId"), message.get("lastId")
-    if isinstance(first, str) and isinstance(last, str):
-        return first, last
-    ids = [
-        x.message["id"] for x in summarized if x.message and isinstance(x.message.get("id"), str)
-    ]
-    return (ids[0], ids[-1]) if ids else (None, None)
 
 
 def _read_range(path: Path, start: int) -> bytes:
