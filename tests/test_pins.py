@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import cli
 from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_messages
 
 from memoryd.conversation import split_lines
@@ -143,3 +144,17 @@ def test_nothing_to_do_when_everything_before_the_split_is_pinned(
     assert result.outcome == "nothing_to_do"
     assert "pinned" in result.reason
     assert (folder / "conversation.jsonl").read_bytes() == before
+
+
+def test_keep_first_from_the_workspace_config(workspace: WorkspaceFactory, tmp_path: Path) -> None:
+    """A workspace's own .memoryd/config.toml pins its task statement."""
+    folder = workspace(messages=conversation(pinned=()))
+    task = lines_of(folder)[0]
+    (folder / ".memoryd").mkdir(exist_ok=True)
+    (folder / ".memoryd" / "config.toml").write_text("keep_first = 1\n")
+    config = tmp_path / "memoryd.toml"
+    config.write_text('token_limit = 10000\n[summarizer]\nbackend = "extractive"\n')
+    code, _ = cli("--config", str(config), "summarize", str(folder), "--force")
+    assert code == 0
+    assert lines_of(folder)[1] == task
+    assert task not in archived(folder)
