@@ -64,7 +64,7 @@ def between(text: str, tag: str) -> str:
 
 
 @pytest.fixture
-def llm(monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic) -> FakeAnthropic:
+def commands_llm(monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic) -> FakeAnthropic:
     """`memoryd summarize` talks to the fake server (no retries), no drain window."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_anthropic.base_url)
@@ -202,7 +202,7 @@ def test_parse_names_every_missing_key() -> None:
 
 
 def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
-    workspace: WorkspaceFactory, llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+    workspace: WorkspaceFactory, commands_llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """First run: checkpoint.json v1 from the answer, with updated_at, compaction_info and
     stats; the conversation is one checkpoint message; the 20 originals are in the
@@ -211,7 +211,7 @@ def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
     folder = workspace(20, 1_000)
     first_lines = raw_lines(folder)
     budget_for(folder, 0.95, monkeypatch)
-    llm.push(Reply.ok(json.dumps(FIRST)), Reply.ok(f"```json\n{json.dumps(SECOND)}\n```"))
+    commands_llm.push(Reply.ok(json.dumps(FIRST)), Reply.ok(f"```json\n{json.dumps(SECOND)}\n```"))
 
     code, out = compact(folder)
 
@@ -234,7 +234,7 @@ def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
     assert "Use SQLite for storage" in head["content"]
     assert head["checkpoint"]["version"] == 1
     assert (folder / head["archive"]).read_bytes() == b"".join(first_lines)
-    assert "first compaction" in llm.message_requests[0].user_text
+    assert "first compaction" in commands_llm.message_requests[0].user_text
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()
     assert heartbeat.status == "completed"
     assert heartbeat.last_result == "compacted 20 messages into checkpoint v1"
@@ -256,7 +256,7 @@ def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
     assert saved["compaction_info"]["messages_compacted"] == 20
     assert saved["compaction_info"]["oldest_message_timestamp"] == 1_700_000_100_000
     assert saved["stats"] == {"total_compactions": 2, "total_messages": 40}
-    second_prompt = llm.message_requests[1].user_text
+    second_prompt = commands_llm.message_requests[1].user_text
     assert json.loads(between(second_prompt, "checkpoint")) == FIRST
     transcript = between(second_prompt, "transcript")
     assert "msg-0100" in transcript and "msg-0000" not in transcript
@@ -267,18 +267,18 @@ def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
 
 
 def test_lines_appended_while_the_llm_answers_stay_after_the_checkpoint(
-    workspace: WorkspaceFactory, llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+    workspace: WorkspaceFactory, commands_llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A writer appends 3 messages while the fake server delays its answer: they follow
     the checkpoint message byte for byte, and only the snapshotted lines are archived."""
     folder = workspace(20, 1_000)
     original = raw_lines(folder)
     budget_for(folder, 0.95, monkeypatch)
-    llm.push(Reply.ok(json.dumps(FIRST), delay=1.0))
+    commands_llm.push(Reply.ok(json.dumps(FIRST), delay=1.0))
     appended: list[dict[str, Any]] = []
 
     def writer() -> None:
-        wait_until(lambda: llm.message_requests, 20, "the LLM request", interval=0.01)
+        wait_until(lambda: commands_llm.message_requests, 20, "the LLM request", interval=0.01)
         for i in range(3):
             appended.append(append_message(folder, "user", f"late message {i}"))
 
@@ -309,20 +309,23 @@ FAILURES: dict[str, Callable[[], Reply]] = {
 
 @pytest.mark.parametrize("failure", FAILURES, ids=list(FAILURES))
 def test_a_bad_or_failed_answer_changes_neither_file(
-    failure: str, workspace: WorkspaceFactory, llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+    failure: str,
+    workspace: WorkspaceFactory,
+    commands_llm: FakeAnthropic,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """After a good first compaction, a malformed or failed second answer leaves
     conversation.jsonl and checkpoint.json byte-identical; exit 1; HEARTBEAT.md failed."""
     folder = workspace(20, 1_000)
     budget_for(folder, 0.95, monkeypatch)
-    llm.push(Reply.ok(json.dumps(FIRST)))
+    commands_llm.push(Reply.ok(json.dumps(FIRST)))
     assert compact(folder)[0] == 0
     for i in range(20):
         append_message(folder, ("user", "assistant")[i % 2], "y" * 1_000)
     conversation_before = conversation(folder)
     checkpoint_before = (folder / "checkpoint.json").read_bytes()
     archives_before = sorted(os.listdir(folder / ".memoryd" / "archive"))
-    llm.set_default(FAILURES[failure]())
+    commands_llm.set_default(FAILURES[failure]())
 
     code, out = compact(folder)
 
@@ -339,14 +342,14 @@ def test_a_bad_or_failed_answer_changes_neither_file(
 
 
 def test_a_failed_first_compaction_creates_no_checkpoint_file(
-    workspace: WorkspaceFactory, llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+    workspace: WorkspaceFactory, commands_llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no checkpoint yet, a malformed answer leaves the conversation byte-identical
     and writes no checkpoint.json."""
     folder = workspace(20, 1_000)
     before = conversation(folder)
     budget_for(folder, 0.95, monkeypatch)
-    llm.set_default(Reply.ok("[]"))
+    commands_llm.set_default(Reply.ok("[]"))
     assert compact(folder)[0] == 1
     assert conversation(folder) == before
     assert not (folder / "checkpoint.json").exists()
@@ -577,7 +580,7 @@ def test_daemon_compacts_a_checkpoint_workspace_once_usage_passes_90_percent(
 
 
 def test_switching_to_checkpoint_folds_a_narrative_summary_into_the_prompt(
-    workspace: WorkspaceFactory, llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+    workspace: WorkspaceFactory, commands_llm: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A workspace that used the narrative strategy starts with a summary message but has
     no checkpoint: its first compaction passes that summary to the LLM with the messages
@@ -593,12 +596,12 @@ def test_switching_to_checkpoint_folds_a_narrative_summary_into_the_prompt(
         "archive": ".memoryd/archive/old.jsonl",
     }
     (folder / "conversation.jsonl").write_bytes(encode_lines([summary]) + conversation(folder))
-    llm.push(Reply.ok(json.dumps(FIRST)))
+    commands_llm.push(Reply.ok(json.dumps(FIRST)))
 
     code, out = compact(folder, "--force")
 
     assert code == 0, out
-    transcript = between(llm.message_requests[0].user_text, "transcript")
+    transcript = between(commands_llm.message_requests[0].user_text, "transcript")
     assert "The team chose Rust for the CLI." in transcript
     saved = checkpoint_file(folder)
     assert saved["compaction_info"]["messages_compacted"] == 10
