@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 from daemon_harness import (
     Processes,
+    children,
+    cmdline,
     group_members,
+    pool_workers,
     read_state,
     wait_until,
 )
@@ -193,3 +196,33 @@ def test_a_failing_notify_socket_is_reported_once(tmp_path: Path) -> None:
     assert len(failed) == 1
     assert (failed[0]["log_level"], failed[0]["message"]) == ("warning", "WATCHDOG")
     assert failed[0]["error"] == "No such file or directory"
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_whole_process_group_after_a_job_stops_within_seconds(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """``timeout`` and a terminal signal the whole process group: the forkserver dies of
+    SIGTERM, the executor then reads its worker as exited although the worker (which
+    ignores SIGTERM) runs on holding the resource tracker's pipe. The stop must still kill
+    that worker and end within seconds, exit 0, leaving nothing of the group alive."""
+    root = tmp_path / "root"
+    write_lines(root / "ws", "w", 45)
+    env = {"MEMORYD_SUMMARIZER__BACKEND": "extractive", "MEMORYD_TOKEN_LIMIT": "3000"}
+    daemon = procs.daemon([root], tmp_path, env)
+    daemon.wait_ready()
+    daemon.wait_log("job_finished")
+    wait_until(lambda: pool_workers(daemon.pid), 20, "a pool worker (it outlives its job)")
+
+    workers = pool_workers(daemon.pid)
+    (forkserver,) = [pid for pid in children(daemon.pid) if "forkserver" in cmdline(pid)]
+
+    # The group's signal reaches the forkserver first here, so the executor has surely
+    # seen it die (and given up on its workers) before the daemon stops.
+    os.kill(forkserver, signal.SIGTERM)
+    wait_until(lambda: forkserver not in children(daemon.pid), 10, "the forkserver reaped")
+    assert all(Path(f"/proc/{pid}").exists() for pid in workers)
+    pgid = daemon.pid
+    os.killpg(pgid, signal.SIGTERM)
+    assert daemon.wait_exit(10) == 0
+    wait_until(lambda: group_members(pgid) == [], 5, "every process of the group gone")

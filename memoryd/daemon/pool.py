@@ -19,6 +19,8 @@ import contextlib
 import itertools
 import multiprocessing
 import os
+import signal
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -240,6 +242,12 @@ class WorkerPool:
         left for systemd to kill."""
         generations = [*self._retired, *([self._current] if self._current else [])]
         for generation in generations:
+            # Every process the generation ever had, not only the executor's current
+            # table: an executor that broke (its forkserver killed by a signal to the
+            # whole process group, say) has emptied that table, yet its idle workers live
+            # on and keep the resource tracker's pipe open.
+            self._fix_processes(generation)
+            _kill_processes(list(generation.processes.values()))
             _kill(generation.executor)
             generation.executor.shutdown(wait=True, cancel_futures=True)
         self._current = None
@@ -253,21 +261,69 @@ def _kill(executor: ProcessPoolExecutor) -> None:
     # 3.11 has no public API for it (3.14 adds kill_workers()).
     # Joined too: a killed worker's locks are free once it is gone, so a job retried at
     # once does not find its workspace busy.
-    processes: list[Any] = list((getattr(executor, "_processes", None) or {}).values())
+    _kill_processes(list((getattr(executor, "_processes", None) or {}).values()))
+
+
+def _kill_processes(processes: list[Any]) -> None:
     for process in processes:
         with contextlib.suppress(Exception):
             process.kill()
+        # A worker whose forkserver died reads as exited (its sentinel pipe came from the
+        # forkserver), so kill() above skips it although it runs on.
+        with contextlib.suppress(Exception):
+            if process.exitcode is not None and _is_forkserver_child(process.pid):
+                os.kill(process.pid, signal.SIGKILL)
     for process in processes:
         with contextlib.suppress(Exception):
             process.join(timeout=KILL_WAIT)
 
 
-def _stop_helpers() -> None:
-    """Stop the forkserver and the resource tracker (private APIs, present since 3.8)."""
-    from multiprocessing import forkserver, resource_tracker
+def _is_forkserver_child(pid: int) -> bool:
+    """Is ``pid`` alive and a process forked by a forkserver (a worker, not a reused pid)?"""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"multiprocessing.forkserver" in cmdline.read()
+    except OSError:
+        return False
 
-    for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
-        stop = getattr(helper, "_stop", None)
-        if stop is not None:
-            with contextlib.suppress(Exception):
-                stop()
+
+def _stop_helpers() -> None:
+    """Stop the forkserver and the resource tracker, each within ``KILL_WAIT``.
+
+    Both stop when the daemon closes its end of their pipe. The standard library's own
+    ``_stop()`` then waits for them without a limit, and the tracker only sees the end of
+    its pipe once every process holding a copy has gone: a worker that outlived its
+    forkserver would hold the stop forever. So: close, wait a bounded time, then kill.
+    Private attributes, present since Python 3.8.
+    """
+    from multiprocessing import forkserver, resource_tracker, util
+
+    server: Any = forkserver._forkserver
+    with contextlib.suppress(Exception):
+        pid, fd = server._forkserver_pid, server._forkserver_alive_fd
+        address = server._forkserver_address
+        server._forkserver_pid = server._forkserver_alive_fd = None
+        server._forkserver_address = None
+        _close_and_reap(pid, fd)
+        if address and not util.is_abstract_socket_namespace(address):
+            os.unlink(address)
+    tracker: Any = resource_tracker._resource_tracker
+    with contextlib.suppress(Exception):
+        pid, fd = tracker._pid, tracker._fd
+        tracker._pid = tracker._fd = None
+        _close_and_reap(pid, fd)
+
+
+def _close_and_reap(pid: int | None, fd: int | None) -> None:
+    """Close a helper's pipe (asking it to stop) and reap it; SIGKILL it past KILL_WAIT."""
+    if fd is not None:
+        os.close(fd)
+    if pid is None:
+        return
+    deadline = time.monotonic() + KILL_WAIT
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG) != (0, 0):
+            return
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
