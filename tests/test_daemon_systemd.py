@@ -220,9 +220,18 @@ def test_sigterm_to_the_whole_process_group_after_a_job_stops_within_seconds(
     # The group's signal reaches the forkserver first here, so the executor has surely
     # seen it die (and given up on its workers) before the daemon stops.
     os.kill(forkserver, signal.SIGTERM)
-    wait_until(lambda: forkserver not in children(daemon.pid), 10, "the forkserver reaped")
+    wait_until(lambda: _exited(forkserver), 10, "the forkserver to die")
     assert all(Path(f"/proc/{pid}").exists() for pid in workers)
     pgid = daemon.pid
     os.killpg(pgid, signal.SIGTERM)
     assert daemon.wait_exit(10) == 0
     wait_until(lambda: group_members(pgid) == [], 5, "every process of the group gone")
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie its parent has not reaped yet."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
