@@ -91,10 +91,14 @@ def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: boo
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in (header, *rows)
     ]
-    unpriced = f" ({totals.unpriced_jobs} jobs at unknown prices)" if totals.unpriced_jobs else ""
+    unpriced = f" ({_jobs(totals.unpriced_jobs)} at unknown prices)" if totals.unpriced_jobs else ""
     lines.append(
-        f"{totals.jobs} jobs ({totals.completed} completed, {totals.ineffective} ineffective, "
+        f"{_jobs(totals.jobs)} ({totals.completed} completed, {totals.ineffective} ineffective, "
         f"{totals.failed} failed): {totals.tokens_saved:,} tokens saved, "
         f"{totals.llm_tokens:,} LLM tokens, ${totals.cost_usd:.4f}{unpriced}"
     )
     return "\n".join(lines)
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"

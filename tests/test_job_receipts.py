@@ -239,7 +239,7 @@ def test_history_of_a_workspace_and_of_a_root(
 
     code, table = cli("history", str(first))
     assert code == 0
-    assert "1 jobs (1 completed, 0 ineffective, 0 failed)" in table
+    assert "1 job (1 completed, 0 ineffective, 0 failed)" in table
     code, output = cli("history", str(tmp_path / "root"), "--json")
     assert code == 0
     listed = json.loads(output)

@@ -109,7 +109,7 @@ def test_totals_count_saved_tokens_and_cost() -> None:
     assert totals.unpriced_jobs == 1
     table = render_history(receipts, totals, many=False)
     assert "10,000 tokens saved" in table and "$0.0061" in table
-    assert "1 jobs at unknown prices" in table
+    assert "1 job at unknown prices" in table
 
 
 def test_latest_keeps_the_most_recent() -> None:
