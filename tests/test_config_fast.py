@@ -30,7 +30,7 @@ STATUS_FIELDS = (
     "max_line_bytes",
     "stale_after",
 )
-SPECIAL_KINDS = {
+OWN_KINDS = {
     "roots": "roots",
     "log_level": "log_level",
     "anthropic.default_headers": "headers",
@@ -51,7 +51,7 @@ def models(model: type[BaseModel]) -> list[type[BaseModel]]:
 def derived_fields(model: type[BaseModel], prefix: str = "") -> dict[str, tuple[str, Any, Any]]:
     """The table FIELDS should be, derived from the pydantic model: a field with its own
     validator, or one that a model validator checks, is "validated" unless the fast path
-    knows the validator (SPECIAL_KINDS)."""
+    knows the validator (OWN_KINDS)."""
     table: dict[str, tuple[str, Any, Any]] = {}
     decorators = model.__pydantic_decorators__
     validated = {field for d in decorators.field_validators.values() for field in d.info.fields}
@@ -64,7 +64,7 @@ def derived_fields(model: type[BaseModel], prefix: str = "") -> dict[str, tuple[
             continue
         default = info.get_default(call_default_factory=True)
         bounds: list[tuple[str, float]] = []
-        kind = SPECIAL_KINDS.get(key) or ("validated" if name in validated else None)
+        kind = OWN_KINDS.get(key) or ("validated" if name in validated else None)
         for rule in info.metadata:
             for op in ("gt", "ge", "lt", "le"):
                 if getattr(rule, op, None) is not None:
