@@ -36,8 +36,8 @@ if TYPE_CHECKING:
         get_threshold_action,
         should_emit_event,
     )
+    from memoryd.store_compaction import CompactionReport
     from memoryd.stores import (
-        CompactionReport,
         compact,
         read_entries,
         record_task_bookmark,
@@ -71,8 +71,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "get_threshold_action",
         "should_emit_event",
     ),
+    "memoryd.store_compaction": ("CompactionReport",),
     "memoryd.stores": (
-        "CompactionReport",
         "compact",
         "read_entries",
         "record_task_bookmark",

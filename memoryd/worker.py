@@ -22,6 +22,7 @@ from memoryd.errors import MemorydError
 from memoryd.fsutil import pid_alive
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.logs import configure_logging
+from memoryd.store_compaction import CompactionReport
 from memoryd.workspace import Workspace
 
 ORPHAN_CHECK_SECONDS = 1.0
@@ -73,7 +74,7 @@ def _exit_with_daemon(daemon_pid: int) -> None:
             os._exit(0)
 
 
-def compact_stores_job(workspace: Path, settings: Settings) -> stores.CompactionReport:
+def compact_stores_job(workspace: Path, settings: Settings) -> CompactionReport:
     """Worker side of a memory-store compaction, with HEARTBEAT.md like any job."""
     heartbeat = HeartbeatManager(Workspace(workspace))
     try:

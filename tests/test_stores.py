@@ -24,19 +24,21 @@ from memoryd.commit import Part
 from memoryd.errors import InputError
 from memoryd.events import iso_ms, read_events
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.stores import (
+from memoryd.store_compaction import (
     archived_parts,
     bookmark_summary,
-    compact,
-    load_store,
-    parse_store,
     plan_compaction,
-    read_entries,
-    record_task_bookmark,
     rewritten_head,
-    stores_needing_compaction,
     summary_date,
     todo_summary,
+)
+from memoryd.store_entries import parse_store
+from memoryd.stores import (
+    compact,
+    load_store,
+    read_entries,
+    record_task_bookmark,
+    stores_needing_compaction,
     write_entry,
 )
 from memoryd.workspace import Workspace

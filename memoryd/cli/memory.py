@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from memoryd import stores
 from memoryd.cli.common import load_config, log_to_stderr
 from memoryd.errors import InputError
+from memoryd.store_entries import STORES, check_store, newest_entries
 
 _JSON_KINDS: dict[type, str] = {
     list: "an array",
@@ -56,7 +57,7 @@ def _write_json(out: TextIO, result: object) -> None:
 
 def handle_write(args: argparse.Namespace, out: TextIO) -> int:
     """``memory write``: append one entry and print the write result."""
-    stores.check_store(args.store)
+    check_store(args.store)
     entry = parse_entry(args.entry)
     threshold = memory_setting(args, "threshold")
     _write_json(out, stores.write_entry(args.workspace, args.store, entry, threshold))
@@ -71,7 +72,7 @@ def handle_read(args: argparse.Namespace, out: TextIO) -> int:
         {
             "store": args.store,
             "total": len(entries),
-            "entries": stores.newest_entries(entries, args.last),
+            "entries": newest_entries(entries, args.last),
             "malformed_lines": [e.line_no for e in entries if e.value is None],
         },
     )
@@ -113,7 +114,7 @@ def _add_threshold(parser: argparse.ArgumentParser, what: str) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``memory write|read|compact`` and their arguments."""
-    store_help = f"the store: {', '.join(stores.STORES)}"
+    store_help = f"the store: {', '.join(STORES)}"
     parser.description = "Append to, read and compact the memory stores of a workspace."
     actions = parser.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
 

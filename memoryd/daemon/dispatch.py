@@ -30,6 +30,7 @@ from memoryd.job import (
     summarizer_env,
 )
 from memoryd.policy import detect_threshold, usage_ratio
+from memoryd.store_compaction import CompactionReport
 from memoryd.summarizers.base import choose_backend
 from memoryd.tracked import Tracked, job_due_now, job_lost, settle
 from memoryd.worker import compact_stores_job
@@ -271,7 +272,7 @@ class JobDispatch(DaemonParts):
                 hook.finished(tracked, result, now)
         else:
             tracked.running = False
-            counts = result.counts() if isinstance(result, stores.CompactionReport) else {}
+            counts = result.counts() if isinstance(result, CompactionReport) else {}
             log.info("memory_compacted", workspace=str(path), **counts)
         tracked.state_numbers = None
         self.process(tracked, now)
