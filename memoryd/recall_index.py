@@ -86,7 +86,7 @@ def _create_file(path: Path) -> None:
         os.close(open_in(path.parents[1], path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, lock: Path) -> sqlite3.Connection:
     # mode=rw: SQLite never creates the file itself (we did, with mode 0600); its -wal and
     # -shm files take the database file's mode.
     conn = sqlite3.connect(
@@ -97,7 +97,12 @@ def _connect(path: Path) -> sqlite3.Connection:
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            # Two connections turning a new file to WAL at once can each hold a shared
+            # lock and want an exclusive one; SQLite answers "database is locked" at once
+            # instead of waiting. One at a time, under the writers' index lock.
+            with flocked(lock, root=lock.parents[1]):
+                conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         conn.close()
@@ -233,7 +238,7 @@ def with_index(workspace: Workspace, use: Callable[[sqlite3.Connection], T]) -> 
     for attempt in (1, 2):
         try:
             _create_file(path)
-            conn = _connect(path)
+            conn = _connect(path, lock)
             try:
                 _schema_ok(conn, lock)
                 _sync(conn, workspace, lock)

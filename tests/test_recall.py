@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,31 @@ def test_expand_refuses_unknown_ids_and_explains_a_summary_id(history: Path) -> 
         expand(history, summary["id"])
     with pytest.raises(UsageError):
         expand(history, "msg-0001", before=-1)
+
+
+def test_indexers_that_start_together_on_a_new_index_all_succeed(history: Path) -> None:
+    """Three threads create the same new index at once (a worker after its job, a recall,
+    another recall), fifty times over: none is refused with "database is locked"."""
+    errors: list[MemorydError] = []
+
+    def index(start: threading.Barrier) -> None:
+        start.wait()
+        try:
+            update_index(history)
+        except MemorydError as exc:
+            errors.append(exc)
+
+    for _round in range(50):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{history}/.memoryd/index.sqlite{suffix}").unlink(missing_ok=True)
+        start = threading.Barrier(3)
+        threads = [threading.Thread(target=index, args=(start,)) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+    assert ids(recall(history, "mark0007q")) == ["msg-0007"]
 
 
 def test_a_deleted_index_is_rebuilt(history: Path) -> None:
