@@ -134,7 +134,7 @@ def recall(
                 raise
             log.warning("recall_skipped_workspace", workspace=str(folder), reason=str(exc))
             continue
-        hits.extend(found or [])
+        hits.extend(hit for part in found for hit in part)
     hits.sort(key=lambda hit: (-hit.score, -(hit.timestamp or 0)))
     return hits[:limit]
 
@@ -176,7 +176,9 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
     if not folder.is_dir():
         raise InputError(f"{folder}: no such workspace folder")
     ws = Workspace(folder.absolute())
-    where = _live_line(ws, id) or with_index(ws, lambda conn: _archived_line(conn, id))
+    where = _live_line(ws, id) or next(
+        filter(None, with_index(ws, lambda conn: _archived_line(conn, id))), None
+    )
     lines = context(ws, *where, before, after) if where else None
     if lines is None:
         raise MemorydError(f"{id}: no message with this id in {folder} (live or archived)")

@@ -86,7 +86,8 @@ def _create_file(path: Path) -> None:
         os.close(open_in(path.parents[1], path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
-def _connect(path: Path, lock: Path) -> sqlite3.Connection:
+def _connect(path: Path) -> sqlite3.Connection:
+    """A writer's connection; the caller holds ``index.lock``."""
     # mode=rw: SQLite never creates the file itself (we did, with mode 0600); its -wal and
     # -shm files take the database file's mode.
     conn = sqlite3.connect(
@@ -97,12 +98,10 @@ def _connect(path: Path, lock: Path) -> sqlite3.Connection:
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            # Two connections turning a new file to WAL at once can each hold a shared
-            # lock and want an exclusive one; SQLite answers "database is locked" at once
-            # instead of waiting. One at a time, under the writers' index lock.
-            with flocked(lock, root=lock.parents[1]):
-                conn.execute("PRAGMA journal_mode = WAL")
+        # Two connections turning a new file to WAL at once can each hold a shared lock
+        # and want an exclusive one; SQLite answers "database is locked" at once instead
+        # of waiting. Hence only under the writers' index lock, and readers never do it.
+        conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         conn.close()
@@ -110,8 +109,11 @@ def _connect(path: Path, lock: Path) -> sqlite3.Connection:
     return conn
 
 
-def _schema_ok(conn: sqlite3.Connection, lock: Path) -> None:
-    """Create the schema in a new file; raise _Rebuild for a file that is not our index."""
+def _schema_ok(conn: sqlite3.Connection) -> None:
+    """Create the schema in a new file; raise _Rebuild for a file that is not our index.
+
+    The caller holds ``index.lock``.
+    """
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if (app_id, version) == (APPLICATION_ID, SCHEMA_VERSION):
@@ -119,19 +121,21 @@ def _schema_ok(conn: sqlite3.Connection, lock: Path) -> None:
     tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
     if app_id or version or tables:
         raise _Rebuild("foreign schema")
-    with flocked(lock, root=lock.parents[1]):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _create_schema(conn)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def _missing(conn: sqlite3.Connection, on_disk: Sequence[ArchiveFile]) -> list[ArchiveFile]:
@@ -195,54 +199,45 @@ def _index_archive(conn: sqlite3.Connection, workspace: Workspace, archive: Arch
     return count
 
 
-def _sync(conn: sqlite3.Connection, workspace: Workspace, lock: Path) -> int:
-    """Index every archive not indexed yet; returns the messages added."""
-    if not _missing(conn, archive_files(workspace)):
-        return 0
-    added = 0
-    with flocked(lock, root=lock.parents[1]):
-        started = time.monotonic()
-        missing = _missing(conn, archive_files(workspace))  # another process may have done it
-        for archive in missing:
-            added += _index_archive(conn, workspace, archive)
-        if missing:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            log.info(
-                "index_updated",
-                workspace=str(workspace.path),
-                archives=len(missing),
-                bytes=sum(archive.size for archive in missing),
-                messages=added,
-                seconds=round(time.monotonic() - started, 3),
-            )
+def _sync(conn: sqlite3.Connection, workspace: Workspace) -> int:
+    """Index every archive not indexed yet; returns the messages added (lock held)."""
+    started = time.monotonic()
+    missing = _missing(conn, archive_files(workspace))
+    added = sum(_index_archive(conn, workspace, archive) for archive in missing)
+    if missing:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        log.info(
+            "index_updated",
+            workspace=str(workspace.path),
+            archives=len(missing),
+            bytes=sum(archive.size for archive in missing),
+            messages=added,
+            seconds=round(time.monotonic() - started, 3),
+        )
     return added
 
 
-def _remove_index(path: Path, lock: Path, reason: str, workspace: Workspace) -> None:
-    with flocked(lock, root=lock.parents[1]):
-        for suffix in ("", *SIDE_FILES):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{path}{suffix}")
+def _remove_index(path: Path, reason: str, workspace: Workspace) -> None:
+    for suffix in ("", *SIDE_FILES):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
     log.info("index_rebuilding", workspace=str(workspace.path), reason=reason)
 
 
-def with_index(workspace: Workspace, use: Callable[[sqlite3.Connection], T]) -> T | None:
-    """Run ``use`` on the up-to-date index of ``workspace``; None when it has no archive.
+def _bring_up_to_date(workspace: Workspace, path: Path) -> int:
+    """Create, check and extend the index (``index.lock`` held); returns what it holds.
 
     A missing, foreign, stale or corrupt index is rebuilt from the archive once.
     """
-    if not archive_files(workspace):
-        return None
-    path = index_path(workspace)
-    lock = workspace.meta / "index.lock"
     for attempt in (1, 2):
         try:
             _create_file(path)
-            conn = _connect(path, lock)
+            conn = _connect(path)
             try:
-                _schema_ok(conn, lock)
-                _sync(conn, workspace, lock)
-                return use(conn)
+                _schema_ok(conn)
+                _sync(conn, workspace)
+                total: int = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+                return total
             finally:
                 conn.close()
         except _Rebuild as exc:
@@ -255,8 +250,93 @@ def with_index(workspace: Workspace, use: Callable[[sqlite3.Connection], T]) -> 
             raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
         if attempt == 2:
             raise MemorydError(f"{path}: cannot be rebuilt ({reason})")
-        _remove_index(path, lock, reason, workspace)
-    return None  # not reached: the loop returns or raises
+        _remove_index(path, reason, workspace)
+    return 0  # not reached: the loop returns or raises
+
+
+def _is_wal(path: Path) -> bool:
+    """True when ``path`` is an SQLite file in WAL mode (header bytes 18-19 are 2).
+
+    A symlink at the index or its side files is never followed (see _create_file).
+    """
+    if any(Path(f"{path}{suffix}").is_symlink() for suffix in ("", *SIDE_FILES)):
+        return False
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x02\x02"
+
+
+def _indexed_sizes(conn: sqlite3.Connection) -> dict[str, int] | None:
+    """The archives ``conn`` indexed, or None when it is not our index."""
+    ours = conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    return dict(conn.execute("SELECT name, size FROM archives").fetchall()) if ours else None
+
+
+def _read_only(workspace: Workspace, path: Path, use: Callable[[sqlite3.Connection], T]) -> list[T]:
+    """``use`` on what is indexed plus, in memory, what is not indexed yet.
+
+    For a reader while another process holds ``index.lock``: it never takes a write lock
+    (WAL readers need none), so it never waits for the indexer nor fails on it
+    (docs/design.md#recall). An index it cannot read counts as empty.
+    """
+    on_disk = archive_files(workspace)
+    results: list[T] = []
+    indexed: dict[str, int] = {}
+    if _is_wal(path):
+        try:
+            conn = sqlite3.connect(
+                f"file:{urllib.parse.quote(str(path))}?mode=rw",
+                uri=True,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+            )
+            try:
+                conn.execute("BEGIN")  # one snapshot for the check and the query
+                found = _indexed_sizes(conn)
+                sizes = {archive.name: archive.size for archive in on_disk}
+                if found is not None and all(sizes.get(n) == s for n, s in found.items()):
+                    indexed = found
+                    results.append(use(conn))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            log.info("index_unreadable", workspace=str(workspace.path), reason=str(exc)[:200])
+            indexed, results = {}, []
+    pending = [archive for archive in on_disk if archive.name not in indexed]
+    if pending:
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            _create_schema(memory)
+            for archive in pending:
+                _index_archive(memory, workspace, archive)
+            results.insert(0, use(memory))  # the newest archives first
+        finally:
+            memory.close()
+    return results
+
+
+def with_index(workspace: Workspace, use: Callable[[sqlite3.Connection], T]) -> list[T]:
+    """Run ``use`` on the index of ``workspace``: one result per source, newest first.
+
+    Empty when the workspace has no archive. When no other process is indexing, the index
+    is brought up to date first and is the one source; otherwise the reader does not wait:
+    it reads what is indexed and indexes the rest in memory (see _read_only).
+    """
+    if not archive_files(workspace):
+        return []
+    path = index_path(workspace)
+    lock = workspace.meta / "index.lock"
+    try:
+        with flocked(lock, root=workspace.path, blocking=False) as held:
+            if held:
+                _bring_up_to_date(workspace, path)
+        return _read_only(workspace, path, use)
+    except OSError as exc:
+        raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
 
 
 def update_index(workspace: Path) -> int:
@@ -265,11 +345,15 @@ def update_index(workspace: Path) -> int:
     The number of messages indexed (0 for a workspace with no archive: nothing created).
     """
 
-    def count(conn: sqlite3.Connection) -> int:
-        total: int = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-        return total
-
-    return with_index(Workspace(Path(workspace)), count) or 0
+    ws = Workspace(Path(workspace))
+    if not archive_files(ws):
+        return 0
+    path = index_path(ws)
+    try:
+        with flocked(ws.meta / "index.lock", root=ws.path):
+            return _bring_up_to_date(ws, path)
+    except OSError as exc:
+        raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
 
 
 INDEX_RETRY_DELAYS = (0.5, 2.0, 5.0)
