@@ -12,7 +12,9 @@ writers keep appending. The protocol:
    snapshot, a torn tail included; fsync (never rename after a failed fsync); rename;
    fsync the folder; turn the pending archive into a final one; release the lock;
 5. keep the old inode open for a short drain window and carry over any line that a
-   writer which does not lock still put there.
+   writer which does not lock still put there; a hard link (a drain mark, see
+   :mod:`memoryd.draining`) made before the rename keeps it reachable until then, so a
+   crash inside the window loses nothing either.
 
 A crash at any point leaves either the old file (plus a pending archive and a temp file,
 both removed by :func:`recover`) or the new one (plus a pending archive that
@@ -36,6 +38,7 @@ from pathlib import Path
 
 import structlog
 
+from memoryd.draining import DrainMark, salvage
 from memoryd.errors import CommitAborted, UnsafePathError
 from memoryd.fsutil import (
     NEW_FILE_FLAGS,
@@ -279,6 +282,7 @@ def rewrite(
     final: Path | None = None
     final_name = archive.name if archive is not None else ""
     renamed = False
+    mark: DrainMark | None = None
     try:
         folder = _open_folder(root, path.parent)
         current = os.fstat(src).st_size
@@ -305,6 +309,8 @@ def rewrite(
                 os.fchmod(dst, snapshot.mode)
                 os.fsync(dst)
                 step("fsynced")
+                mark = DrainMark.create(root, folder, path, snapshot.ino, end)
+                step("marked")
                 os.rename(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
                 renamed = True
                 step("renamed")
@@ -320,12 +326,12 @@ def rewrite(
             os.close(dst)
         salvaged = 0
         if on_salvaged is None:
-            salvaged = _drain_safely(src, end, snapshot, lock, drain_seconds)
+            salvaged = _drain_safely(src, end, snapshot, lock, drain_seconds, mark)
         else:
             drained_fd, src = src, -1  # the thread owns the old inode's descriptor now
             threading.Thread(
                 target=_drain_then_report,
-                args=(drained_fd, end, snapshot, lock, drain_seconds, on_salvaged),
+                args=(drained_fd, end, snapshot, lock, drain_seconds, mark, on_salvaged),
                 name="memoryd-drain",
             ).start()
         return CommitResult(
@@ -344,6 +350,8 @@ def rewrite(
         if src >= 0:
             os.close(src)
         if not renamed:
+            if mark is not None:
+                mark.remove()  # only a second name of the untouched original
             for leftover_folder, leftover in ((folder, tmp), (archive_folder, pending)):
                 if leftover_folder >= 0 and leftover is not None:
                     with contextlib.suppress(FileNotFoundError):
@@ -369,14 +377,31 @@ def _write_archive(src: int, folder: int, pending: str, parts: Sequence[Part]) -
     os.fsync(folder)
 
 
-def _drain_safely(old: int, copied_to: int, snapshot: Snapshot, lock: Path, seconds: float) -> int:
+def _drain_safely(
+    old: int,
+    copied_to: int,
+    snapshot: Snapshot,
+    lock: Path,
+    seconds: float,
+    mark: DrainMark | None,
+) -> int:
     try:
-        return _drain(old, copied_to, snapshot, lock, seconds)
+        salvaged = _drain(old, copied_to, snapshot, lock, seconds, mark)
     except (OSError, UnsafePathError) as exc:
-        # The rename is done and cannot be undone: report, don't fail a finished job.
+        # The rename is done and cannot be undone: report, don't fail a finished job. The
+        # mark stays: the next recovery carries what the drain could not.
+        if mark is not None:
+            mark.abandon()
         error = exc.strerror if isinstance(exc, OSError) else str(exc)
         log.warning("drain_failed", path=str(snapshot.path), error=error or str(exc))
         return 0
+    if mark is not None:
+        try:
+            mark.remove()
+        except (OSError, UnsafePathError) as exc:
+            mark.abandon()
+            log.warning("drain_mark_not_removed", path=str(snapshot.path), error=str(exc))
+    return salvaged
 
 
 def _drain_then_report(
@@ -385,10 +410,11 @@ def _drain_then_report(
     snapshot: Snapshot,
     lock: Path,
     seconds: float,
+    mark: DrainMark | None,
     on_salvaged: Callable[[int], None],
 ) -> None:
     try:
-        salvaged = _drain_safely(old, copied_to, snapshot, lock, seconds)
+        salvaged = _drain_safely(old, copied_to, snapshot, lock, seconds, mark)
     finally:
         os.close(old)
     if salvaged:
@@ -398,12 +424,21 @@ def _drain_then_report(
             log.warning("salvage_report_failed", path=str(snapshot.path), error=type(exc).__name__)
 
 
-def _drain(old: int, copied_to: int, snapshot: Snapshot, lock: Path, seconds: float) -> int:
+def _drain(
+    old: int,
+    copied_to: int,
+    snapshot: Snapshot,
+    lock: Path,
+    seconds: float,
+    mark: DrainMark | None,
+) -> int:
     """Carry over lines that writers which do not lock put into the replaced inode.
 
     Complete lines are carried as they appear; a fragment still open at the end of the
     window is carried too, so that the rest of its line, if it ever comes, follows it.
-    Returns the number of complete lines carried.
+    The drain mark follows what was carried (a crash between the two repeats those
+    lines at recovery rather than losing them). Returns the number of complete lines
+    carried.
     """
     deadline = time.monotonic() + seconds
     salvaged = 0
@@ -418,6 +453,8 @@ def _drain(old: int, copied_to: int, snapshot: Snapshot, lock: Path, seconds: fl
                 append_locked(snapshot.path, snapshot.root, lock, data)
                 salvaged += data.count(b"\n")
                 copied_to = upto
+                if mark is not None:
+                    mark.advance(copied_to)
         if expired:
             return salvaged
         time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
@@ -440,6 +477,8 @@ class Recovery:
     temp_files_removed: int
     archives_finalised: int
     archives_discarded: int
+    lines_salvaged: int = 0
+    """Lines a crashed drain left in a replaced file, now appended (see draining)."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -476,11 +515,14 @@ def recover(workspace: Workspace) -> Recovery:
 
     Temp files of dead processes are removed. A pending archive is finalised when its
     commit reached the rename (the target now has the temp file's inode) and discarded
-    otherwise (its lines are still in the target). Leftovers of live processes — another
-    daemon or a one-shot command mid-commit — are left alone. No symlink below the
-    workspace is followed (UnsafePathError).
+    otherwise (its lines are still in the target). What a process that died in its drain
+    window left in the replaced file is appended to the live one (the drain mark says
+    from where). Leftovers of live processes — another daemon or a one-shot command
+    mid-commit — are left alone. No symlink below the workspace is followed
+    (UnsafePathError).
     """
     root = workspace.path
+    salvaged = salvage(workspace)
     removed = finalised = discarded = 0
     for folder in (workspace.path, workspace.memory_dir, workspace.meta):
         with _existing_folder(root, folder) as fd:
@@ -519,7 +561,7 @@ def recover(workspace: Workspace) -> Recovery:
                     discarded += 1
             if finalised or discarded:
                 os.fsync(fd)
-    return Recovery(removed, finalised, discarded)
+    return Recovery(removed, finalised, discarded, salvaged)
 
 
 __all__ = [

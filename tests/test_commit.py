@@ -27,6 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from daemon_harness import wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,7 +55,14 @@ writers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(writers)
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-STEPS_BEFORE_RENAME = ("archive_written", "head_written", "locked", "tail_copied", "fsynced")
+STEPS_BEFORE_RENAME = (
+    "archive_written",
+    "head_written",
+    "locked",
+    "tail_copied",
+    "fsynced",
+    "marked",
+)
 ALL_STEPS = (*STEPS_BEFORE_RENAME, "renamed", "archive_final")
 
 
@@ -135,6 +143,8 @@ def leftovers(ws: Workspace) -> list[str]:
             found += [p.name for p in folder.iterdir() if TEMP_MARK in p.name]
     if ws.archive_dir.is_dir():
         found += [p.name for p in ws.archive_dir.iterdir() if p.name.endswith(".pending")]
+    if (ws.meta / "draining").is_dir():
+        found += [p.name for p in (ws.meta / "draining").iterdir()]
     return found
 
 
@@ -548,6 +558,68 @@ def test_sigkill_at_random_moments_while_writers_append_loses_nothing(tmp_path: 
             recover(ws)
             assert leftovers(ws) == [], f"round {round_} (kill after {delay:.3f}s)"
     check_writer_lines(all_lines(ws), counts, ordered=True)
+
+
+DRAIN_FOR_LONG = """
+import sys
+from pathlib import Path
+from memoryd.commit import ArchivePlan, archive_name, read_snapshot, rewrite
+from memoryd.workspace import Workspace
+
+ws = Workspace(Path(sys.argv[1]))
+snapshot, data = read_snapshot(ws.conversation)
+lines = data.splitlines(keepends=True)
+cut = sum(map(len, lines[: len(lines) // 2]))
+plan = ArchivePlan(ws.archive_dir, archive_name("conversation"), [(0, cut)])
+rewrite(snapshot, [sys.argv[2].encode() + b"\\n", (cut, snapshot.end)], lock=ws.lock,
+        archive=plan, drain_seconds=600)
+"""
+
+
+def test_sigkill_inside_the_drain_window_then_recover_loses_no_line(tmp_path: Path) -> None:
+    """A writer that does not lock appends to its descriptor of the replaced file while the
+    commit drains, and the committing process is SIGKILLed before carrying those lines:
+    the drain mark kept the old inode reachable, so recovery carries them, each once."""
+    ws = new_workspace(tmp_path / "ws", lines=20)
+    old_inode = ws.conversation.stat().st_ino
+    writer = os.open(ws.conversation, os.O_WRONLY | os.O_APPEND)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", DRAIN_FOR_LONG, str(ws.path), summary_line(1).decode()[:-1]],
+            env=CHILD_ENV,
+        )
+        try:
+            wait_until(
+                lambda: ws.conversation.stat().st_ino != old_inode,
+                timeout=60,
+                what="the commit to rename and enter its drain window",
+            )
+            child.send_signal(signal.SIGSTOP)  # it can no longer carry anything itself
+            os.write(writer, writers.line_bytes("late", 0))
+            os.write(writer, writers.line_bytes("late", 1))
+            child.kill()
+        finally:
+            child.wait(timeout=60)
+    finally:
+        os.close(writer)
+    assert child.returncode == -signal.SIGKILL
+
+    recovery = recover(ws)
+
+    assert recovery.lines_salvaged == 2
+    assert leftovers(ws) == []
+    check_writer_lines(all_lines(ws), {"seed": 20, "late": 2}, ordered=True)
+    assert recover(ws).lines_salvaged == 0
+
+
+def test_a_finished_drain_leaves_no_mark_and_the_file_one_link(tmp_path: Path) -> None:
+    """The mark lives exactly as long as the drain window: after the commit, no mark, and
+    the new file has a single link (the next commit's identity check needs that)."""
+    ws = new_workspace(tmp_path / "ws", lines=20)
+    commit_half(ws, 1, drain_seconds=0.05)
+    assert leftovers(ws) == []
+    assert ws.conversation.stat().st_nlink == 1
+    assert commit_half(ws, 2) is not None
 
 
 # --- 7: full disk ----------------------------------------------------------------------

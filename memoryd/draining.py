@@ -1,0 +1,180 @@
+"""Drain marks: the replaced inode of a commit stays reachable until it is drained.
+
+A writer that does not lock may still append to the file a commit has just replaced
+(it holds the old inode open). The drain window copies such lines over; if the process
+dies inside that window, the old inode would be gone with whatever was written there
+since. So before the rename, the commit hard-links the file it replaces as
+``.memoryd/draining/<file>.<pid>.<inode>.<offset>``, where ``<offset>`` is how far it
+has been copied into the new file. The drain advances the offset as it carries lines
+and removes the mark when its window ends. :func:`salvage` (run by recovery) appends
+what a dead process's mark holds past its offset, then removes it. See
+docs/design.md#drain.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from memoryd.errors import UnsafePathError
+from memoryd.fsutil import append_all_or_nothing, flocked, folder_in, open_in, pid_alive
+from memoryd.workspace import Workspace
+
+log = structlog.get_logger()
+
+FOLDER = "draining"
+MARK_RE = re.compile(
+    r"^(?P<file>conversation\.jsonl|memory~[a-z]+\.jsonl)\.(?P<pid>\d+)\.(?P<ino>\d+)\.(?P<offset>\d+)$"
+)
+
+_live: set[tuple[Path, str]] = set()
+"""Marks whose drain runs in this process (a worker runs many jobs, one pid)."""
+_live_guard = threading.Lock()
+
+
+def _file_token(root: Path, path: Path) -> str | None:
+    """``conversation.jsonl`` or ``memory~<store>.jsonl``; None for other files."""
+    token = "~".join(path.relative_to(root).parts)
+    return token if MARK_RE.match(f"{token}.0.0.0") else None
+
+
+def _target(workspace: Workspace, token: str) -> Path:
+    return workspace.path / Path(*token.split("~"))
+
+
+@dataclass(slots=True)
+class DrainMark:
+    """A hard link to a replaced inode, named with how far it was copied."""
+
+    workspace: Workspace
+    token: str
+    ino: int
+    offset: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.token}.{os.getpid()}.{self.ino}.{self.offset}"
+
+    @property
+    def folder(self) -> Path:
+        return self.workspace.meta / FOLDER
+
+    @classmethod
+    def create(cls, root: Path, folder: int, path: Path, ino: int, offset: int) -> DrainMark | None:
+        """Link ``path`` (in the open ``folder``) under ``.memoryd/draining``; None if not.
+
+        Called under the writers' lock, before the rename. A file that cannot be marked
+        (another file system, no space for the entry) is drained as before, unmarked.
+        """
+        token = _file_token(root, path)
+        if token is None:
+            return None
+        mark = cls(Workspace(root), token, ino, offset)
+        try:
+            with folder_in(root, mark.folder, create=True) as marks:
+                os.link(path.name, mark.name, src_dir_fd=folder, dst_dir_fd=marks)
+        except (OSError, UnsafePathError) as exc:
+            log.warning("drain_mark_failed", path=str(path), error=str(exc))
+            return None
+        with _live_guard:
+            _live.add((root, mark.name))
+        return mark
+
+    def advance(self, offset: int) -> None:
+        """Record that everything up to ``offset`` is in the new file."""
+        old = self.name
+        self.offset = offset
+        with folder_in(self.workspace.path, self.folder) as marks:
+            os.rename(old, self.name, src_dir_fd=marks, dst_dir_fd=marks)
+        with _live_guard:
+            _live.discard((self.workspace.path, old))
+            _live.add((self.workspace.path, self.name))
+
+    def abandon(self) -> None:
+        """The drain failed: leave the link for the next recovery to salvage."""
+        with _live_guard:
+            _live.discard((self.workspace.path, self.name))
+
+    def remove(self) -> None:
+        """The drain is over (or the rename never happened): the link goes."""
+        try:
+            with folder_in(self.workspace.path, self.folder) as marks:
+                os.unlink(self.name, dir_fd=marks)
+        except FileNotFoundError:
+            pass
+        finally:
+            with _live_guard:
+                _live.discard((self.workspace.path, self.name))
+
+
+def salvage(workspace: Workspace) -> int:
+    """Carry what dead processes' marks hold past their offset; returns the lines carried.
+
+    A mark whose inode is still the target's own (the process died before its rename)
+    is only a second name: it is removed. Marks of live processes, and of drains still
+    running in this one, are left alone.
+    """
+    root = workspace.path
+    carried = 0
+    try:
+        marks_fd = _folder_fd(workspace)
+    except FileNotFoundError:
+        return 0
+    try:
+        for entry in list(os.scandir(marks_fd)):
+            match = MARK_RE.match(entry.name)
+            if match is None or _in_use(root, entry.name, int(match["pid"])):
+                continue
+            carried += _salvage_one(workspace, marks_fd, entry.name, match)
+    finally:
+        os.close(marks_fd)
+    return carried
+
+
+def _folder_fd(workspace: Workspace) -> int:
+    with folder_in(workspace.path, workspace.meta / FOLDER) as fd:
+        return os.dup(fd)
+
+
+def _in_use(root: Path, name: str, pid: int) -> bool:
+    if pid == os.getpid():
+        with _live_guard:
+            return (root, name) in _live
+    return pid_alive(pid)
+
+
+def _salvage_one(workspace: Workspace, marks: int, name: str, match: re.Match[str]) -> int:
+    target = _target(workspace, match["file"])
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=marks)
+    carried = 0
+    try:
+        offset = int(match["offset"])
+        with flocked(workspace.lock, root=workspace.path):
+            try:
+                current = os.stat(target, follow_symlinks=False).st_ino  # only compared
+            except FileNotFoundError:
+                current = -1
+            size = os.fstat(fd).st_size
+            if current != int(match["ino"]) and size > offset:
+                data = os.pread(fd, size - offset, offset)
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+                out = open_in(workspace.path, target, flags)
+                try:
+                    append_all_or_nothing(out, data)
+                finally:
+                    os.close(out)
+                carried = data.count(b"\n")
+                log.warning("drained_after_crash", path=str(target), bytes=len(data), lines=carried)
+            os.unlink(name, dir_fd=marks)
+            os.fsync(marks)
+    finally:
+        os.close(fd)
+    return carried
+
+
+__all__ = ["DrainMark", "salvage"]
