@@ -1,34 +1,24 @@
 """One summarization job: what runs in a worker process, or in the foreground.
 
 Picklable arguments in (:class:`JobRequest`), a small picklable result out
-(:class:`JobResult`). The same function serves the daemon and ``memoryd summarize``.
-What is due, where the split falls and what head replaces the prefix come from the
-workspace's strategy (:mod:`memoryd.strategies`); this module reads, commits and reports
-(docs/design.md#commit).
+(:class:`JobResult`, :mod:`memoryd.job_types`). The same function serves the daemon and
+``memoryd summarize``. What is due, where the split falls and what head replaces the prefix
+come from the workspace's strategy (:mod:`memoryd.strategies`); this module reads, plans
+and produces the head; :mod:`memoryd.job_commit` commits and reports what followed,
+:mod:`memoryd.job_report` records receipts and failures (docs/design.md#commit).
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Literal
+from collections.abc import Sequence
+from dataclasses import replace
 
 import structlog
 
 from memoryd import events
-from memoryd.commit import (
-    ArchivePlan,
-    FaultHook,
-    Snapshot,
-    archive_name,
-    read_snapshot,
-    recover,
-    rewrite,
-)
-from memoryd.config import ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV, Settings
+from memoryd.commit import FaultHook, archive_name, read_snapshot, recover
+from memoryd.config import Settings
 from memoryd.conversation import Line, split_lines
 from memoryd.errors import (
     CommitAborted,
@@ -38,86 +28,28 @@ from memoryd.errors import (
 )
 from memoryd.fsutil import check_workspace, flocked
 from memoryd.heartbeat import HeartbeatManager
-from memoryd.job_report import JobClock, pins_over_trigger_reason, record_receipt, span_ids
+from memoryd.job_commit import Produced, commit_and_report
 
-# Re-exported: the daemon reports failed and lost jobs through these names.
+# Re-exported: callers (the daemon, the CLI, the API, tests) import these from here.
+from memoryd.job_commit import ineffective_text as ineffective_text
+from memoryd.job_report import JobClock, pins_over_trigger_reason, record_receipt
 from memoryd.job_report import report_failure as report_failure
 from memoryd.job_report import report_lost_job as report_lost_job
-from memoryd.pins import PinnedPlan, apply_pins, byte_ranges, pinned_indices
+from memoryd.job_types import SUMMARIZER_ENV as SUMMARIZER_ENV
+from memoryd.job_types import JobRequest as JobRequest
+from memoryd.job_types import JobResult as JobResult
+from memoryd.job_types import Outcome as Outcome
+from memoryd.job_types import Progress as Progress
+from memoryd.job_types import summarizer_env as summarizer_env
+from memoryd.pins import PinnedPlan, apply_pins, pinned_indices
 from memoryd.policy import SplitPlan, over_trigger
-from memoryd.receipts import Receipt, SummarizedSpan, build_receipt
-from memoryd.state import build_state, write_state
-from memoryd.strategies import Counts, Head, HeadRequest, Strategy, strategy_for
-from memoryd.tokens import calibrate, estimate_message_tokens
+from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
 
-Outcome = Literal["completed", "nothing_to_do", "ineffective", "failed", "busy", "dry_run"]
-Progress = Callable[[str], None]
 JOB_DEADLINE_FACTOR = 4
 """A job's LLM deadline: this many times the configured request timeout."""
-SUMMARIZER_ENV = (ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV)
-"""The environment variables the summarizer honours, handed to a job explicitly."""
-
-
-def summarizer_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of ``environ`` that a job's summarizer reads (for :class:`JobRequest`)."""
-    return {name: environ[name] for name in SUMMARIZER_ENV if name in environ}
-
-
-@dataclass(frozen=True, slots=True)
-class JobRequest:
-    """Everything a job needs, as plain picklable values."""
-
-    workspace: Path
-    settings: Settings
-    force: bool = False
-    dry_run: bool = False
-    env: Mapping[str, str] = field(default_factory=dict)
-    """The variables the summarizer honours (see :data:`SUMMARIZER_ENV`)."""
-    heartbeat_started: bool = False
-    """True when the caller already set HEARTBEAT.md active (the daemon does, at dispatch)."""
-    calibration: float = 1.0
-    reason: str = "manual"
-    """Why the job runs: "trigger" (usage or message count), "idle" or "manual"."""
-    result_note: str | None = None
-    """Appended to HEARTBEAT.md's ``last_result`` (the spend cap says why it is extractive)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobResult:
-    """What a job did, in ids, counts and sizes (never message text)."""
-
-    workspace: Path
-    outcome: Outcome
-    reason: str
-    strategy: str = "narrative"
-    messages_before: int = 0
-    tokens_before: int = 0
-    messages_after: int = 0
-    tokens_after: int = 0
-    summarized_count: int = 0
-    summarized_bytes: int = 0
-    """Bytes of the conversation's start that the job replaced (all now in ``archive``)."""
-    summary_tokens: int = 0
-    archive: str | None = None
-    backend: str | None = None
-    llm_calls: int = 0
-    carried_bytes: int = 0
-    calibration: float | None = None
-    ineffective: bool = False
-    identity: tuple[int, int] | None = None
-    """(device, inode) of the new conversation file."""
-    head_end: int = 0
-    """Bytes of the new file that the job wrote (summary + kept); the rest was carried."""
-    head_line_tokens: tuple[int, ...] = ()
-    """Uncalibrated token estimate of each line of the head, for the daemon's reader."""
-    head_malformed: int = 0
-    duration_s: float = 0.0
-    pins_kept: int = 0
-    receipt: Receipt | None = None
-    """The job's receipt, as appended to ``.memoryd/receipts.jsonl`` (None when no job ran)."""
 
 
 def _tokens(lines: Sequence[Line], calibration: float) -> int:
@@ -250,7 +182,7 @@ def _run_locked(
     try:
         with heartbeat.checkins(settings.checkin_interval):
             head = _produce_head(workspace, request, strategy, pinned, progress)
-            return _commit_and_report(
+            return commit_and_report(
                 workspace,
                 request,
                 strategy,
@@ -329,15 +261,6 @@ def _pins_over_trigger(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Produced:
-    """The head a strategy produced, with the archive it names."""
-
-    head: Head
-    archive_name: str
-    """The archive's file name under ``.memoryd/archive/``."""
-
-
 def _produce_head(
     workspace: Workspace,
     request: JobRequest,
@@ -380,167 +303,6 @@ def _report_malformed(workspace: Workspace, lines: Sequence[Line]) -> None:
             )
 
 
-def ineffective_text(tokens_after: int, token_limit: int, trigger: float) -> str:
-    """What HEARTBEAT.md adds when a job left usage above its trigger (pure)."""
-    return (
-        f"usage still above the {trigger:.0%} trigger: ~{tokens_after:,} of {token_limit:,} "
-        f"tokens ({tokens_after / token_limit:.0%}), trigger {int(trigger * token_limit):,}"
-    )
-
-
-def _commit_and_report(
-    workspace: Workspace,
-    request: JobRequest,
-    strategy: Strategy,
-    lines: Sequence[Line],
-    pinned: PinnedPlan,
-    produced: Produced,
-    snapshot: Snapshot,
-    base: JobResult,
-    clock: JobClock,
-    progress: Progress,
-    fault: FaultHook | None,
-) -> JobResult:
-    settings = request.settings
-    plan = pinned.plan
-    head, name = produced.head, produced.archive_name
-    head_line = json.dumps(head.message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-    cut = lines[plan.keep_from - 1].end
-    pin_ranges = byte_ranges(pinned.pins)
-    archived = byte_ranges(pinned.summarized)
-    progress("committing the new conversation")
-    committed = rewrite(
-        snapshot,
-        # Pinned messages go right after the head, byte for byte, in their order.
-        [head_line, *pin_ranges, (cut, snapshot.end)],
-        lock=workspace.lock,
-        archive=ArchivePlan(workspace.archive_dir, name, archived),
-        drain_seconds=settings.drain_seconds,
-        fault=fault,
-        on_salvaged=lambda count: events.emit(workspace, "salvaged_lines", lines=count),
-    )
-    strategy.save(workspace, head)
-    summary_tokens = estimate_message_tokens(head.message)
-    kept = [*pinned.pins, *lines[plan.keep_from :]]
-    pins_bytes = sum(end - start for start, end in pin_ranges)
-    head_end = len(head_line) + pins_bytes + snapshot.end - cut
-    carried = list(
-        split_lines(_read_range(workspace.conversation, head_end), settings.max_line_bytes)
-    )
-    messages_after = 1 + len(kept) + len(carried)
-    calibration = None
-    if head.input_tokens:
-        calibration = calibrate(request.calibration, head.estimated_input_tokens, head.input_tokens)
-    # Counted with the calibration the daemon uses from now on, so that its later counts
-    # compare with these (an ineffective job waits for real growth, not for a new ratio).
-    scale = calibration or request.calibration
-    tokens_after = round(
-        (summary_tokens + sum(x.tokens for x in kept) + sum(x.tokens for x in carried)) * scale
-    )
-    head_tokens = round((summary_tokens + sum(x.tokens for x in kept)) * scale)
-    trigger = strategy.trigger
-    # Only a usage-triggered strategy can be ineffective: its trigger still holding after
-    # the job would start the same job again at the next append. Judged on what the job
-    # wrote (summary + kept), not on lines appended meanwhile: those are new growth that
-    # the next job can summarize, and calling it ineffective would stop all jobs until the
-    # conversation grows again, leaving it over the trigger.
-    ineffective = trigger is not None and over_trigger(head_tokens, settings.token_limit, trigger)
-    last_result = head.result_text
-    if ineffective and trigger is not None:
-        last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
-    if request.result_note:
-        last_result += f"; {request.result_note}"
-    archive = f".memoryd/archive/{name}"
-    receipt = build_receipt(
-        job=clock.job,
-        trigger=clock.trigger,
-        strategy=strategy.name,
-        started=clock.started,
-        finished=time.time(),
-        outcome="ineffective" if ineffective else "completed",
-        reason=last_result,
-        before=(base.messages_before, base.tokens_before),
-        after=(messages_after, tokens_after),
-        prices=settings.prices,
-        backend=head.backend,
-        model=head.model,
-        summarized=SummarizedSpan(
-            plan.summarized_count,
-            *span_ids(head.message, pinned.summarized),
-            archive,
-            0,
-            sum(end - start for start, end in archived),
-        ),
-        pins_kept=pinned.pinned_count,
-        retention=head.retention,
-        llm=head.usage,
-    )
-    # The receipt is part of the job's completion: written before anyone is told.
-    record_receipt(workspace, receipt)
-    HeartbeatManager(workspace).complete_task(last_result)
-    details: dict[str, Any] = dict(
-        job=receipt.job,
-        reason=request.reason,
-        strategy=strategy.name,
-        summarized=plan.summarized_count,
-        messages_before=base.messages_before,
-        messages_after=messages_after,
-        tokens_before=base.tokens_before,
-        tokens_after=tokens_after,
-        summary_tokens=summary_tokens,
-        archive=name,
-        backend=head.backend,
-        llm_calls=head.calls,
-        pins_kept=pinned.pinned_count,
-    )
-    events.emit(workspace, "summarize_completed", **details)
-    if ineffective and trigger is not None:
-        events.emit(
-            workspace,
-            "summarize_ineffective",
-            job=receipt.job,
-            tokens_after=tokens_after,
-            trigger_tokens=int(trigger * settings.token_limit),
-        )
-    now = time.time()
-    write_state(
-        workspace,
-        build_state(
-            workspace,
-            settings,
-            messages=messages_after,
-            tokens=tokens_after,
-            summarizing=False,
-            last_summary_at=events.iso_ms(now),
-            now=now,
-            calibration=calibration or request.calibration,
-        ),
-    )
-    log.info("summarize_completed", workspace=str(workspace.path), **details)
-    return replace(
-        base,
-        outcome="ineffective" if ineffective else "completed",
-        reason=head.result_text,
-        messages_after=messages_after,
-        tokens_after=tokens_after,
-        summarized_count=plan.summarized_count,
-        summarized_bytes=cut - pins_bytes,
-        summary_tokens=summary_tokens,
-        archive=archive,
-        backend=head.backend,
-        llm_calls=head.calls,
-        carried_bytes=committed.carried_bytes,
-        calibration=calibration,
-        ineffective=ineffective,
-        identity=committed.identity,
-        head_end=head_end,
-        head_line_tokens=(summary_tokens, *(x.tokens for x in kept)),
-        head_malformed=sum(1 for x in kept if x.malformed),
-        pins_kept=pinned.pinned_count,
-        receipt=receipt,
-    )
-
-
 def _index_in_background(workspace: Workspace) -> None:
     """Index the new archive now that the commit is durable and the job is over.
 
@@ -551,11 +313,3 @@ def _index_in_background(workspace: Workspace) -> None:
     from memoryd.recall_index import update_index_in_background
 
     update_index_in_background(workspace.path)
-
-
-def _read_range(path: Path, start: int) -> bytes:
-    """The complete lines of ``path`` from ``start`` on (what was carried over)."""
-    with path.open("rb") as file:
-        file.seek(start)
-        data = file.read()
-    return data[: data.rfind(b"\n") + 1]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ import structlog
 from memoryd import events
 from memoryd.config import Settings
 from memoryd.conversation import Line
-from memoryd.errors import UnsafePathError
+from memoryd.errors import MemorydError, UnsafePathError
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.receipts import LLMUsage, Receipt, append_receipt, build_receipt
 from memoryd.workspace import Workspace
@@ -142,3 +142,34 @@ def span_ids(message: dict[str, Any], summarized: Sequence[Line]) -> tuple[str |
         x.message["id"] for x in summarized if x.message and isinstance(x.message.get("id"), str)
     ]
     return (ids[0], ids[-1]) if ids else (None, None)
+
+
+_warned: set[tuple[str, str, str]] = set()
+"""(workspace, file, reason) already logged by :func:`after_commit` in this process."""
+
+
+def after_commit(workspace: Workspace, what: str, write: Callable[[], object]) -> bool:
+    """Run ``write``, one of the writes after a durable commit; False when it failed.
+
+    The conversation is rewritten and the job has succeeded: a file that cannot be
+    written now (``what``: state.json, HEARTBEAT.md, events.jsonl, …) is logged once per
+    workspace, file and reason, and never turns the job into a failure, which the daemon
+    would count toward back-off (docs/design.md#commit).
+    """
+    try:
+        write()
+    except (OSError, MemorydError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        key = (str(workspace.path), what, reason)
+        if key not in _warned:
+            _warned.add(key)
+            filename = exc.filename if isinstance(exc, OSError) else None
+            log.warning(
+                "post_commit_write_failed",
+                workspace=str(workspace.path),
+                file=what,
+                path=str(filename) if filename else None,
+                reason=reason,
+            )
+        return False
+    return True

@@ -1,0 +1,226 @@
+"""A job's commit and what follows it: the rewrite, then the receipt, HEARTBEAT.md, the
+events and state.json (docs/design.md#commit).
+
+Once the rewrite is durable the job has succeeded: a write after it that fails is logged
+(see :func:`memoryd.job_report.after_commit`) and never turns the job into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memoryd import events
+from memoryd.commit import ArchivePlan, FaultHook, Snapshot, rewrite
+from memoryd.conversation import Line, split_lines
+from memoryd.heartbeat import HeartbeatManager
+from memoryd.job_report import JobClock, after_commit, record_receipt, span_ids
+from memoryd.job_types import JobRequest, JobResult, Progress
+from memoryd.pins import PinnedPlan, byte_ranges
+from memoryd.policy import over_trigger
+from memoryd.receipts import SummarizedSpan, build_receipt
+from memoryd.state import build_state, write_state
+from memoryd.strategies import Head, Strategy
+from memoryd.tokens import calibrate, estimate_message_tokens
+from memoryd.workspace import Workspace
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class Produced:
+    """The head a strategy produced, with the archive it names."""
+
+    head: Head
+    archive_name: str
+    """The archive's file name under ``.memoryd/archive/``."""
+
+
+def ineffective_text(tokens_after: int, token_limit: int, trigger: float) -> str:
+    """What HEARTBEAT.md adds when a job left usage above its trigger (pure)."""
+    return (
+        f"usage still above the {trigger:.0%} trigger: ~{tokens_after:,} of {token_limit:,} "
+        f"tokens ({tokens_after / token_limit:.0%}), trigger {int(trigger * token_limit):,}"
+    )
+
+
+def commit_and_report(
+    workspace: Workspace,
+    request: JobRequest,
+    strategy: Strategy,
+    lines: Sequence[Line],
+    pinned: PinnedPlan,
+    produced: Produced,
+    snapshot: Snapshot,
+    base: JobResult,
+    clock: JobClock,
+    progress: Progress,
+    fault: FaultHook | None,
+) -> JobResult:
+    settings = request.settings
+    plan = pinned.plan
+    head, name = produced.head, produced.archive_name
+    head_line = json.dumps(head.message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    cut = lines[plan.keep_from - 1].end
+    pin_ranges = byte_ranges(pinned.pins)
+    archived = byte_ranges(pinned.summarized)
+    progress("committing the new conversation")
+    committed = rewrite(
+        snapshot,
+        # Pinned messages go right after the head, byte for byte, in their order.
+        [head_line, *pin_ranges, (cut, snapshot.end)],
+        lock=workspace.lock,
+        archive=ArchivePlan(workspace.archive_dir, name, archived),
+        drain_seconds=settings.drain_seconds,
+        fault=fault,
+        on_salvaged=lambda count: _salvaged(workspace, count),
+    )
+    # From here on the job has succeeded: what follows only reports it (after_commit).
+    after_commit(workspace, f"{strategy.name} files", lambda: strategy.save(workspace, head))
+    summary_tokens = estimate_message_tokens(head.message)
+    kept = [*pinned.pins, *lines[plan.keep_from :]]
+    pins_bytes = sum(end - start for start, end in pin_ranges)
+    head_end = len(head_line) + pins_bytes + snapshot.end - cut
+    carried = list(
+        split_lines(_read_range(workspace.conversation, head_end), settings.max_line_bytes)
+    )
+    messages_after = 1 + len(kept) + len(carried)
+    calibration = None
+    if head.input_tokens:
+        calibration = calibrate(request.calibration, head.estimated_input_tokens, head.input_tokens)
+    # Counted with the calibration the daemon uses from now on, so that its later counts
+    # compare with these (an ineffective job waits for real growth, not for a new ratio).
+    scale = calibration or request.calibration
+    tokens_after = round(
+        (summary_tokens + sum(x.tokens for x in kept) + sum(x.tokens for x in carried)) * scale
+    )
+    head_tokens = round((summary_tokens + sum(x.tokens for x in kept)) * scale)
+    trigger = strategy.trigger
+    # Only a usage-triggered strategy can be ineffective: its trigger still holding after
+    # the job would start the same job again at the next append. Judged on what the job
+    # wrote (summary + kept), not on lines appended meanwhile: those are new growth that
+    # the next job can summarize, and calling it ineffective would stop all jobs until the
+    # conversation grows again, leaving it over the trigger.
+    ineffective = trigger is not None and over_trigger(head_tokens, settings.token_limit, trigger)
+    last_result = head.result_text
+    if ineffective and trigger is not None:
+        last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
+    if request.result_note:
+        last_result += f"; {request.result_note}"
+    archive = f".memoryd/archive/{name}"
+    receipt = build_receipt(
+        job=clock.job,
+        trigger=clock.trigger,
+        strategy=strategy.name,
+        started=clock.started,
+        finished=time.time(),
+        outcome="ineffective" if ineffective else "completed",
+        reason=last_result,
+        before=(base.messages_before, base.tokens_before),
+        after=(messages_after, tokens_after),
+        prices=settings.prices,
+        backend=head.backend,
+        model=head.model,
+        summarized=SummarizedSpan(
+            plan.summarized_count,
+            *span_ids(head.message, pinned.summarized),
+            archive,
+            0,
+            sum(end - start for start, end in archived),
+        ),
+        pins_kept=pinned.pinned_count,
+        retention=head.retention,
+        llm=head.usage,
+    )
+    # The receipt is part of the job's completion: written before anyone is told.
+    record_receipt(workspace, receipt)
+    heartbeat = HeartbeatManager(workspace)
+    after_commit(workspace, "HEARTBEAT.md", lambda: heartbeat.complete_task(last_result))
+    details: dict[str, Any] = dict(
+        job=receipt.job,
+        reason=request.reason,
+        strategy=strategy.name,
+        summarized=plan.summarized_count,
+        messages_before=base.messages_before,
+        messages_after=messages_after,
+        tokens_before=base.tokens_before,
+        tokens_after=tokens_after,
+        summary_tokens=summary_tokens,
+        archive=name,
+        backend=head.backend,
+        llm_calls=head.calls,
+        pins_kept=pinned.pinned_count,
+    )
+    after_commit(
+        workspace,
+        "events.jsonl",
+        lambda: events.emit(workspace, "summarize_completed", **details),
+    )
+    if ineffective and trigger is not None:
+        trigger_tokens = int(trigger * settings.token_limit)
+        after_commit(
+            workspace,
+            "events.jsonl",
+            lambda: events.emit(
+                workspace,
+                "summarize_ineffective",
+                job=receipt.job,
+                tokens_after=tokens_after,
+                trigger_tokens=trigger_tokens,
+            ),
+        )
+    now = time.time()
+    state = build_state(
+        workspace,
+        settings,
+        messages=messages_after,
+        tokens=tokens_after,
+        summarizing=False,
+        last_summary_at=events.iso_ms(now),
+        now=now,
+        calibration=calibration or request.calibration,
+    )
+    after_commit(workspace, "state.json", lambda: write_state(workspace, state))
+    log.info("summarize_completed", workspace=str(workspace.path), **details)
+    return replace(
+        base,
+        outcome="ineffective" if ineffective else "completed",
+        reason=head.result_text,
+        messages_after=messages_after,
+        tokens_after=tokens_after,
+        summarized_count=plan.summarized_count,
+        summarized_bytes=cut - pins_bytes,
+        summary_tokens=summary_tokens,
+        archive=archive,
+        backend=head.backend,
+        llm_calls=head.calls,
+        carried_bytes=committed.carried_bytes,
+        calibration=calibration,
+        ineffective=ineffective,
+        identity=committed.identity,
+        head_end=head_end,
+        head_line_tokens=(summary_tokens, *(x.tokens for x in kept)),
+        head_malformed=sum(1 for x in kept if x.malformed),
+        pins_kept=pinned.pinned_count,
+        receipt=receipt,
+    )
+
+
+def _salvaged(workspace: Workspace, count: int) -> None:
+    after_commit(
+        workspace, "events.jsonl", lambda: events.emit(workspace, "salvaged_lines", lines=count)
+    )
+
+
+def _read_range(path: Path, start: int) -> bytes:
+    """The complete lines of ``path`` from ``start`` on (what was carried over)."""
+    with path.open("rb") as file:
+        file.seek(start)
+        data = file.read()
+    return data[: data.rfind(b"\n") + 1]
