@@ -154,7 +154,7 @@ def commit_and_report(
         summary_tokens=summary_tokens,
         archive=name,
         backend=head.backend,
-        llm_calls=head.calls,
+        llm_calls=receipt.llm.calls,
         pins_kept=pinned.pinned_count,
     )
     after_commit(
@@ -199,7 +199,7 @@ def commit_and_report(
         summary_tokens=summary_tokens,
         archive=archive,
         backend=head.backend,
-        llm_calls=head.calls,
+        llm_calls=receipt.llm.calls,
         carried_bytes=committed.carried_bytes,
         calibration=calibration,
         ineffective=ineffective,

@@ -372,3 +372,32 @@ def test_a_receipt_that_cannot_be_written_does_not_change_the_outcome(
     assert result.outcome == "completed" and result.receipt is not None
     assert outside.read_text() == ""
     assert [e["job"] for e in logs if e["event"] == "receipt_unwritable"] == [result.receipt.job]
+
+
+def test_an_offline_job_reports_no_llm_calls_in_its_event_result_and_receipt(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    """The extractive backend makes no request: the summarize_completed event, the job's
+    result (what the metrics count) and the receipt all say 0 LLM calls."""
+    folder = workspace(messages=planted_conversation())
+    settings = make_settings(token_limit=20_000, **{"summarizer.backend": "extractive"})
+    result = run(folder, settings)
+    assert result.outcome == "completed"
+    [receipt] = read_receipts(Workspace(folder))
+    [completed] = events(folder, "summarize_completed")
+    assert (completed["llm_calls"], result.llm_calls, receipt.llm.calls) == (0, 0, 0)
+
+
+def test_an_llm_job_reports_its_requests_in_its_event_result_and_receipt(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
+) -> None:
+    """Through the real SDK: the event, the result and the receipt count every request the
+    fake Messages API received."""
+    folder = workspace(messages=planted_conversation())
+    result = run(folder, settings_for(make_settings, fake_anthropic))
+    assert result.outcome == "completed"
+    requests = len(fake_anthropic.message_requests)
+    [receipt] = read_receipts(Workspace(folder))
+    [completed] = events(folder, "summarize_completed")
+    assert requests >= 1
+    assert (completed["llm_calls"], result.llm_calls, receipt.llm.calls) == (requests,) * 3
