@@ -32,8 +32,9 @@ from pathlib import Path
 
 import _common as common
 
-from memoryd.commit import ArchivePlan, read_snapshot, rewrite
+from memoryd.commit import ArchivePlan, rewrite
 from memoryd.fsutil import fsync_dir
+from memoryd.snapshot import read_snapshot
 
 
 def copy_and_fsync(source: Path) -> float:

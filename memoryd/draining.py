@@ -1,7 +1,8 @@
-"""Drain marks: the replaced inode of a commit stays reachable until it is drained.
+"""The drain window, and its marks: lines written to a replaced file are never lost.
 
 A writer that does not lock may still append to the file a commit has just replaced
-(it holds the old inode open). The drain window copies such lines over; if the process
+(it holds the old inode open). The drain window (:func:`drain_safely`, or
+:func:`drain_then_report` in a thread of its own) copies such lines over; if the process
 dies inside that window, the old inode would be gone with whatever was written there
 since. So before the rename, the commit hard-links the file it replaces as
 ``.memoryd/draining/<file>.<pid>.<inode>.<offset>``, where ``<offset>`` is how far it
@@ -16,6 +17,8 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +26,7 @@ import structlog
 
 from memoryd.errors import UnsafePathError
 from memoryd.fsutil import append_all_or_nothing, flocked, folder_in, open_in, pid_alive
+from memoryd.snapshot import Snapshot
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
@@ -177,4 +181,103 @@ def _salvage_one(workspace: Workspace, marks: int, name: str, match: re.Match[st
     return carried
 
 
-__all__ = ["DrainMark", "salvage"]
+def drain_safely(
+    old: int,
+    copied_to: int,
+    snapshot: Snapshot,
+    lock: Path,
+    seconds: float,
+    mark: DrainMark | None,
+) -> int:
+    """Run the drain window after a rename; returns the lines carried, 0 when it failed.
+
+    A failure is logged, never raised: the commit is done by then.
+    """
+    try:
+        salvaged = _drain(old, copied_to, snapshot, lock, seconds, mark)
+    except (OSError, UnsafePathError) as exc:
+        # The rename is done and cannot be undone: report, don't fail a finished job. The
+        # mark stays: the next recovery carries what the drain could not.
+        if mark is not None:
+            mark.abandon()
+        error = exc.strerror if isinstance(exc, OSError) else str(exc)
+        log.warning("drain_failed", path=str(snapshot.path), error=error or str(exc))
+        return 0
+    if mark is not None:
+        try:
+            mark.remove()
+        except (OSError, UnsafePathError) as exc:
+            mark.abandon()
+            log.warning("drain_mark_not_removed", path=str(snapshot.path), error=str(exc))
+    return salvaged
+
+
+def drain_then_report(
+    old: int,
+    copied_to: int,
+    snapshot: Snapshot,
+    lock: Path,
+    seconds: float,
+    mark: DrainMark | None,
+    on_salvaged: Callable[[int], None],
+) -> None:
+    """:func:`drain_safely` in a thread of its own: it closes ``old`` and reports the lines
+    carried, if any, to ``on_salvaged``."""
+    try:
+        salvaged = drain_safely(old, copied_to, snapshot, lock, seconds, mark)
+    finally:
+        os.close(old)
+    if salvaged:
+        try:
+            on_salvaged(salvaged)
+        except Exception as exc:  # a report that fails must not lose the thread silently
+            log.warning("salvage_report_failed", path=str(snapshot.path), error=type(exc).__name__)
+
+
+def _drain(
+    old: int,
+    copied_to: int,
+    snapshot: Snapshot,
+    lock: Path,
+    seconds: float,
+    mark: DrainMark | None,
+) -> int:
+    """Carry over lines that writers which do not lock put into the replaced inode.
+
+    Complete lines are carried as they appear; a fragment still open at the end of the
+    window is carried too, so that the rest of its line, if it ever comes, follows it.
+    The drain mark follows what was carried (a crash between the two repeats those
+    lines at recovery rather than losing them). Returns the number of complete lines
+    carried.
+    """
+    deadline = time.monotonic() + seconds
+    salvaged = 0
+    while True:
+        expired = time.monotonic() >= deadline
+        size = os.fstat(old).st_size
+        if size > copied_to:
+            fresh = os.pread(old, size - copied_to, copied_to)
+            upto = size if expired else copied_to + fresh.rfind(b"\n") + 1
+            if upto > copied_to:
+                data = fresh[: upto - copied_to]
+                append_locked(snapshot.path, snapshot.root, lock, data)
+                salvaged += data.count(b"\n")
+                copied_to = upto
+                if mark is not None:
+                    mark.advance(copied_to)
+        if expired:
+            return salvaged
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+def append_locked(path: Path, root: Path, lock: Path, data: bytes) -> None:
+    """Append ``data`` to the existing ``path`` under the writers' lock, all or nothing."""
+    with flocked(lock, root=root):
+        fd = open_in(root, path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+        try:
+            append_all_or_nothing(fd, data)
+        finally:
+            os.close(fd)
+
+
+__all__ = ["DrainMark", "append_locked", "drain_safely", "drain_then_report", "salvage"]

@@ -17,7 +17,7 @@ from dataclasses import replace
 import structlog
 
 from memoryd import events
-from memoryd.commit import FaultHook, archive_name, read_snapshot, recover
+from memoryd.commit import FaultHook, archive_name
 from memoryd.config import Settings
 from memoryd.conversation import Line, split_lines
 from memoryd.errors import (
@@ -43,6 +43,8 @@ from memoryd.job_types import Progress as Progress
 from memoryd.job_types import summarizer_env as summarizer_env
 from memoryd.pins import PinnedPlan, apply_pins, pinned_indices
 from memoryd.policy import SplitPlan, over_trigger
+from memoryd.recovery import recover
+from memoryd.snapshot import read_snapshot
 from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
 from memoryd.workspace import Workspace
 

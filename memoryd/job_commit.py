@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from memoryd import events
-from memoryd.commit import ArchivePlan, FaultHook, Snapshot, rewrite
+from memoryd.commit import ArchivePlan, FaultHook, rewrite
 from memoryd.conversation import Line, split_lines
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.job_report import JobClock, after_commit, record_receipt, span_ids
@@ -25,6 +25,7 @@ from memoryd.job_types import JobRequest, JobResult, Progress
 from memoryd.pins import PinnedPlan, byte_ranges
 from memoryd.policy import over_trigger
 from memoryd.receipts import SummarizedSpan, build_receipt
+from memoryd.snapshot import Snapshot
 from memoryd.state import build_state, write_state
 from memoryd.strategies import Head, Strategy
 from memoryd.tokens import calibrate, estimate_message_tokens

@@ -16,12 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from memoryd.commit import ArchivePlan, archive_name, read_snapshot, rewrite
+from memoryd.commit import ArchivePlan, archive_name, rewrite
 from memoryd.defaults import DEFAULT_KEEP_BOOKMARKS, DEFAULT_MEMORY_THRESHOLD
 from memoryd.errors import InputError, MemorydError, UnsafePathError
 from memoryd.events import emit
 from memoryd.fsutil import append_line, check_workspace, flocked, read_in
 from memoryd.heartbeat import Heartbeat
+from memoryd.snapshot import read_snapshot
 from memoryd.store_compaction import (
     CompactionPlan,
     CompactionReport,

@@ -31,19 +31,17 @@ from daemon_harness import wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import memoryd.commit
 from memoryd.commit import (
     ArchivePlan,
     CommitResult,
     FaultHook,
-    Snapshot,
     archive_name,
-    read_snapshot,
-    recover,
     rewrite,
 )
 from memoryd.errors import CommitAborted, UnsafePathError
 from memoryd.fsutil import TEMP_MARK, atomic_write, flocked, pid_alive, write_all
+from memoryd.recovery import Recovery, recover
+from memoryd.snapshot import Snapshot, read_snapshot
 from memoryd.workspace import Workspace
 
 TESTS = Path(__file__).resolve().parent
@@ -455,7 +453,8 @@ def test_failed_fsync_never_renames(
 KILL_AT_STEP = """
 import os, signal, sys
 from pathlib import Path
-from memoryd.commit import ArchivePlan, archive_name, read_snapshot, rewrite
+from memoryd.commit import ArchivePlan, archive_name, rewrite
+from memoryd.snapshot import read_snapshot
 from memoryd.workspace import Workspace
 
 ws = Workspace(Path(sys.argv[1]))
@@ -477,7 +476,8 @@ rewrite(snapshot, [summary, (cut, snapshot.end)], lock=ws.lock, archive=plan,
 COMMIT_FOREVER = """
 import os, sys, json
 from pathlib import Path
-from memoryd.commit import ArchivePlan, archive_name, read_snapshot, rewrite
+from memoryd.commit import ArchivePlan, archive_name, rewrite
+from memoryd.snapshot import read_snapshot
 from memoryd.workspace import Workspace
 
 ws = Workspace(Path(sys.argv[1]))
@@ -563,7 +563,8 @@ def test_sigkill_at_random_moments_while_writers_append_loses_nothing(tmp_path: 
 DRAIN_FOR_LONG = """
 import sys
 from pathlib import Path
-from memoryd.commit import ArchivePlan, archive_name, read_snapshot, rewrite
+from memoryd.commit import ArchivePlan, archive_name, rewrite
+from memoryd.snapshot import read_snapshot
 from memoryd.workspace import Workspace
 
 ws = Workspace(Path(sys.argv[1]))
@@ -912,13 +913,13 @@ def test_recover_leaves_leftovers_of_a_live_process_alone(tmp_path: Path) -> Non
         )
         pending.write_bytes(original[:10])
 
-        assert recover(ws) == memoryd.commit.Recovery(0, 0, 0)
+        assert recover(ws) == Recovery(0, 0, 0)
         assert temp.exists() and pending.exists()
     finally:
         sleeper.kill()
         sleeper.wait(timeout=60)
 
-    assert recover(ws) == memoryd.commit.Recovery(1, 0, 1)
+    assert recover(ws) == Recovery(1, 0, 1)
     assert leftovers(ws) == []
     assert ws.conversation.read_bytes() == original
 

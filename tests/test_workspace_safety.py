@@ -19,12 +19,12 @@ from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_
 from fs_helpers import fill_up, small_tmpfs, tree
 
 from memoryd import events
-from memoryd.commit import recover
 from memoryd.config import settings_for_workspace
 from memoryd.errors import UnsafePathError
 from memoryd.fsutil import append_line, atomic_write, flocked, open_in, read_in
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.monitor import ContextMonitor
+from memoryd.recovery import recover
 from memoryd.state import build_state, write_state
 from memoryd.stores import compact, load_store, write_entry
 from memoryd.workspace import Workspace

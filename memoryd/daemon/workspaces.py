@@ -9,7 +9,6 @@ from typing import Any
 
 import structlog
 
-from memoryd.commit import recover
 from memoryd.config import settings_for_workspace
 from memoryd.conversation import ConversationReader
 from memoryd.daemon.parts import DaemonParts
@@ -20,6 +19,7 @@ from memoryd.heartbeat import HeartbeatManager
 from memoryd.job import (
     report_failure,
 )
+from memoryd.recovery import recover
 from memoryd.state import numbers_key, read_state, saved_numbers
 from memoryd.tracked import Tracked
 from memoryd.watch import classify

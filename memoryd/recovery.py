@@ -1,0 +1,121 @@
+"""Cleaning up after an interrupted commit (docs/design.md#commit).
+
+A crash at any point of a commit leaves either the old file (plus a pending archive and
+a temp file, both removed here) or the new one (plus a pending archive, finalised here:
+the temp file's inode, part of the pending archive's name, tells which happened), and
+maybe a drain mark (:mod:`memoryd.draining`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from memoryd.commit import open_folder
+from memoryd.draining import salvage
+from memoryd.fsutil import TEMP_MARK, folder_in, pid_alive
+from memoryd.workspace import Workspace
+
+PENDING_RE = re.compile(r"^(?P<name>.+\.jsonl)\.(?P<pid>\d+)\.(?P<ino>\d+)\.pending$")
+TEMP_PID_RE = re.compile(re.escape(TEMP_MARK) + r"(?P<pid>\d+)-")
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What :func:`recover` cleaned up."""
+
+    temp_files_removed: int
+    archives_finalised: int
+    archives_discarded: int
+    lines_salvaged: int = 0
+    """Lines a crashed drain left in a replaced file, now appended (see draining)."""
+
+
+def _pid_alive(pid: int) -> bool:
+    """Another process that may still use its files (our own pid's are left over)."""
+    return pid != os.getpid() and pid_alive(pid)
+
+
+def archive_target(workspace: Workspace, name: str) -> Path | None:
+    """The file an archive of ``name`` was cut from, by its kind prefix."""
+    if name.startswith("conversation-"):
+        return workspace.conversation
+    if name.startswith("memory-"):
+        store = name[len("memory-") :].split("-", 1)[0]
+        return workspace.store(store)
+    return None
+
+
+@contextlib.contextmanager
+def _existing_folder(root: Path, folder: Path) -> Iterator[int | None]:
+    """A descriptor of ``folder`` below ``root``, or None when it does not exist."""
+    try:
+        fd = open_folder(root, folder)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def recover(workspace: Workspace) -> Recovery:
+    """Clean up what an interrupted commit left in ``workspace``.
+
+    Temp files of dead processes are removed. A pending archive is finalised when its
+    commit reached the rename (the target now has the temp file's inode) and discarded
+    otherwise (its lines are still in the target). What a process that died in its drain
+    window left in the replaced file is appended to the live one (the drain mark says
+    from where). Leftovers of live processes — another daemon or a one-shot command
+    mid-commit — are left alone. No symlink below the workspace is followed
+    (UnsafePathError).
+    """
+    root = workspace.path
+    salvaged = salvage(workspace)
+    removed = finalised = discarded = 0
+    for folder in (workspace.path, workspace.memory_dir, workspace.meta):
+        with _existing_folder(root, folder) as fd:
+            if fd is None:
+                continue
+            here = 0
+            for entry in os.scandir(fd):
+                match = TEMP_PID_RE.search(entry.name)
+                if match and not _pid_alive(int(match["pid"])):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.name, dir_fd=fd)
+                        here += 1
+            if here:
+                os.fsync(fd)
+                removed += here
+    with _existing_folder(root, workspace.archive_dir) as fd:
+        if fd is not None:
+            for entry in os.scandir(fd):
+                match = PENDING_RE.match(entry.name)
+                if not match or _pid_alive(int(match["pid"])):
+                    continue
+                target = archive_target(workspace, match["name"])
+                if target is None:
+                    continue  # not ours to judge: never delete lines we cannot place
+                try:
+                    with folder_in(root, target.parent) as target_folder:
+                        st = os.stat(target.name, dir_fd=target_folder, follow_symlinks=False)
+                    committed = st.st_ino == int(match["ino"])
+                except FileNotFoundError:
+                    committed = False
+                if committed:
+                    os.rename(entry.name, match["name"], src_dir_fd=fd, dst_dir_fd=fd)
+                    finalised += 1
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+                    discarded += 1
+            if finalised or discarded:
+                os.fsync(fd)
+    return Recovery(removed, finalised, discarded, salvaged)
+
+
+__all__ = ["Recovery", "archive_target", "recover"]
