@@ -251,9 +251,18 @@ def pins_over_rounds(rounds: int, scratch: Path) -> dict[str, Any]:
 
 
 def check_cost(
-    count: int, scratch: Path, messages: int = 40, filler: tuple[int, int] = (4, 7)
+    count: int,
+    scratch: Path,
+    messages: int = 40,
+    filler: tuple[int, int] = (4, 7),
+    repeats: int = 1,
 ) -> dict[str, Any]:
-    """The retention check's wall time inside real extractive jobs, against the job's."""
+    """The retention check's wall time inside real extractive jobs, against the job's.
+
+    Each of ``count`` conversations is compacted ``repeats`` times (a fresh copy each
+    time). The share is the median check time over the median job time: a single job's
+    ratio swings with how long its fsyncs wait on the disk, the check's own time does not.
+    """
     spent = [0.0]
 
     def timed(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -271,33 +280,38 @@ def check_cost(
     originals = {name: getattr(summary_module, name) for name in CHECK_FUNCTIONS}
     for name, function in originals.items():
         setattr(summary_module, name, timed(function))
-    shares, job_times, check_times = [], [], []
+    job_times: list[float] = []
+    check_times: list[float] = []
     sizes: list[int] = []
     try:
         settings = settings_for("extractive", "")
         for seed in range(count):
             lines, _ = conversation(seed, messages, filler)
-            folder = scratch / f"cost-{messages}" / f"c{seed}"
-            write_workspace(folder, lines)
-            spent[0] = 0.0
-            started = time.perf_counter()
-            result = run(folder, settings)
-            job = time.perf_counter() - started
-            sizes.append(result.tokens_before)
-            shares.append(spent[0] / job)
-            job_times.append(job)
-            check_times.append(spent[0])
+            for repeat in range(repeats):
+                folder = scratch / f"cost-{messages}" / f"c{seed}-r{repeat}"
+                write_workspace(folder, lines)
+                spent[0] = 0.0
+                started = time.perf_counter()
+                result = run(folder, settings)
+                job_times.append(time.perf_counter() - started)
+                check_times.append(spent[0])
+                sizes.append(result.tokens_before)
     finally:
         for name, function in originals.items():
             setattr(summary_module, name, function)
+    job_median = statistics.median(job_times)
+    check_median = statistics.median(check_times)
+    deciles = statistics.quantiles(job_times, n=10)
     return {
-        "jobs": count,
+        "jobs": len(job_times),
         "messages": messages,
         "tokens_before_median": statistics.median(sizes),
-        "job_ms_median": round(statistics.median(job_times) * 1000, 2),
-        "check_ms_median": round(statistics.median(check_times) * 1000, 2),
-        "check_share_median": round(statistics.median(shares), 4),
-        "check_share_max": round(max(shares), 4),
+        "job_ms_median": round(job_median * 1000, 2),
+        "job_ms_p10": round(deciles[0] * 1000, 2),
+        "job_ms_p90": round(deciles[-1] * 1000, 2),
+        "check_ms_median": round(check_median * 1000, 3),
+        "check_ms_max": round(max(check_times) * 1000, 3),
+        "check_share": round(check_median / job_median, 4),
     }
 
 
@@ -323,14 +337,15 @@ def render(report: dict[str, Any]) -> str:
         [
             c["messages"],
             c["tokens_before_median"],
-            c["job_ms_median"],
-            c["check_ms_median"],
-            c["check_share_median"],
-            c["check_share_max"],
+            c["jobs"],
+            f"{c['job_ms_median']} ({c['job_ms_p10']}-{c['job_ms_p90']})",
+            f"{c['check_ms_median']} (max {c['check_ms_max']})",
+            f"{c['check_share']:.1%}",
         ]
         for c in report["check_cost"]
     ]
-    cost_headers = ["messages", "tokens", "job ms", "check ms", "share", "share max"]
+    cost_headers = ["messages", "tokens", "jobs", "job ms median (p10-p90)", "check ms median"]
+    cost_headers += ["share (median / median)"]
     pins, cache = report["pins"], report["cache"]
     return "\n\n".join(
         [
@@ -349,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=24)
     parser.add_argument("--drop", type=float, default=0.5)
     parser.add_argument("--rounds", type=int, default=50)
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="jobs per conversation for the check's cost"
+    )
     args = parser.parse_args(argv)
     configure_logging("json", "warning", sys.stderr)
     common.install_exit_handlers()
@@ -364,8 +382,14 @@ def main(argv: list[str] | None = None) -> int:
         report["cache"] = cache_saving(report["quality"]["lossy"]["usage"])
         report["pins"] = pins_over_rounds(args.rounds, scratch)
         report["check_cost"] = [
-            check_cost(args.conversations, scratch),
-            check_cost(args.conversations, scratch, messages=400, filler=(20, 40)),
+            check_cost(args.conversations, scratch, repeats=args.repeats),
+            check_cost(
+                args.conversations,
+                scratch,
+                messages=400,
+                filler=(20, 40),
+                repeats=max(1, args.repeats // 2),
+            ),
         ]
     print(render(report))
     print(f"raw figures: {common.save('quality', report)}")

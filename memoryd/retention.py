@@ -103,6 +103,8 @@ _STOP_TEXT = (
     "please keep avoid don't dont todo action item follow up next step deadline settled"
 )
 _STOPWORDS = frozenset(_STOP_TEXT.split())
+_ROLE_TAG = re.compile(r"^\[[a-z_]+\]\s*")
+_SENTENCE_LEAD = re.compile(r"^[-*]\s+|^(user|assistant):\s+", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +321,7 @@ def extract_details(
         texts.append(previous_summary.replace(VERBATIM_HEADER, ""))
     for message in messages:
         rendered = render_transcript([message])
-        texts.append(re.sub(r"^\[[a-z_]+\]\s*", "", rendered))
+        texts.append(_ROLE_TAG.sub("", rendered, count=1))
     found: dict[tuple[str, str], Detail] = {}
     done_topics: list[tuple[int, frozenset[str]]] = []
 
@@ -339,7 +341,7 @@ def extract_details(
         if not _has_cue(text):
             continue
         for sentence in _sentences(text):
-            sentence = re.sub(r"^[-*]\s+|^(user|assistant):\s+", "", sentence, flags=re.I)
+            sentence = _SENTENCE_LEAD.sub("", sentence, count=1)
             sentence_kind = _sentence_kind(sentence)
             if sentence_kind is None:
                 if _DONE.search(sentence):

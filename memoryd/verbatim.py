@@ -88,6 +88,11 @@ def fit(missing: Sequence[Detail], max_tokens: int) -> list[Detail]:
 _SENTENCE_PARTS = re.compile(r"((?<=[.!?])[ \t]+|\n+)")
 
 
+def _holds_any(index: TextIndex, details: Sequence[Detail]) -> bool:
+    """Whether the text behind ``index`` (prepared once) carries any of ``details``."""
+    return any(index.holds(d) for d in details)
+
+
 def without_idle_sentences(text: str, kept: Sequence[Detail], max_tokens: int) -> str:
     """``text`` with sentences that carry none of ``kept`` taken out, last first, until it
     fits ``max_tokens`` (pure): general statements give way before any detail does.
@@ -101,7 +106,7 @@ def without_idle_sentences(text: str, kept: Sequence[Detail], max_tokens: int) -
     idle = [
         i
         for i, sentence in enumerate(sentences)
-        if sentence.strip() and not any(TextIndex(sentence).holds(d) for d in kept)
+        if sentence.strip() and not _holds_any(TextIndex(sentence), kept)
     ]
     dropped: set[int] = set()
     size = estimate_text_tokens(text)

@@ -202,6 +202,7 @@ def retain_details(
             candidate = score(details, repaired.text)
             if candidate.score >= first.score and estimate_text_tokens(repaired.text) <= budget:
                 text, current = repaired.text, candidate
+    scored = text
     if current.missing:
         lost = {id(d) for d in current.missing}
         kept = [d for d in details if id(d) not in lost]
@@ -209,5 +210,6 @@ def retain_details(
             text = with_verbatim_section(text, current.missing, budget, kept)
         else:
             text = with_free_room(text, current.missing, budget, kept)
-    final = score(details, text)
+    # score is pure: a text left as it was scored keeps its score (docs/design.md#retention).
+    final = current if text == scored else score(details, text)
     return text, RetentionFigures(first.score, final.score, len(final.missing))
