@@ -178,13 +178,12 @@ def retain_details(
 ) -> tuple[str, RetentionFigures]:
     """``text``, repaired when it kept less than ``min_retention`` of ``details``.
 
-        Below the threshold the backend is asked once to repair the summary (a backend that
-        cannot be asked is not); if it is still below, the missing details are appended as a
-        verbatim section, the summary cut at a line to make room within ``budget``. At or
-        above the threshold, missing details take only the room left free once sentences that
-    carry no detail are taken out. A
-        threshold of 0 switches the repairs off; the score is still measured
-        (docs/design.md#retention).
+    Below the threshold the backend is asked once to repair the summary (a backend that
+    cannot be asked is not); if it is still below, the missing details are appended as a
+    verbatim section, the summary cut at a line to make room within ``budget``. At or above
+    the threshold, missing details take only the room left free once sentences that carry
+    no detail are taken out. A threshold of 0 switches the repairs off; the score is still
+    measured (docs/design.md#retention).
     """
     first = score(details, text)
     if min_retention <= 0:
