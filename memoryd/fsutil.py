@@ -353,8 +353,11 @@ def resolve_inside(workspace: Path, relative: str | Path) -> Path:
     return candidate
 
 
-def check_workspace(workspace: Path) -> Path:
-    """Validate a workspace folder given by a user; returns it as an absolute path."""
+def check_workspace(workspace: Path, *, write: bool = True) -> Path:
+    """Validate a workspace folder given by a user; returns it as an absolute path.
+
+    Without ``write``, reading it is enough (a server that may only search it).
+    """
     try:
         st = os.stat(workspace)
     except FileNotFoundError:
@@ -363,8 +366,10 @@ def check_workspace(workspace: Path) -> Path:
         raise InputError(f"{workspace}: permission denied") from None
     if not stat.S_ISDIR(st.st_mode):
         raise InputError(f"{workspace}: is not a folder")
-    if not os.access(workspace, os.R_OK | os.W_OK | os.X_OK):
+    if write and not os.access(workspace, os.R_OK | os.W_OK | os.X_OK):
         raise InputError(f"{workspace}: permission denied (memoryd needs to read and write it)")
+    if not write and not os.access(workspace, os.R_OK | os.X_OK):
+        raise InputError(f"{workspace}: permission denied (memoryd needs to read it)")
     return workspace.absolute()
 
 

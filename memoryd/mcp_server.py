@@ -87,8 +87,8 @@ class Scope:
 
     @classmethod
     def for_workspace(cls, workspace: Path) -> Scope:
-        """Serve one workspace (it must exist)."""
-        return cls((), check_workspace(Path(workspace)).resolve())
+        """Serve one workspace (it must exist; a read-only one is served for reading)."""
+        return cls((), check_workspace(Path(workspace), write=False).resolve())
 
     @classmethod
     def for_roots(cls, roots: list[Path], max_depth: int) -> Scope:

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import structlog
 
-from memoryd.errors import MemorydError
+from memoryd.errors import MemorydError, UnsafePathError
 from memoryd.fsutil import flocked, open_in, resolve_inside
 from memoryd.history import (
     ArchiveFile,
@@ -334,6 +334,13 @@ def with_index(workspace: Workspace, use: Callable[[sqlite3.Connection], T]) -> 
         with flocked(lock, root=workspace.path, blocking=False) as held:
             if held:
                 _bring_up_to_date(workspace, path)
+    except UnsafePathError:
+        raise
+    except (OSError, MemorydError) as exc:
+        # A read-only or full filesystem: the index cannot be written, the archive can
+        # still be searched, read-only (docs/design.md#recall).
+        log.info("index_not_updated", workspace=str(workspace.path), reason=str(exc)[:200])
+    try:
         return _read_only(workspace, path, use)
     except OSError as exc:
         raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None

@@ -117,7 +117,7 @@ def write_entry(
 def load_store(workspace: Path, store: str) -> list[Entry]:
     """Every complete line of ``store`` (empty when the store does not exist yet)."""
     check_store(store)
-    ws = Workspace(check_workspace(workspace))
+    ws = Workspace(check_workspace(workspace, write=False))
     try:
         data = _read_store(ws, store)
     except FileNotFoundError:

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import encode_lines, generated_messages
+from daemon_harness import Processes, clean_env, wait_until
 from fs_helpers import fill_up, make_read_only, small_tmpfs, tree
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from memoryd.demo import prepare_demo
 
 SMALL_BUDGET = {"MEMORYD_TOKEN_LIMIT": "4000", "MEMORYD_SUMMARIZER__BACKEND": "extractive"}
 BIG_ENTRY = json.dumps({"t": "y" * 10_000})
@@ -113,6 +121,7 @@ def scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Scene]:
     with small_tmpfs(tmp_path / "mnt", "2m") as mnt:
         root = mnt / "r"
         _populate(root / "ws")
+        (mnt / "spare").mkdir()
         if request.param == "read-only":
             make_read_only(mnt)
         else:
@@ -172,3 +181,159 @@ def test_one_shot_command_in_a_hostile_workspace(scene: Scene, command: str) -> 
     if spec.writes and (scene.ws / ".memoryd").is_symlink():
         # The symlinked .memoryd: refused as such, in words.
         assert "symlink" in result.stderr
+
+
+# ----- the long-running commands: run, demo, mcp --------------------------------------------
+
+
+def _naming(lines: list[str], folder: Path) -> list[str]:
+    """The log lines that name ``folder`` (a workspace) at warning level or above."""
+    found = []
+    for line in _log_lines("\n".join(lines)):
+        record = json.loads(line)
+        if str(folder) in line and record.get("level") in ("warning", "error", "critical"):
+            found.append(line)
+    return found
+
+
+@pytest.mark.slow
+def test_run_carries_on_past_a_hostile_workspace(
+    scene: Scene, procs: Processes, tmp_path: Path
+) -> None:
+    """The daemon stays up, summarizes the healthy workspace, says a few words (not a
+    flood) about the hostile one, writes nothing outside, and exits 0 on SIGTERM."""
+    healthy = tmp_path / "healthy" / "ok"
+    healthy.mkdir(parents=True)
+    (healthy / "conversation.jsonl").write_bytes(encode_lines(generated_messages(40, 520)))
+    outside_before = tree(scene.outside)
+
+    daemon = procs.daemon([scene.root, healthy.parent], tmp_path / "home", SMALL_BUDGET)
+    daemon.wait_ready(60)
+    daemon.wait_log("job_finished", 60, workspace=str(healthy), outcome="completed")
+    # The hostile workspace was looked at too (it is over its trigger): some word of it.
+    wait_until(lambda: any(str(scene.ws) in line for line in daemon.lines), 30, "a word about it")
+    assert daemon.process is not None and daemon.process.poll() is None
+
+    daemon.send(signal.SIGTERM)
+    assert daemon.wait_exit(35) == 0
+    daemon.kill_all()
+    assert "Traceback" not in daemon.log_text()
+    assert b"Traceback" not in daemon.stderr, daemon.stderr[-2000:]
+    assert len(_naming(daemon.lines, scene.ws)) <= 5, "\n".join(daemon.lines)
+    assert tree(scene.outside) == outside_before
+
+
+def _demo_folder(scene: Scene, tmp_path: Path) -> Path:
+    """The folder to give ``memoryd demo`` in this scene: an empty folder on the read-only
+    or full filesystem, or an earlier demo's folder whose workspace has a symlinked
+    ``.memoryd``."""
+    if (scene.ws / ".memoryd").is_symlink():
+        folder = tmp_path / "demo"
+        prepare_demo(folder)
+        (folder / "example-agent" / ".memoryd").symlink_to(scene.outside)
+        return folder
+    return scene.root.parent / "spare"
+
+
+@pytest.mark.slow
+def test_demo_in_a_hostile_folder(scene: Scene, tmp_path: Path) -> None:
+    """``memoryd demo`` refuses in one line (exit 1 or 2) or runs; either way no traceback
+    and nothing written outside; a running demo stops on SIGINT with exit 0."""
+    folder = _demo_folder(scene, tmp_path)
+    outside_before = tree(scene.outside)
+    home = tmp_path / "home"
+    stderr_path = tmp_path / "demo.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memoryd", "demo", str(folder)],
+            env=clean_env(home),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    lines: list[str] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            lines.append(raw.decode(errors="replace"))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_until(
+            lambda: process.poll() is not None or any("job_finished" in x for x in lines),
+            90,
+            "the demo to exit or to summarize",
+        )
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+        code = process.wait(35)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+        reader.join(10)
+        assert process.stdout is not None
+        process.stdout.close()
+    err = stderr_path.read_text(errors="replace")
+    assert "Traceback" not in err and not any("Traceback" in x for x in lines), err
+    assert tree(scene.outside) == outside_before
+    if code != 0:
+        assert code in (1, 2), (code, err)
+        problems = [line for line in err.splitlines() if line not in _log_lines(err)]
+        assert len(problems) == 1 and problems[0].startswith("memoryd: "), err
+
+
+@pytest.mark.slow
+def test_mcp_serves_a_hostile_workspace(scene: Scene, tmp_path: Path) -> None:
+    """Over the SDK's stdio client: every tool answers or returns a tool error; the server
+    does not crash, print a traceback, or write outside the workspace."""
+    outside_before = tree(scene.outside)
+    stderr_path = tmp_path / "mcp.stderr"
+    home = tmp_path / "home"
+    shell = 'exec "$0" "$@" 2>>"$MCP_STDERR"'
+    server = [sys.executable, "-m", "memoryd", "mcp", "--workspace", str(scene.ws)]
+    params = StdioServerParameters(
+        command="/bin/sh",
+        args=["-c", shell, *server],
+        env={**clean_env(home), "MCP_STDERR": str(stderr_path)},
+        cwd=str(tmp_path),
+    )
+    answers: dict[str, str | None] = {}
+
+    async def session() -> None:
+        with anyio.fail_after(60):
+            async with Client(params) as client:
+                calls: dict[str, dict[str, object]] = {
+                    "context_status": {"workspace": str(scene.ws)},
+                    "recall": {"query": "alpha"},
+                    "expand": {"id": "msg-0001"},
+                    "memory_read": {"workspace": str(scene.ws), "store": "todos"},
+                    "memory_write": {
+                        "workspace": str(scene.ws),
+                        "store": "todos",
+                        "entry": {"t": "y" * 10_000},
+                    },
+                }
+                for name, arguments in calls.items():
+                    result = await client.call_tool(name, arguments)
+                    answers[name] = result.content[0].text if result.is_error else None
+                    if result.is_error:
+                        assert answers[name], name
+
+    anyio.run(session)
+    err = stderr_path.read_text(errors="replace") if stderr_path.exists() else ""
+    assert "Traceback" not in err, err
+    assert tree(scene.outside) == outside_before
+    # Reading is served in every scene; the write has nowhere to go.
+    refused = {name: text for name, text in answers.items() if text is not None}
+    if (scene.ws / ".memoryd").is_symlink():
+        # What .memoryd holds is outside the workspace: refused, in words.
+        assert "memory_write" in refused, answers
+        assert all("symlink" in text for text in refused.values()), refused
+    else:
+        # Reading is served on a read-only or full filesystem; the write has nowhere to go.
+        assert set(refused) == {"memory_write"}, (refused, err)
