@@ -25,6 +25,7 @@ from daemon_harness import Processes, clean_env, wait_until
 from fs_helpers import fill_up, make_read_only, small_tmpfs, tree
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.types import TextContent
 
 from memoryd.demo import prepare_demo
 
@@ -320,8 +321,11 @@ def test_mcp_serves_a_hostile_workspace(scene: Scene, tmp_path: Path) -> None:
                 }
                 for name, arguments in calls.items():
                     result = await client.call_tool(name, arguments)
-                    answers[name] = result.content[0].text if result.is_error else None
+                    answers[name] = None
                     if result.is_error:
+                        first = result.content[0]
+                        assert isinstance(first, TextContent), (name, first)
+                        answers[name] = first.text
                         assert answers[name], name
 
     anyio.run(session)
