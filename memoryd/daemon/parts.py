@@ -8,6 +8,7 @@ tracking and tidying workspaces) and :class:`~memoryd.daemon.dispatch.JobDispatc
 
 from __future__ import annotations
 
+import abc
 import queue
 from collections import deque
 from concurrent.futures import Future
@@ -24,7 +25,7 @@ from memoryd.daemon.watchers import RootWatchers
 from memoryd.tracked import Tracked
 
 
-class DaemonParts:
+class DaemonParts(abc.ABC):
     """The state the supervisor owns (set in its ``__init__``) and the two calls its
     mixins make of each other."""
 
@@ -44,8 +45,10 @@ class DaemonParts:
     untidy: set[Path]
     stopping_since: float | None
 
+    @abc.abstractmethod
     def process(self, tracked: Tracked, now: float, publish: bool = True) -> None:
-        raise NotImplementedError
+        """Count what ``tracked`` gained and act on it (implemented by ``JobDispatch``)."""
 
+    @abc.abstractmethod
     def _tidy(self, path: Path, now: float) -> None:
-        raise NotImplementedError
+        """Tidy a workspace after READY (implemented by ``WorkspaceTracking``)."""
