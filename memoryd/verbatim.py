@@ -106,7 +106,7 @@ def without_idle_sentences(text: str, kept: Sequence[Detail], max_tokens: int) -
     idle = [
         i
         for i, sentence in enumerate(sentences)
-        if sentence.strip() and not _holds_any(TextIndex(sentence), kept)
+        if sentence.strip() and not _holds_any(TextIndex(sentence, kept), kept)
     ]
     dropped: set[int] = set()
     size = estimate_text_tokens(text)

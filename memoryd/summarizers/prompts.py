@@ -250,9 +250,15 @@ def _block(tag: str, content: str, attributes: str = "") -> str:
 
 
 def _render_message(message: Mapping[str, Any]) -> str:
+    label, text = message_parts(message)
+    return f"[{label}] {text}"
+
+
+def message_parts(message: Mapping[str, Any]) -> tuple[str, str]:
+    """The role label and the text that :func:`render_transcript` shows for one message."""
     role = message.get("role")
     label = role if isinstance(role, str) and role else "unknown"
-    return f"[{label}] {_render_content(message.get('content'))}"
+    return label, _render_content(message.get("content"))
 
 
 def _render_content(content: object) -> str:

@@ -1,0 +1,274 @@
+"""Identifiers in text, found without an LLM (pure): file paths, URLs, issue and PR numbers,
+versions, code in backticks, numbers with units and dates, each with the normalised key it
+is matched on (docs/design.md#retention).
+
+Every identifier holds a hint (a digit, ``/``, a backtick, ``#``, ``$`` or a dot before a
+letter): the patterns run only on a few words around the hints, so plain prose costs a
+few scans at C speed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable, Iterator, Sequence
+
+ALL_KINDS = frozenset(("path", "url", "issue", "version", "code", "quantity", "date"))
+KEYED_KINDS = ALL_KINDS - {"path", "url"}
+"""The kinds whose keys all hold a digit, but code's (a substring of the text's own)."""
+
+# Patterns that would start with a look-behind or \b take their first character first and
+# look behind it after: re then skips at C speed to the characters a match can start with
+# (tests/test_retention_scan.py checks each against its plain form). Without IGNORECASE,
+# the letter classes list what it would match (U+017F, the long s, is an "s").
+_URL = re.compile(r"[hH](?<!\w[hH])[tT][tT][pP][sS\u017f]?://[^\s<>\"'`)\]]+")
+_PATH = re.compile(
+    r"(?<![\w/.:-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*[\w]"
+    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|toml|json|jsonl|md|ya?ml|txt|rs|go|c|h|"
+    r"cpp|hpp|java|kt|rb|sh|sql|csv|cfg|ini|lock|html|css|service|conf|log)\b"
+)
+_ISSUE = re.compile(
+    r"(?:\b(?=[ibtpmIBTPM#])(?:issue|bug|ticket|pr|pull request|pull|merge request|mr)\s*#?\s*"
+    r"|(?<![\w&])#)(\d{1,7})\b",
+    re.IGNORECASE,
+)
+_VERSION = re.compile(
+    r"[v\d](?<![\w.][v\d])(?:(?<=v)\d+|(?<=\d)\d*)\.\d+\.\d+"
+    r"(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?!\w|\.\w)"
+)
+"""The version, after a "v" or not (the match without its "v")."""
+_VERSION_V = re.compile(r"[vV](?<![\w.][vV])(\d+\.\d+)(?!\w|\.\w)")
+_CODE = re.compile(r"`([^`\n]{1,80})`")
+_UNITS = {
+    "ms": "ms", "millisecond": "ms", "milliseconds": "ms",
+    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+    "min": "min", "mins": "min", "minute": "min", "minutes": "min",
+    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+    "day": "day", "days": "day", "week": "week", "weeks": "week",
+    "kb": "kb", "mb": "mb", "gb": "gb", "tb": "tb", "kib": "kib", "mib": "mib", "gib": "gib",
+    "%": "%", "percent": "%", "token": "tokens", "tokens": "tokens",
+    "usd": "usd", "dollars": "usd", "eur": "eur", "px": "px", "rps": "rps",
+    "req/s": "rps", "requests/s": "rps", "mhz": "mhz", "ghz": "ghz", "cores": "cores",
+    "users": "users", "rows": "rows", "requests": "requests", "retries": "retries",
+}  # fmt: skip
+_QUANTITY = re.compile(
+    r"(\d(?<![\w.]\d)\d*(?:[.,]\d+)?)\s?("
+    + "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
+    + r")(?![\w])",
+    re.IGNORECASE,
+)
+_MONEY = re.compile(r"\$\s?(\d+(?:[.,]\d+)?)")
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}  # fmt: skip
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ISO_DATE = re.compile(r"(\d(?<!\w\d)\d{3})[-/](\d{1,2})[-/](\d{1,2})\b")
+_MONTH_DAY_YEAR = re.compile(
+    rf"\b(?=[jfmasondJFMASOND])({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
+)
+_DAY_MONTH_YEAR = re.compile(
+    rf"(\d(?<!\w\d)\d?)(?:st|nd|rd|th)?\s+({_MONTH})\.?,?\s+(\d{{4}})\b", re.I
+)
+
+
+def normalise(text: str) -> str:
+    """Case-folded text with runs of white space made one space (pure)."""
+    return " ".join(text.casefold().split())
+
+
+def _date_key(year: str, month: int, day: str) -> str:
+    return f"{int(year):04d}-{month:02d}-{int(day):02d}"
+
+
+def _looks_like_path(path: str) -> bool:
+    if not re.search(r"[A-Za-z]", path):
+        return False
+    return path[0] in "/~." or path.count("/") >= 2 or bool(re.search(r"\.[A-Za-z]\w{0,4}$", path))
+
+
+_HINT_CHAR_LIST = "0123456789/`#$"
+_HINT_WORDS = re.compile(r"[\d/`#$.](?:(?<!\.)|(?=[A-Za-z]))\S*")
+"""From the first hint of a word (a hint character, or a dot before a letter) to the
+word's end: one match a word, found by a character-class scan."""
+_HINT_DOT = re.compile(r"\.[A-Za-z]")
+"""The only hint of a text without hint characters: a literal-led pattern, searched at
+C speed."""
+_ASCII_HINT_WORDS = re.compile(rb"[0-9/`#$.](?:(?<!\.)|(?=[A-Za-z]))[^ \t\n\r\f\v\x1c-\x1f]*")
+"""``_HINT_WORDS`` for ASCII text as bytes (the white space of ``str``: four more)."""
+_ASCII_DOT = re.compile(rb"\.[A-Za-z]")
+_NOT_HINTS = bytes(set(range(256)) - set(_HINT_CHAR_LIST.encode()))
+_WORDS_AROUND = 3
+"""Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"
+(``_WORDS_AFTER`` says the same)."""
+_WORDS_AFTER = re.compile(r"(\S*)(?:\s+\S+){0,3}")
+"""The rest of a hint's word (group 1), then ``_WORDS_AROUND`` words."""
+SEPARATOR = "\n\x00\n"
+"""Between windows: no identifier pattern matches across a NUL."""
+
+
+def windows(text: str) -> Iterator[str]:
+    """The parts of ``text`` around identifier hints, cut at white space, merged (pure).
+
+    Only the first hint of a word counts: the others are followed by the same words.
+    """
+    hints = _hints(text)
+    start = end = word_end = -1
+    for hint in hints:
+        if hint < word_end:
+            continue  # a dot in the word of the hint before it
+        after = _WORDS_AFTER.match(text, hint + 1)
+        assert after is not None  # every part of it may be empty
+        word_end = after.end(1)
+        if hint <= end:
+            end = max(end, after.end())
+            continue
+        if end >= 0:
+            yield text[start:end]
+        start = _before(text, hint)
+        end = after.end()
+    if end >= 0:
+        yield text[start:end]
+
+
+def _hints(text: str) -> list[int]:
+    """Where hints start: the first of each word, or each dotted name's dot."""
+    if text.isascii():
+        # Bytes: the same offsets, and a character class tested on a byte, not on a
+        # Unicode code point.
+        data = text.encode()
+        ascii_pattern = _ASCII_HINT_WORDS if data.translate(None, _NOT_HINTS) else _ASCII_DOT
+        return [m.start() for m in ascii_pattern.finditer(data)]
+    # A character-class scan costs ~10 ns a character; str's own search, far less: the
+    # class runs only on a text that holds one of its characters.
+    pattern = _HINT_WORDS if any(char in text for char in _HINT_CHAR_LIST) else _HINT_DOT
+    return [m.start() for m in pattern.finditer(text)]
+
+
+def _before(text: str, index: int) -> int:
+    """Where the word ``_WORDS_AROUND`` words before ``index`` starts."""
+    for _ in range(_WORDS_AROUND + 1):
+        if index <= 0:
+            return 0
+        index = max(text.rfind(" ", 0, index), text.rfind("\n", 0, index))
+    return index + 1
+
+
+def identifiers(text: str, kinds: frozenset[str] = ALL_KINDS) -> Iterator[tuple[str, str, str]]:
+    """(kind, text, key) of every identifier of ``kinds`` in ``text`` (pure)."""
+    for kind, shown, key, _offset in window_identifiers(SEPARATOR.join(windows(text)), kinds):
+        yield kind, shown, key
+
+
+def identifiers_by_position(texts: Sequence[str]) -> Iterator[tuple[str, str, str, int]]:
+    """(kind, text, key, index of the text) of every identifier in ``texts`` (pure).
+
+    The windows of every text are scanned as one string, each pattern once: on short
+    messages, the cost of a call outweighs the scan.
+    """
+    parts: list[str] = []
+    positions: list[int] = []
+    starts: list[int] = []
+    offset = 0
+    for position, text in enumerate(texts):
+        for window in windows(text):
+            parts.append(window)
+            positions.append(position)
+            starts.append(offset)
+            offset += len(window) + len(SEPARATOR)
+    for kind, shown, key, at in window_identifiers(SEPARATOR.join(parts)):
+        yield kind, shown, key, positions[bisect.bisect_right(starts, at) - 1]
+
+
+def window_identifiers(
+    text: str, kinds: frozenset[str] = ALL_KINDS
+) -> Iterable[tuple[str, str, str, int]]:
+    """(kind, text, key, offset) of every identifier of ``kinds`` in ``text``, kind by kind."""
+    if "url" in kinds:
+        for match in _URL.finditer(text):
+            url = match.group().rstrip(".,;:!?")
+            yield "url", url, normalise(url).rstrip("/"), match.start()
+    if "path" in kinds:
+        for match in _PATH.finditer(text):
+            path = match.group()
+            if "://" in text[max(0, match.start() - 8) : match.end()] or path.startswith("//"):
+                continue
+            if "/" in path and not _looks_like_path(path):
+                continue  # "and/or", "12/03/2026", "3/4"
+            yield "path", path, normalise(path), match.start()
+    if "issue" in kinds:
+        for match in _ISSUE.finditer(text):
+            yield "issue", match.group().strip(), f"#{int(match.group(1))}", match.start()
+    if "version" in kinds:
+        for match in _VERSION.finditer(text):
+            yield "version", match.group(), match.group().removeprefix("v"), match.start()
+        for match in _VERSION_V.finditer(text):
+            yield "version", match.group(), match.group(1), match.start()
+    if "code" in kinds:
+        for match in _CODE.finditer(text):
+            yield "code", match.group(1), normalise(match.group(1)), match.start()
+    if "quantity" in kinds:
+        yield from _quantities(text)
+    if "date" in kinds:
+        yield from _dates(text)
+
+
+def _quantities(text: str) -> Iterator[tuple[str, str, str, int]]:
+    for match in _QUANTITY.finditer(text):
+        number = match.group(1).replace(",", ".")
+        unit = _UNITS[match.group(2).lower()]
+        yield "quantity", match.group(), f"{number} {unit}", match.start()
+    for match in _MONEY.finditer(text):
+        yield "quantity", match.group(), f"{match.group(1).replace(',', '.')} usd", match.start()
+
+
+def _dates(text: str) -> Iterator[tuple[str, str, str, int]]:
+    for match in _ISO_DATE.finditer(text):
+        year, month, day = match.groups()
+        if 1 <= int(month) <= 12 and 1 <= int(day) <= 31:
+            yield "date", match.group(), _date_key(year, int(month), day), match.start()
+    for match in _MONTH_DAY_YEAR.finditer(text):
+        month_name, day, year = match.groups()
+        key = _date_key(year, _MONTHS[month_name.lower()], day)
+        yield "date", match.group(), key, match.start()
+    for match in _DAY_MONTH_YEAR.finditer(text):
+        day, month_name, year = match.groups()
+        key = _date_key(year, _MONTHS[month_name.lower()], day)
+        yield "date", match.group(), key, match.start()
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def digit_tag(text: str) -> str | None:
+    """The first run of ASCII digits in ``text`` without its leading zeros (pure)."""
+    run = _DIGITS.search(text)
+    return (run.group().lstrip("0") or "0") if run else None
+
+
+def keys_with_tags(text: str, tags: set[str]) -> set[str]:
+    """The keys of the identifiers of ``KEYED_KINDS`` in ``text`` whose :func:`digit_tag`
+    is in ``tags``, and maybe others (pure).
+
+    A key of these kinds found in an ASCII window has the tag of a run of the window's
+    digits (the issue number, the year, the amount, the version's first number are such
+    runs; code is the window's own text), and a window's identifiers do not depend on the
+    windows beside it: the other ASCII windows are not scanned.
+    """
+    chosen = [
+        window
+        for window in windows(text)
+        if not window.isascii()
+        or any((run.lstrip("0") or "0") in tags for run in _DIGITS.findall(window))
+    ]
+    found = window_identifiers(SEPARATOR.join(chosen), KEYED_KINDS)
+    return {key for _kind, _shown, key, _offset in found}
