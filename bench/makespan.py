@@ -19,7 +19,6 @@ one.
 
     python bench/makespan.py [--workspaces 200] [--latency 5] [--max-concurrent 16]
                              [--workers N] [--drain-seconds D] [--no-pause] [--echo]
-                             [--preload-sdk]
 """
 
 from __future__ import annotations
@@ -77,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-seconds", type=float, default=None)
     parser.add_argument("--no-pause", action="store_true")
     parser.add_argument("--echo", action="store_true", help="the fake answers --echo")
-    parser.add_argument("--preload-sdk", action="store_true", help="preload_sdk = true")
     args = parser.parse_args(argv)
     common.install_exit_handlers()
     rng = random.Random(11)
@@ -106,8 +104,6 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.workers is not None:
             env["MEMORYD_WORKERS"] = str(args.workers)
-        if args.preload_sdk:
-            env["MEMORYD_PRELOAD_SDK"] = "true"
         if args.drain_seconds is not None:
             env["MEMORYD_DRAIN_SECONDS"] = str(args.drain_seconds)
         message = {ws: critical if i % 2 else crossing for i, ws in enumerate(workspaces)}
@@ -167,7 +163,6 @@ def main(argv: list[str] | None = None) -> int:
                 ("anthropic.max_concurrent_requests", args.max_concurrent),
                 ("fake LLM latency (s)", args.latency),
                 ("daemon paused while appending", not args.no_pause),
-                ("preload_sdk", args.preload_sdk),
                 ("levels after the appends", count_levels),
                 ("drain_seconds", args.drain_seconds if args.drain_seconds is not None else 0.5),
                 ("all appends written in (s)", appended),
@@ -195,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     out = common.save(
-        ("makespan-preload" if args.preload_sdk else "makespan")
+        "makespan"
         if args.drain_seconds is None
         else f"makespan-drain{args.drain_seconds:g}",
         {
@@ -203,7 +198,6 @@ def main(argv: list[str] | None = None) -> int:
             "workers": args.workers,
             "max_concurrent_requests": args.max_concurrent,
             "paused": not args.no_pause,
-            "preload_sdk": args.preload_sdk,
             "latency_s": args.latency,
             "peak_tree_pss_mb": peak_pss,
             "peak_processes": sampler.peak_processes,

@@ -21,7 +21,7 @@ Targets: READY <= 5 s, quiet <= 15 s after the start and <= 8 s after a restart 
 unchanged workspaces; idle tree PSS (daemon, forkserver, resource tracker, workers)
 <= 120 MB at 10,000 workspaces and <= 60 MB at 1; idle CPU near zero.
 
-    python bench/scale.py [--workspaces 10000] [--idle 30] [--anthropic] [--preload-sdk]
+    python bench/scale.py [--workspaces 10000] [--idle 30] [--anthropic]
 """
 
 from __future__ import annotations
@@ -91,7 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--anthropic", action="store_true", help="anthropic backend (a fake key; no job runs)"
     )
-    parser.add_argument("--preload-sdk", action="store_true", help="preload_sdk = true")
     args = parser.parse_args(argv)
     common.install_exit_handlers()
 
@@ -113,8 +112,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.anthropic:
             env["MEMORYD_SUMMARIZER__BACKEND"] = "anthropic"
             env["MEMORYD_ANTHROPIC__API_KEY"] = "sk-fake-bench"
-        if args.preload_sdk:
-            env["MEMORYD_PRELOAD_SDK"] = "true"
         with common.Daemon(root, env, notify=True) as daemon:
             assert daemon.process is not None
             pid = daemon.process.pid
@@ -244,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     out = common.save(
-        f"scale-{args.workspaces}{'-preload' if args.preload_sdk else ''}",
+        f"scale-{args.workspaces}",
         {
             "workspaces": args.workspaces,
             "tracked": tracked,

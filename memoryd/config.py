@@ -103,8 +103,6 @@ class Settings(BaseSettings):
     workers: int = Field(default=16, ge=1, le=1024)
     """Most worker processes at once; each starts with a job (docs/design.md#pool)."""
     worker_idle_timeout: float = Field(default=60.0, gt=0, le=DAY)
-    preload_sdk: bool = False
-    """Import the Anthropic SDK once in the forkserver (docs/design.md#pool)."""
     coalesce_ms: int = Field(default=200, ge=0, le=60_000)
     checkin_interval: float = Field(default=5.0, gt=0, le=HOUR)
     shutdown_timeout: float = Field(default=30.0, ge=0, le=HOUR)

@@ -49,7 +49,6 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "keep_first": ("int", 0, (("ge", 0),)),
     "workers": ("int", 16, (("ge", 1), ("le", 1024))),
     "worker_idle_timeout": ("float", 60.0, (("gt", 0), ("le", 86400.0))),
-    "preload_sdk": ("bool", False, ()),
     "coalesce_ms": ("int", 200, (("ge", 0), ("le", 60000))),
     "checkin_interval": ("float", 5.0, (("gt", 0), ("le", 3600.0))),
     "shutdown_timeout": ("float", 30.0, (("ge", 0), ("le", 3600.0))),

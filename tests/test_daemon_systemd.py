@@ -24,6 +24,7 @@ from daemon_harness import (
     wait_until,
 )
 from daemon_workspaces import (
+    append_lines,
     write_lines,
 )
 from structlog.testing import capture_logs
@@ -157,20 +158,26 @@ def test_a_stop_leaves_no_process_for_systemd_to_kill_and_a_workers_change_is_in
 ) -> None:
     """systemd (KillMode=mixed) SIGKILLs whatever is left in the unit once the daemon has
     exited: after a SIGTERM nothing of the daemon's process group is alive — no worker,
-    no forkserver, no resource tracker. Before that, a SIGHUP that changes ``workers``
-    resizes the pool, logged at info (pool_resized), not as a crash (pool_rebuilt)."""
+    no forkserver, no resource tracker (a job starts them). Before that, a SIGHUP that
+    changes ``workers`` resizes the pool, logged at info (pool_resized), not as a crash
+    (pool_rebuilt)."""
     root = tmp_path / "root"
     write_lines(root / "ws", "w", 3)
     config = tmp_path / "memoryd.toml"
-    config.write_text("workers = 2\n")
+    config.write_text("workers = 2\ntoken_limit = 3000\n")
     env = {"MEMORYD_SUMMARIZER__BACKEND": "extractive"}
     daemon = procs.daemon([root], tmp_path, env, config=config)
     daemon.wait_ready()
+    wait_until(lambda: daemon.logged("workspace_discovered"), 10, "the workspace tracked")
+    append_lines(root / "ws", "w", 3, 50)
+    daemon.wait_log("job_finished", outcome="completed")
     wait_until(
-        lambda: len(group_members(daemon.pid)) >= 3, 10, "daemon, forkserver, resource tracker"
+        lambda: len(group_members(daemon.pid)) >= 4,
+        10,
+        "daemon, forkserver, resource tracker, worker",
     )
 
-    config.write_text("workers = 3\n")
+    config.write_text("workers = 3\ntoken_limit = 3000\n")
     daemon.send(signal.SIGHUP)
     resized = daemon.wait_log("pool_resized")
     assert (resized["level"], resized["workers"]) == ("info", 3)

@@ -23,12 +23,17 @@ def write_lines(workspace: Path, count: int, start: int = 0) -> None:
         file.write(b"".join(line_bytes("w", n) for n in range(start, start + count)))
 
 
-def test_workers_start_with_a_job_exit_when_idle_and_a_job_still_runs_after(
+def forkservers(daemon_pid: int) -> list[int]:
+    return [c for c in children(daemon_pid) if "forkserver" in cmdline(c)]
+
+
+def test_forkserver_and_workers_start_with_a_job_and_are_gone_when_idle(
     tmp_path: Path, procs: Processes
 ) -> None:
-    """An idle daemon has a forkserver but no worker; a job starts one; after
-    ``worker_idle_timeout`` without jobs the workers exit (down to zero, logged as
-    workers_retired); the next job starts a new worker and completes."""
+    """An idle daemon has neither a forkserver nor a worker; a job starts both; after
+    ``worker_idle_timeout`` without jobs the workers exit (workers_retired) and then the
+    forkserver stops (forkserver_stopped); the next job starts a new forkserver and
+    worker and completes."""
     root = tmp_path / "root"
     workspace = root / "ws"
     write_lines(workspace, 5)
@@ -40,21 +45,27 @@ def test_workers_start_with_a_job_exit_when_idle_and_a_job_still_runs_after(
     daemon = procs.daemon([root], tmp_path, env)
     daemon.wait_ready()
     wait_until(lambda: daemon.logged("workspace_discovered"), 10, "the workspace tracked")
-    assert pool_workers(daemon.pid) == []
+    assert forkservers(daemon.pid) == []
 
     write_lines(workspace, 45, start=5)
     daemon.wait_log("job_finished", outcome="completed")
     first = pool_workers(daemon.pid)
     assert first, "the job ran in a worker, which stays for worker_idle_timeout"
+    server = forkservers(daemon.pid)
+    assert len(server) == 1
 
     retired = daemon.wait_log("workers_retired", timeout=30)
     assert retired["workers"] == len(first)
-    wait_until(lambda: pool_workers(daemon.pid) == [], 10, "the idle workers to exit")
+    daemon.wait_log("forkserver_stopped", timeout=30)
+    wait_until(lambda: forkservers(daemon.pid) == [], 10, "the forkserver to exit")
+    assert all(not Path(f"/proc/{pid}").exists() for pid in first)
 
     write_lines(workspace, 45, start=100)
     daemon.wait_log("job_finished", count=2)
     assert [r["outcome"] for r in daemon.logged("job_finished")] == ["completed", "completed"]
     assert not set(pool_workers(daemon.pid)) & set(first)
+    assert len(daemon.logged("forkserver_started")) == 2
+    assert not set(forkservers(daemon.pid)) & set(server)
 
 
 def test_a_backlog_runs_most_urgent_first_within_max_concurrent_requests(
@@ -105,27 +116,29 @@ def _maps(pid: int) -> str:
         return ""
 
 
-@pytest.mark.parametrize("preload", [False, True])
-def test_preload_sdk_imports_the_sdk_in_the_forkserver_never_in_the_daemon(
-    tmp_path: Path, procs: Processes, preload: bool
+@pytest.mark.parametrize("backend", ["extractive", "anthropic"])
+def test_the_forkserver_preloads_the_sdk_for_the_anthropic_backend_only(
+    tmp_path: Path, procs: Processes, fake_anthropic: FakeAnthropic, backend: str
 ) -> None:
-    """With ``preload_sdk`` the forkserver imports the Anthropic SDK (its compiled JSON
-    parser, jiter, is mapped there) so that workers inherit it; without, it does not. The
-    daemon process itself never imports it."""
+    """The forkserver that the first job starts imports the Anthropic SDK (its compiled
+    JSON parser, jiter, is mapped there) when the backend is anthropic, so that workers
+    inherit it; on the extractive backend it does not. The daemon process itself never
+    imports it."""
+    fake_anthropic.set_default(Reply.echo())
+    fake_anthropic.latency = 1.0
     root = tmp_path / "root"
     write_lines(root / "ws", 5)
-    env = {
-        "MEMORYD_SUMMARIZER__BACKEND": "extractive",
-        "MEMORYD_PRELOAD_SDK": "true" if preload else "false",
-    }
+    env = llm_env(fake_anthropic.base_url, token_limit="3000")
+    env["MEMORYD_SUMMARIZER__BACKEND"] = backend
     daemon = procs.daemon([root], tmp_path, env)
     daemon.wait_ready()
-    forkserver = wait_until(
-        lambda: [c for c in children(daemon.pid) if "forkserver" in cmdline(c)], 10, "forkserver"
-    )[0]
-    if preload:
-        wait_until(lambda: "jiter" in _maps(forkserver), 30, "the SDK in the forkserver")
-    else:
-        wait_until(lambda: "pydantic_core" in _maps(forkserver), 30, "memoryd preloaded")
-        assert "jiter" not in _maps(forkserver)
+    wait_until(lambda: daemon.logged("workspace_discovered"), 10, "the workspace tracked")
+    assert forkservers(daemon.pid) == []
+    write_lines(root / "ws", 45, start=5)
+    forkserver = wait_until(lambda: forkservers(daemon.pid), 30, "a forkserver")[0]
+    assert daemon.wait_log("forkserver_started")["sdk"] == (backend == "anthropic")
+    daemon.wait_log("job_finished", outcome="completed")
+    maps = _maps(forkserver)
+    assert "pydantic_core" in maps, "memoryd preloaded"
+    assert ("jiter" in maps) == (backend == "anthropic")
     assert "jiter" not in _maps(daemon.pid)

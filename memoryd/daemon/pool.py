@@ -5,7 +5,9 @@ Workers start on demand: the executor forks one from the forkserver when a job f
 idle worker, up to ``workers``. When fewer jobs ran at once over ``worker_idle_timeout``
 than the pool has workers, the pool retires its executor: idle workers exit (running
 jobs finish first) and later jobs start fresh ones, so an idle daemon has no worker at
-all (docs/design.md#pool).
+all. The forkserver too lives only while there is work: the first job starts it (with
+the Anthropic SDK preloaded when the backend is anthropic) and it stops once the last
+worker is gone (docs/design.md#pool).
 
 A dead worker breaks the executor as a whole: every job it held fails with
 ``BrokenProcessPool``. Each worker reports the job it takes (:func:`memoryd.worker.call`),
@@ -59,16 +61,16 @@ class WorkerPool:
         log_format: str,
         log_level: str,
         idle_timeout: float = 60.0,
-        preload_sdk: bool = False,
     ) -> None:
         self.size = workers
         self.idle_timeout = idle_timeout
         self.log_format = log_format
         self.log_level = log_level
         self._context = multiprocessing.get_context("forkserver")
-        # The SDK in the forkserver: ~41 MB more while idle, ~37 MB less per worker that
-        # runs an anthropic job, and no ~1 s import in each (bench/workers.py).
-        self._context.set_forkserver_preload([*PRELOAD, *(["anthropic"] if preload_sdk else [])])
+        self.sdk = False
+        """Preload the Anthropic SDK in the next forkserver started (the backend is
+        anthropic): ~37 MB less per worker that runs an anthropic job and no ~1 s import
+        in each, which a burst of fresh workers would pay at once (bench/workers.py)."""
         # A plain pipe, no lock: each report is one write far below PIPE_BUF, so reports
         # from several workers never interleave (and no semaphore outlives the pool).
         self._started, self._report = self._context.Pipe(duplex=False)
@@ -80,11 +82,15 @@ class WorkerPool:
         self._window_start: float | None = None
         self._window_peak = 0
 
-    def start(self) -> None:
-        """Start the forkserver, not a worker: the first job forks one from it in
-        milliseconds instead of waiting for an interpreter to import memoryd."""
+    def _ensure_forkserver(self) -> None:
+        """Start the forkserver (and the resource tracker) unless it runs: a worker forks
+        from it in milliseconds instead of starting an interpreter that imports memoryd."""
         from multiprocessing import forkserver
 
+        server: Any = forkserver._forkserver
+        if server._forkserver_pid is None:
+            self._context.set_forkserver_preload([*PRELOAD, *(["anthropic"] if self.sdk else [])])
+            log.info("forkserver_started", sdk=self.sdk)
         forkserver.ensure_running()
 
     @property
@@ -116,6 +122,20 @@ class WorkerPool:
                     self._retire(current, started)
             self._window_start, self._window_peak = now, self.running
         self._reap()
+        if self._current is None and not self._retired and not self._jobs:
+            self._stop_forkserver()
+
+    @staticmethod
+    def _stop_forkserver() -> None:
+        # No worker is left, so nothing else holds the forkserver's "alive" pipe: closing
+        # ours stops it at once. The resource tracker stays (~6 MB): executors' semaphores
+        # may outlive their workers and unregister later.
+        from multiprocessing import forkserver
+
+        server: Any = forkserver._forkserver
+        if server._forkserver_pid is not None:
+            _stop_forkserver(server)
+            log.info("forkserver_stopped")
 
     def _retire(self, generation: _Generation, started: int) -> None:
         # Its idle workers exit once its running jobs are done (the executor's shutdown
@@ -154,6 +174,7 @@ class WorkerPool:
         """Run ``fn(*args)`` in a worker; returns the job's id and its future."""
         from memoryd.worker import call
 
+        self._ensure_forkserver()
         if self._current is None:
             self._current = _Generation(self._new_executor())
         job_id = next(self._ids)
@@ -231,6 +252,8 @@ class WorkerPool:
                 # retry.
                 _kill(old.executor)
             old.executor.shutdown(wait=False, cancel_futures=True)
+            # Reaped like a retired executor: the forkserver stops only after its workers.
+            self._retired.append(old)
         if why == "broken":
             log.warning("pool_rebuilt", workers=self.size)
         else:
@@ -296,10 +319,22 @@ def _stop_helpers() -> None:
     forkserver would hold the stop forever. So: close, wait a bounded time, then kill.
     Private attributes, present since Python 3.8.
     """
-    from multiprocessing import forkserver, resource_tracker, util
+    from multiprocessing import forkserver, resource_tracker
 
-    server: Any = forkserver._forkserver
+    _stop_forkserver(forkserver._forkserver)
+    tracker: Any = resource_tracker._resource_tracker
     with contextlib.suppress(Exception):
+        pid, fd = tracker._pid, tracker._fd
+        tracker._pid = tracker._fd = None
+        _close_and_reap(pid, fd)
+
+
+def _stop_forkserver(server: Any) -> None:
+    """Stop ``server`` (the stdlib's ForkServer) within ``KILL_WAIT`` and clear its
+    fields under its own lock, so that ``ensure_running()`` starts a new one later."""
+    from multiprocessing import util
+
+    with server._lock, contextlib.suppress(Exception):
         pid, fd = server._forkserver_pid, server._forkserver_alive_fd
         address = server._forkserver_address
         server._forkserver_pid = server._forkserver_alive_fd = None
@@ -307,11 +342,6 @@ def _stop_helpers() -> None:
         _close_and_reap(pid, fd)
         if address and not util.is_abstract_socket_namespace(address):
             os.unlink(address)
-    tracker: Any = resource_tracker._resource_tracker
-    with contextlib.suppress(Exception):
-        pid, fd = tracker._pid, tracker._fd
-        tracker._pid = tracker._fd = None
-        _close_and_reap(pid, fd)
 
 
 def _close_and_reap(pid: int | None, fd: int | None) -> None:

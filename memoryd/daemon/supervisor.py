@@ -84,7 +84,6 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             self.settings.log_format,
             self.settings.log_level,
             self.settings.worker_idle_timeout,
-            self.settings.preload_sdk,
         )
         self.telemetry = Telemetry(self.settings, self.env, self.settings.roots)
         self.hooks: list[DaemonHooks] = [self.telemetry]
@@ -125,7 +124,8 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             config_file=str(self.loaded.config_path) if self.loaded.config_path else None,
         )
         self.telemetry.start(self.metrics_view, moment)
-        self.pool.start()
+        # No forkserver yet: the first job starts it (docs/design.md#pool).
+        self.pool.sdk = backend == "anthropic"
         for root in self.settings.roots:
             self.watchers.watch(root)
         self.rescan(moment)
@@ -268,6 +268,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         if "workers" in changed and not self.jobs:
             self.pool.rebuild("resized", self.settings.workers)
         backend, why = choose_backend(self.settings, self.env)
+        self.pool.sdk = backend == "anthropic"
         log.info("config_reloaded", changed=changed, summarizer=backend, summarizer_reason=why)
         for hook in self.hooks:
             hook.reloaded(self.settings)
