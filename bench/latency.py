@@ -39,9 +39,9 @@ TOKEN_LIMIT = 10_000
 SUMMARIZE_AT = 0.80
 
 
-
 def forkservers(pid: int) -> list[int]:
     return [child for child in children(pid) if "forkserver" in cmdline(child)]
+
 
 def tokens_of(line: bytes) -> int:
     return estimate_message_tokens(json.loads(line))

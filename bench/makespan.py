@@ -190,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     out = common.save(
-        "makespan"
-        if args.drain_seconds is None
-        else f"makespan-drain{args.drain_seconds:g}",
+        "makespan" if args.drain_seconds is None else f"makespan-drain{args.drain_seconds:g}",
         {
             "workspaces": args.workspaces,
             "workers": args.workers,

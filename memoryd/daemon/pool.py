@@ -9,6 +9,11 @@ all. The forkserver too lives only while there is work: the first job starts it 
 the Anthropic SDK preloaded when the backend is anthropic) and it stops once the last
 worker is gone (docs/design.md#pool).
 
+Handing a job to the executor can block: it forks a worker when none is idle, and the
+first job after an idle period waits for a new forkserver to import memoryd (and the
+SDK). So the daemon's loop never calls the executor itself: ``submit()`` returns a future
+at once and one launcher thread hands the jobs over in order.
+
 A dead worker breaks the executor as a whole: every job it held fails with
 ``BrokenProcessPool``. Each worker reports the job it takes (:func:`memoryd.worker.call`),
 so :meth:`WorkerPool.died_with` blames only the job whose own worker died; the others are
@@ -21,7 +26,9 @@ import contextlib
 import itertools
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -39,6 +46,8 @@ PRELOAD = ["memoryd.worker", "memoryd.job"]
 crash) starts without importing memoryd again."""
 KILL_WAIT = 2.0
 """Longest wait for a SIGKILLed worker to be gone."""
+LAUNCH_WAIT = 5.0
+"""Longest wait at close for the launcher to hand over the job it holds."""
 
 
 @dataclass(slots=True)
@@ -50,6 +59,17 @@ class _Generation:
     dead: frozenset[int] | None = None
     jobs: int = 0
     """Jobs submitted to this executor and not yet forgotten."""
+
+
+@dataclass(slots=True)
+class _Launch:
+    """A job for the launcher thread to hand to ``generation``'s executor."""
+
+    generation: _Generation
+    job_id: int
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    future: Future[Any]
 
 
 class WorkerPool:
@@ -81,6 +101,11 @@ class WorkerPool:
         self._retired: list[_Generation] = []
         self._window_start: float | None = None
         self._window_peak = 0
+        self._launches: queue.SimpleQueue[_Launch | None] = queue.SimpleQueue()
+        self._launcher: threading.Thread | None = None
+        self._closing = False
+        self._exiting: dict[int, float] = {}
+        """Forkservers asked to stop and not yet reaped, with when to SIGKILL them."""
 
     def _ensure_forkserver(self) -> None:
         """Start the forkserver (and the resource tracker) unless it runs: a worker forks
@@ -124,18 +149,32 @@ class WorkerPool:
         self._reap()
         if self._current is None and not self._retired and not self._jobs:
             self._stop_forkserver()
+        self._reap_forkservers()
 
-    @staticmethod
-    def _stop_forkserver() -> None:
+    def _stop_forkserver(self) -> None:
         # No worker is left, so nothing else holds the forkserver's "alive" pipe: closing
-        # ours stops it at once. The resource tracker stays (~6 MB): executors' semaphores
-        # may outlive their workers and unregister later.
+        # ours stops it. It is reaped by later loop steps, without waiting here (with the
+        # SDK loaded its exit takes ~0.4 s). The resource tracker stays (~6 MB):
+        # executors' semaphores may outlive their workers and unregister later.
         from multiprocessing import forkserver
 
         server: Any = forkserver._forkserver
         if server._forkserver_pid is not None:
-            _stop_forkserver(server)
+            pid = _stop_forkserver(server)
+            if pid is not None:
+                self._exiting[pid] = time.monotonic() + KILL_WAIT
             log.info("forkserver_stopped")
+
+    def _reap_forkservers(self) -> None:
+        for pid, deadline in list(self._exiting.items()):
+            try:
+                if os.waitpid(pid, os.WNOHANG) == (0, 0):
+                    if time.monotonic() > deadline:
+                        os.kill(pid, signal.SIGKILL)
+                    continue
+            except OSError:
+                pass  # reaped already
+            del self._exiting[pid]
 
     def _retire(self, generation: _Generation, started: int) -> None:
         # Its idle workers exit once its running jobs are done (the executor's shutdown
@@ -171,25 +210,50 @@ class WorkerPool:
         return current is not None and bool(getattr(current.executor, "_broken", False))
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> tuple[int, Future[Any]]:
-        """Run ``fn(*args)`` in a worker; returns the job's id and its future."""
-        from memoryd.worker import call
+        """Queue ``fn(*args)`` for a worker; returns the job's id and its future at once.
 
-        self._ensure_forkserver()
+        The launcher thread hands the job to the executor. If that fails (the executor
+        broke meanwhile), the future fails with ``BrokenProcessPool`` and the job is one
+        that no worker had taken: innocent (:meth:`died_with`).
+        """
         if self._current is None:
             self._current = _Generation(self._new_executor())
-        job_id = next(self._ids)
-        try:
-            future = self._current.executor.submit(call, job_id, fn, *args)
-        except BrokenProcessPool:
-            self.rebuild("broken")
-            self._current = _Generation(self._new_executor())
-            future = self._current.executor.submit(call, job_id, fn, *args)
         generation = self._current
-        self._fix_processes(generation)
+        job_id = next(self._ids)
+        future: Future[Any] = Future()
         generation.jobs += 1
         self._jobs[job_id] = generation
         self._window_peak = max(self._window_peak, self.running)
+        if self._launcher is None:
+            self._launcher = threading.Thread(
+                target=self._launch_all, name="memoryd-launcher", daemon=True
+            )
+            self._launcher.start()
+        self._launches.put(_Launch(generation, job_id, fn, args, future))
         return job_id, future
+
+    def _launch_all(self) -> None:
+        while (launch := self._launches.get()) is not None:
+            if self._closing:
+                launch.future.cancel()
+                continue
+            self._launch(launch)
+
+    def _launch(self, launch: _Launch) -> None:
+        from memoryd.worker import call
+
+        executor = launch.generation.executor
+        try:
+            self._ensure_forkserver()
+            inner = executor.submit(call, launch.job_id, launch.fn, *launch.args)
+        except Exception as exc:  # the executor broke or was shut down meanwhile
+            if not isinstance(exc, BrokenProcessPool):
+                exc = BrokenProcessPool(f"the job could not be started: {type(exc).__name__}")
+            launch.future.set_exception(exc)
+        else:
+            inner.add_done_callback(lambda done: _settle(launch.future, done))
+        finally:
+            self._fix_processes(launch.generation)
 
     @staticmethod
     def _fix_processes(generation: _Generation) -> None:
@@ -263,6 +327,7 @@ class WorkerPool:
         """Kill the workers (a stop abandons their jobs; the commit protocol makes that
         safe), then stop the forkserver and the resource tracker, so that nothing is
         left for systemd to kill."""
+        self._stop_launcher()
         generations = [*self._retired, *([self._current] if self._current else [])]
         for generation in generations:
             # Every process the generation ever had, not only the executor's current
@@ -276,7 +341,31 @@ class WorkerPool:
         self._current = None
         self._retired.clear()
         self._jobs.clear()
+        for pid in self._exiting:
+            with contextlib.suppress(Exception):
+                _close_and_reap(pid, None)
+        self._exiting.clear()
         _stop_helpers()
+
+    def _stop_launcher(self) -> None:
+        # Jobs still queued are cancelled; the one being handed over may wait for a
+        # forkserver that is starting, so the wait is bounded (stopping the forkserver
+        # below ends that wait in any case).
+        self._closing = True
+        if self._launcher is not None:
+            self._launches.put(None)
+            self._launcher.join(LAUNCH_WAIT)
+            self._launcher = None
+
+
+def _settle(future: Future[Any], done: Future[Any]) -> None:
+    """Give ``future`` the outcome of ``done`` (the executor's future for the same job)."""
+    if done.cancelled():
+        future.cancel()
+    elif (exc := done.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(done.result())
 
 
 def _kill(executor: ProcessPoolExecutor) -> None:
@@ -321,7 +410,8 @@ def _stop_helpers() -> None:
     """
     from multiprocessing import forkserver, resource_tracker
 
-    _stop_forkserver(forkserver._forkserver)
+    with contextlib.suppress(Exception):
+        _close_and_reap(_stop_forkserver(forkserver._forkserver), None)
     tracker: Any = resource_tracker._resource_tracker
     with contextlib.suppress(Exception):
         pid, fd = tracker._pid, tracker._fd
@@ -329,19 +419,24 @@ def _stop_helpers() -> None:
         _close_and_reap(pid, fd)
 
 
-def _stop_forkserver(server: Any) -> None:
-    """Stop ``server`` (the stdlib's ForkServer) within ``KILL_WAIT`` and clear its
-    fields under its own lock, so that ``ensure_running()`` starts a new one later."""
+def _stop_forkserver(server: Any) -> int | None:
+    """Ask ``server`` (the stdlib's ForkServer) to stop by closing its "alive" pipe, and
+    clear its fields under its own lock, so that ``ensure_running()`` starts a new one
+    later. Returns its pid, for the caller to reap."""
     from multiprocessing import util
 
-    with server._lock, contextlib.suppress(Exception):
+    with server._lock:
         pid, fd = server._forkserver_pid, server._forkserver_alive_fd
         address = server._forkserver_address
         server._forkserver_pid = server._forkserver_alive_fd = None
         server._forkserver_address = None
-        _close_and_reap(pid, fd)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         if address and not util.is_abstract_socket_namespace(address):
-            os.unlink(address)
+            with contextlib.suppress(OSError):
+                os.unlink(address)
+    return pid if isinstance(pid, int) else None
 
 
 def _close_and_reap(pid: int | None, fd: int | None) -> None:

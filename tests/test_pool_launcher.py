@@ -1,0 +1,95 @@
+"""The pool hands jobs to its executor from a launcher thread, so that ``submit()`` never
+waits for a forkserver that is starting (or for a worker's fork). Real forkserver, real
+worker processes; the only thing held back is the moment the launcher may start the
+forkserver, by an event the test controls.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import CancelledError
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+from daemon_harness import wait_until
+
+from memoryd.daemon.pool import WorkerPool
+
+
+@pytest.fixture
+def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """While the event is unset the launcher waits where it would start the forkserver,
+    as it does while a new forkserver imports memoryd and the SDK."""
+    release = threading.Event()
+    original = WorkerPool._ensure_forkserver
+
+    def slow_start(self: WorkerPool) -> None:
+        release.wait(30)
+        original(self)
+
+    monkeypatch.setattr(WorkerPool, "_ensure_forkserver", slow_start)
+    yield release
+    release.set()
+
+
+@pytest.fixture
+def pool() -> Iterator[WorkerPool]:
+    pool = WorkerPool(2, "json", "warning", idle_timeout=60)
+    yield pool
+    pool.close()
+
+
+def test_submit_returns_before_the_forkserver_is_up_and_the_jobs_then_run_in_workers(
+    pool: WorkerPool, held: threading.Event
+) -> None:
+    first_id, first = pool.submit(os.getpid)
+    second_id, second = pool.submit(len, "four")
+
+    assert not first.done() and not second.done()
+    assert pool.running == 2 and first_id != second_id
+
+    held.set()
+    assert first.result(timeout=30) != os.getpid()
+    assert second.result(timeout=30) == 4
+
+
+def test_a_job_whose_executor_was_replaced_before_it_was_handed_over_fails_as_innocent(
+    pool: WorkerPool, held: threading.Event
+) -> None:
+    """The executor a job was queued for is shut down (a resize) before the launcher
+    reaches it: the job fails with BrokenProcessPool, as one no worker had taken, so the
+    daemon retries it at once instead of counting it against the workspace."""
+    job_id, future = pool.submit(len, "abc")
+    pool.rebuild("resized", 3)
+    held.set()
+
+    with pytest.raises(BrokenProcessPool):
+        future.result(timeout=30)
+    assert pool.died_with(job_id) is False
+    pool.forget(job_id)
+
+    _, retried = pool.submit(len, "abc")
+    assert retried.result(timeout=30) == 3
+
+
+def test_close_cancels_the_queued_jobs_and_leaves_no_process(
+    pool: WorkerPool, held: threading.Event
+) -> None:
+    from multiprocessing import active_children, forkserver
+
+    _, handed = pool.submit(len, "ab")
+    _, queued = pool.submit(len, "abc")
+    closer = threading.Thread(target=pool.close)
+    closer.start()
+    wait_until(lambda: pool._closing, 10, "close() to begin")
+    held.set()
+    closer.join(30)
+
+    assert not closer.is_alive()
+    with pytest.raises(CancelledError):
+        queued.result(timeout=0)
+    assert handed.done()
+    assert active_children() == []
+    assert forkserver._forkserver._forkserver_pid is None  # type: ignore[attr-defined]
