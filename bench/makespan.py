@@ -13,12 +13,17 @@ enough to take their workspace to ``critical``, the others leave it at ``warning
 The makespan runs from just before the first append to the arrival of the last
 ``job_finished`` log line. Ideal: ``ceil(200 / max_concurrent_requests) x latency``.
 The tree's PSS (daemon, forkserver, resource tracker, workers) is summed every 0.5 s.
+After the burst the bench waits until the pool has shrunk to zero (no worker, no
+forkserver; ``worker_idle_timeout``, default 60 s, set with ``--idle-timeout``) and
+reports how long that took and the idle tree's PSS then (the largest of six samples
+over 3 s).
 
 Targets: makespan <= 1.2x ideal; every critical workspace dispatched before any warning
-one.
+one; the idle tree after the burst <= 60 MB.
 
     python bench/makespan.py [--workspaces 200] [--latency 5] [--max-concurrent 16]
                              [--workers N] [--drain-seconds D] [--no-pause] [--echo]
+                             [--idle-timeout S]
 """
 
 from __future__ import annotations
@@ -35,7 +40,14 @@ from collections import Counter
 from pathlib import Path
 
 import _common as common
-from latency import append_locked, below_trigger, tokens_of, wait_ready_and_tidied
+from daemon_harness import pool_workers
+from latency import (
+    append_locked,
+    below_trigger,
+    forkservers,
+    tokens_of,
+    wait_ready_and_tidied,
+)
 
 from memoryd.conversation import ConversationReader
 from memoryd.policy import detect_threshold, usage_ratio
@@ -67,6 +79,26 @@ class PssSampler(threading.Thread):
                 self.peak, self.peak_processes = total, len(members)
 
 
+def tree_pss(pid: int) -> float:
+    return sum(common.pss_mb(member) for member in [pid, *common.descendants(pid)])
+
+
+def shrunk_to_zero(pid: int, limit: float) -> tuple[float | None, float, int]:
+    """Wait (at most ``limit`` s) until ``pid`` has no pool worker and no forkserver; the
+    seconds that took (None past the limit), the tree's PSS then and its processes."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        if not pool_workers(pid) and not forkservers(pid):
+            waited = time.monotonic() - start
+            samples = []
+            for _ in range(6):
+                samples.append(tree_pss(pid))
+                time.sleep(0.5)
+            return waited, max(samples), 1 + len(common.descendants(pid))
+        time.sleep(0.2)
+    return None, tree_pss(pid), 1 + len(common.descendants(pid))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--workspaces", type=int, default=200)
@@ -76,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-seconds", type=float, default=None)
     parser.add_argument("--no-pause", action="store_true")
     parser.add_argument("--echo", action="store_true", help="the fake answers --echo")
+    parser.add_argument("--idle-timeout", type=float, default=None)
     args = parser.parse_args(argv)
     common.install_exit_handlers()
     rng = random.Random(11)
@@ -106,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             env["MEMORYD_WORKERS"] = str(args.workers)
         if args.drain_seconds is not None:
             env["MEMORYD_DRAIN_SECONDS"] = str(args.drain_seconds)
+        if args.idle_timeout is not None:
+            env["MEMORYD_WORKER_IDLE_TIMEOUT"] = str(args.idle_timeout)
         message = {ws: critical if i % 2 else crossing for i, ws in enumerate(workspaces)}
         order = list(workspaces)
         rng.shuffle(order)
@@ -131,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                 finished[str(item.record.get("workspace"))] = item
             dispatched = daemon.stamped("summarize_dispatched")
             sampler.done.set()
+            idle_limit = 2 * (args.idle_timeout or 60.0) + 60
+            shrink_s, idle_pss, idle_processes = shrunk_to_zero(pid, idle_limit)
         calls: list[int] = []
         for workspace in workspaces:
             for event in common.read_events(workspace):
@@ -176,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
                 ("peak tree PSS (MB)", peak_pss),
                 ("processes in the tree at that peak", sampler.peak_processes),
                 ("warning dispatched before the last critical", warning_before),
+                ("pool shrunk to zero after the last job (s)", shrink_s),
+                ("idle tree PSS after the burst (MB)", idle_pss),
+                ("processes in the idle tree", idle_processes),
             ],
         )
     )
@@ -186,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
             [
                 ("makespan / ideal", round(ratio, 3), "<= 1.2", ratio <= 1.2),
                 ("critical dispatched first", critical_first, "yes", critical_first),
+                (
+                    "idle tree PSS after the burst (MB)",
+                    round(idle_pss, 1),
+                    "<= 60",
+                    shrink_s is not None and idle_pss <= 60,
+                ),
             ],
         )
     )
@@ -199,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
             "latency_s": args.latency,
             "peak_tree_pss_mb": peak_pss,
             "peak_processes": sampler.peak_processes,
+            "shrink_s": shrink_s,
+            "idle_tree_pss_mb": idle_pss,
+            "idle_processes": idle_processes,
             "dispatch_levels": order_levels,
             "critical_first": critical_first,
             "drain_seconds": args.drain_seconds,
