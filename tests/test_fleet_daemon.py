@@ -134,14 +134,14 @@ def test_metrics_scraped_during_real_jobs_match_the_events(
             lambda: (
                 (text := scrape(port))
                 and total(parse(text), "memoryd_jobs_in_flight") == 1
+                and total(parse(text), "memoryd_pool_workers") == 1
                 and text
             ),
             20,
-            "a scrape with the job in flight",
+            "a scrape with the job in flight in its worker (forked once the forkserver is up)",
         )
     )
     assert total(during, "memoryd_workspaces", root=str(root)) == 2
-    assert total(during, "memoryd_pool_workers") == 1
     assert total(during, "memoryd_workspaces_by_level") == 2
     assert total(during, "memoryd_workspaces_by_level", level="critical") == 1
     assert total(during, "memoryd_workspace_tokens", workspace="team/full") > 0.8 * 3000

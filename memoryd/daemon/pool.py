@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
@@ -243,6 +243,10 @@ class WorkerPool:
         from memoryd.worker import call
 
         executor = launch.generation.executor
+        # Running from here on, as the executor's own future would be once queued: what
+        # the metrics count as in flight.
+        if not launch.future.set_running_or_notify_cancel():
+            return
         try:
             self._ensure_forkserver()
             inner = executor.submit(call, launch.job_id, launch.fn, *launch.args)
@@ -361,7 +365,7 @@ class WorkerPool:
 def _settle(future: Future[Any], done: Future[Any]) -> None:
     """Give ``future`` the outcome of ``done`` (the executor's future for the same job)."""
     if done.cancelled():
-        future.cancel()
+        future.set_exception(CancelledError())
     elif (exc := done.exception()) is not None:
         future.set_exception(exc)
     else:
