@@ -113,7 +113,7 @@ _ASCII_WORDS = bytes.maketrans(
 
 def _has_cue(text: str) -> bool:
     """Whether ``text`` holds a word of ``_CUE_WORDS`` (an ASCII text is split as bytes:
-    fewer objects, the same words)."""
+    the same words, cheaper to cut out and hash)."""
     if text.isascii():
         words = text.encode().translate(_ASCII_WORDS).split()
         return not _ASCII_CUE_WORDS.isdisjoint(words)
