@@ -124,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             rss_at_ready = common.rss_mb(pid)
             quiet_s = quiet_after(daemon, pid)
             settle_s = quiet_s - ready_s
+            # CPU is steadier than wall time on a shared machine: what the start cost.
+            start_cpu_s = sum(tree_cpu(pid).values())
             heartbeats = sum(1 for _ in root.glob("*/HEARTBEAT.md"))
 
             watches = inotify_watches(pid)
@@ -158,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             restart_ready_s = again.wait_notify_ready(10)
             assert again.process is not None
             restart_quiet_s = quiet_after(again, again.process.pid)
+            restart_cpu_s = sum(tree_cpu(again.process.pid).values())
 
     processes: list[dict[str, Any]] = []
     for member, role in roles.items():
@@ -221,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("READY=1 on a restart (state files present) (s)", restart_ready_s, "", ""),
                 ("quiet after a restart (s)", restart_quiet_s, "<= 8", met["restart_quiet"]),
                 ("settle: quiet after READY (s)", settle_s, "", ""),
+                ("CPU from start to quiet (s)", start_cpu_s, "", ""),
+                ("CPU from restart to quiet (s)", restart_cpu_s, "", ""),
                 ("daemon RSS at READY (MB)", rss_at_ready, "", ""),
                 ("daemon idle RSS peak (MB)", daemon_row["rss_mb_peak"], "", ""),
                 ("daemon + children idle RSS (MB)", total_rss, "", ""),
@@ -256,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             "busy_seconds": busy_seconds,
             "total_pss_mb": total_pss,
             "settle_s": settle_s,
+            "start_cpu_s": start_cpu_s,
+            "restart_cpu_s": restart_cpu_s,
             "heartbeats_written": heartbeats,
             "rss_at_ready_mb": rss_at_ready,
             "idle_window_s": window,

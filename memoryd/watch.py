@@ -20,10 +20,8 @@ from watchdog.events import (
     DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
-    DirModifiedEvent,
     DirMovedEvent,
     FileAttribEvent,
-    FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
     FileModifiedEvent,
@@ -46,21 +44,25 @@ WATCHED_EVENTS: list[type[FileSystemEvent]] = [
     DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
-    DirModifiedEvent,
     DirMovedEvent,
     FileAttribEvent,
-    FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
     FileModifiedEvent,
     FileMovedEvent,
 ]
-"""Every event but opened and closed-without-write, which :class:`Enqueuer` drops anyway.
+"""The events that can mean something to memoryd: a file or folder created, deleted,
+moved, written or made readable.
 
-Given to ``schedule``, this keeps IN_OPEN and IN_CLOSE_NOWRITE out of the inotify mask:
-otherwise every read the daemon itself makes (a rescan's scandir, a reader's open) is an
-event, and with thousands of workspaces they overflow the kernel queue, after which
-watchdog re-walks the whole tree (see bench/README.md, scale).
+Given to ``schedule``, this keeps out of the inotify mask what would only repeat them or
+is the daemon's own doing: IN_OPEN and IN_CLOSE_NOWRITE (every read the daemon makes, a
+rescan's scandir, a reader's open) and IN_CLOSE_WRITE (every write already raised
+IN_MODIFY). It also leaves out "folder modified", which watchdog adds beside every
+create, delete, move and close in a folder. Each atomic write memoryd makes in a
+workspace (HEARTBEAT.md, state.json: create, write, close, rename) would otherwise cost
+watchdog's thread eight events instead of four; with thousands of workspaces they also
+overflow the kernel queue, after which watchdog re-walks the whole tree (see
+bench/README.md, scale).
 """
 RAISE_LIMIT_HINT = (
     "raise the limit with: sudo sysctl fs.inotify.max_user_watches=524288 "
