@@ -31,6 +31,7 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
+from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
 from watchdog.observers.polling import PollingObserver
 
 from memoryd.fsutil import is_temp_name
@@ -64,6 +65,14 @@ watchdog's thread eight events instead of four; with thousands of workspaces the
 overflow the kernel queue, after which watchdog re-walks the whole tree (see
 bench/README.md, scale).
 """
+MOVE_PAIRING_WAIT = 0.02
+"""How long watchdog holds the first half of a rename to pair it with the second.
+
+watchdog's default is 0.5 s, and its queue is first in, first out: every event behind an
+unpaired half waits with it, so an append could reach the loop up to half a second late
+after any rename in the tree (memoryd's own atomic writes are renames). The kernel
+reports both halves of a rename together, so pairing needs far less; and memoryd does
+not need the pairing at all (both paths of a move are handled, paired or not)."""
 RAISE_LIMIT_HINT = (
     "raise the limit with: sudo sysctl fs.inotify.max_user_watches=524288 "
     "(and fs.inotify.max_user_instances=1024)"
@@ -172,6 +181,7 @@ def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[Base
     this process gained are compared with the folders there are.
     """
     handler = Enqueuer(changes)
+    InotifyMoveEventGrouper.delay = MOVE_PAIRING_WAIT
     observer: BaseObserver = Observer()
     folders = count_folders(root)
     before = inotify_watches()
