@@ -36,6 +36,11 @@ class CommitAborted(MemorydError):
     """A rewrite was abandoned before the rename; the original file is untouched."""
 
 
+class PoolUnavailable(MemorydError):
+    """The worker pool could not start the process a job needed (its forkserver or a
+    worker): the job failed, nothing was changed, and it is retried with back-off."""
+
+
 class SummarizerError(MemorydError):
     """The summarizer gave no usable summary (after its retries); nothing was changed.
 

@@ -6,16 +6,19 @@ forkserver, by an event the test controls.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 import pytest
 from daemon_harness import wait_until
 
 from memoryd.daemon.pool import WorkerPool
+from memoryd.errors import PoolUnavailable
 
 
 @pytest.fixture
@@ -93,3 +96,52 @@ def test_close_cancels_the_queued_jobs_and_leaves_no_process(
     assert handed.done()
     assert active_children() == []
     assert forkserver._forkserver._forkserver_pid is None  # type: ignore[attr-defined]
+
+
+def test_a_forkserver_that_cannot_start_fails_the_job_with_its_reason_and_the_next_runs(
+    pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No forkserver (its socket folder on a full disk, say): the job fails as a job
+    (PoolUnavailable, retried with back-off), not as an innocent one retried at once,
+    which would spin; once the cause is gone the next job runs."""
+    original = WorkerPool._ensure_forkserver
+
+    def full_disk(self: WorkerPool) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(WorkerPool, "_ensure_forkserver", full_disk)
+    job_id, future = pool.submit(len, "ab")
+    with pytest.raises(PoolUnavailable, match="No space left on device"):
+        future.result(timeout=30)
+    pool.forget(job_id)
+
+    monkeypatch.setattr(WorkerPool, "_ensure_forkserver", original)
+    _, retried = pool.submit(len, "abc")
+    assert retried.result(timeout=30) == 3
+
+
+def test_a_worker_that_cannot_be_forked_fails_the_job_and_the_job_never_runs_later(
+    pool: WorkerPool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The executor queues a job before it forks the worker for it: when the fork fails
+    the pool gives that executor up (its queued job cancelled), so the job cannot run
+    later beside its retry; the retry gets a new executor."""
+    from concurrent.futures import process
+
+    original = process.ProcessPoolExecutor._spawn_process  # type: ignore[attr-defined]
+
+    def no_fork(self: process.ProcessPoolExecutor) -> None:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(process.ProcessPoolExecutor, "_spawn_process", no_fork)
+    first_marker, retry_marker = tmp_path / "first", tmp_path / "retry"
+    job_id, future = pool.submit(os.mkdir, str(first_marker))
+    with pytest.raises(PoolUnavailable, match="Resource temporarily unavailable"):
+        future.result(timeout=30)
+    pool.forget(job_id)
+
+    monkeypatch.setattr(process.ProcessPoolExecutor, "_spawn_process", original)
+    _, retried = pool.submit(os.mkdir, str(retry_marker))
+    retried.result(timeout=30)
+    assert retry_marker.is_dir()
+    assert not first_marker.exists()

@@ -39,6 +39,8 @@ from typing import Any
 
 import structlog
 
+from memoryd.errors import PoolUnavailable
+
 log = structlog.get_logger()
 
 PRELOAD = ["memoryd.worker", "memoryd.job"]
@@ -216,9 +218,14 @@ class WorkerPool:
         broke meanwhile), the future fails with ``BrokenProcessPool`` and the job is one
         that no worker had taken: innocent (:meth:`died_with`).
         """
-        if self._current is None:
-            self._current = _Generation(self._new_executor())
-        generation = self._current
+        current = self._current
+        if current is not None and getattr(current.executor, "_shutdown_thread", False):
+            # Given up by the launcher after a failed start: reaped like a retired one.
+            self._retired.append(current)
+            self._current = current = None
+        if current is None:
+            self._current = current = _Generation(self._new_executor())
+        generation = current
         job_id = next(self._ids)
         future: Future[Any] = Future()
         generation.jobs += 1
@@ -250,10 +257,21 @@ class WorkerPool:
         try:
             self._ensure_forkserver()
             inner = executor.submit(call, launch.job_id, launch.fn, *launch.args)
-        except Exception as exc:  # the executor broke or was shut down meanwhile
+        except (BrokenProcessPool, RuntimeError) as exc:
+            # The executor broke, or was replaced and shut down, before the job reached
+            # it: no worker took the job (RuntimeError is "cannot schedule new futures
+            # after shutdown").
             if not isinstance(exc, BrokenProcessPool):
-                exc = BrokenProcessPool(f"the job could not be started: {type(exc).__name__}")
+                exc = BrokenProcessPool("the job's executor was shut down before it started")
             launch.future.set_exception(exc)
+        except Exception as exc:  # no forkserver or no worker could be started
+            # The executor may hold the job queued: give it up, so that the job cannot
+            # run later beside its retry (submit() starts a new executor).
+            executor.shutdown(wait=False, cancel_futures=True)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            launch.future.set_exception(
+                PoolUnavailable(f"cannot start a worker process: {reason or type(exc).__name__}")
+            )
         else:
             inner.add_done_callback(lambda done: _settle(launch.future, done))
         finally:
