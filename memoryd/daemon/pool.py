@@ -75,7 +75,8 @@ class _Launch:
 
 
 class WorkerPool:
-    """``start()``, ``submit()`` jobs, ``rebuild()`` after a crash, ``close()`` at the end."""
+    """``submit()`` jobs, ``shrink()`` at every loop step, ``rebuild()`` after a crash,
+    ``close()`` at the end."""
 
     def __init__(
         self,
