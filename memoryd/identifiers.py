@@ -12,6 +12,9 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple, TypeVar
+
+_T = TypeVar("_T")
 
 ALL_KINDS = frozenset(("path", "url", "issue", "version", "code", "quantity", "date"))
 KEYED_KINDS = ALL_KINDS - {"path", "url"}
@@ -23,15 +26,21 @@ KEYED_KINDS = ALL_KINDS - {"path", "url"}
 # the letter classes list what it would match (U+017F, the long s, is an "s").
 _URL = re.compile(r"[hH](?<!\w[hH])[tT][tT][pP][sS\u017f]?://[^\s<>\"'`)\]]+")
 _PATH = re.compile(
-    r"(?<![\w/.:-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*[\w]"
-    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|toml|json|jsonl|md|ya?ml|txt|rs|go|c|h|"
-    r"cpp|hpp|java|kt|rb|sh|sql|csv|cfg|ini|lock|html|css|service|conf|log)\b"
+    r"[^\w/.-]((?<!:)(?:~|\.{1,2})?/?(?:[\w.-]++/)+[\w.-]*[\w]"
+    r"|[\w-]++\.(?:py|pyi|js|jsx|ts|tsx|toml|json|jsonl|md|ya?ml|txt|rs|go|c|h|"
+    r"cpp|hpp|java|kt|rb|sh|sql|csv|cfg|ini|lock|html|css|service|conf|log)\b)"
 )
+"""A path (group 1), matched with the character before it: a path starts after a character
+that cannot be part of one (not after ":" for a path with a slash). The text scanned starts
+with a newline, for a path at its start."""
 _ISSUE = re.compile(
-    r"(?:\b(?=[ibtpmIBTPM#])(?:issue|bug|ticket|pr|pull request|pull|merge request|mr)\s*#?\s*"
-    r"|(?<![\w&])#)(\d{1,7})\b",
-    re.IGNORECASE,
+    r"[#BIMPTbimpt\u0130\u0131](?:(?<=#)(?<![\w&]#)|(?<!\w.)(?i:(?<=i)ssue|(?<=b)ug|(?<=t)icket"
+    r"|(?<=p)(?:r|ull request|ull)|(?<=m)(?:erge request|r))\s*#?\s*)(\d{1,7})\b"
 )
+"""A "#" not after a word or "&", or a word (issue, bug, ticket, pr, pull request, pull,
+merge request, mr, in any letter case), then the number (group 1). The first character
+is one that "#" or the first letter of a word matches in any case (U+0130 and U+0131 are
+an "i")."""
 _VERSION = re.compile(
     r"[v\d](?<![\w.][v\d])(?:(?<=v)\d+|(?<=\d)\d*)\.\d+\.\d+"
     r"(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?!\w|\.\w)"
@@ -71,14 +80,47 @@ _MONTHS = {
     )
     for name in names
 }  # fmt: skip
-_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MONTH_NAMES = sorted(_MONTHS, key=len, reverse=True)
+_MONTH = "|".join(_MONTH_NAMES)
 _ISO_DATE = re.compile(r"(\d(?<!\w\d)\d{3})[-/](\d{1,2})[-/](\d{1,2})\b")
 _MONTH_DAY_YEAR = re.compile(
-    rf"\b(?=[jfmasondJFMASOND])({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
+    "([ADFJMNOSadfjmnos\u017f](?<!\\w.)(?i:"
+    + "|".join(
+        f"(?<={first})(?:{'|'.join(name[1:] for name in _MONTH_NAMES if name[0] == first)})"
+        for first in sorted({name[0] for name in _MONTH_NAMES})
+    )
+    + r"))(?i:\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4}))\b"
 )
+"""A month's name (group 1; its first letter in any case, U+017F being an "s") not after a
+word, then the day and the year."""
 _DAY_MONTH_YEAR = re.compile(
     rf"(\d(?<!\w\d)\d?)(?:st|nd|rd|th)?\s+({_MONTH})\.?,?\s+(\d{{4}})\b", re.I
 )
+
+
+class _Patterns(NamedTuple):
+    url: re.Pattern[str]
+    path: re.Pattern[str]
+    issue: re.Pattern[str]
+    version: re.Pattern[str]
+    version_v: re.Pattern[str]
+    code: re.Pattern[str]
+    quantity: re.Pattern[str]
+    money: re.Pattern[str]
+    iso_date: re.Pattern[str]
+    month_day_year: re.Pattern[str]
+    day_month_year: re.Pattern[str]
+
+
+_PATTERNS = _Patterns(
+    _URL, _PATH, _ISSUE, _VERSION, _VERSION_V, _CODE, _QUANTITY, _MONEY, _ISO_DATE,
+    _MONTH_DAY_YEAR, _DAY_MONTH_YEAR,
+)  # fmt: skip
+_ASCII_PATTERNS = _Patterns(
+    *(re.compile(p.pattern, (p.flags & ~re.UNICODE) | re.ASCII) for p in _PATTERNS)
+)
+"""The same patterns for ASCII text, which they match alike: a character class test on
+ASCII alone is cheaper."""
 
 
 def normalise(text: str) -> str:
@@ -189,57 +231,62 @@ def window_identifiers(
     text: str, kinds: frozenset[str] = ALL_KINDS
 ) -> Iterable[tuple[str, str, str, int]]:
     """(kind, text, key, offset) of every identifier of ``kinds`` in ``text``, kind by kind."""
+    p = _ASCII_PATTERNS if text.isascii() else _PATTERNS
     if "url" in kinds:
-        for match in _URL.finditer(text):
+        for match in p.url.finditer(text):
             url = match.group().rstrip(".,;:!?")
             yield "url", url, normalise(url).rstrip("/"), match.start()
     if "path" in kinds:
-        for match in _PATH.finditer(text):
-            path = match.group()
-            if "://" in text[max(0, match.start() - 8) : match.end()] or path.startswith("//"):
+        for match in p.path.finditer("\n" + text):
+            path = match.group(1)
+            start, end = match.start(1) - 1, match.end() - 1
+            # A path inside a URL; the look-back stays in the path's own window.
+            before = max(0, start - 8, text.rfind("\x00", 0, start) + 1)
+            if "://" in text[before:end] or path.startswith("//"):
                 continue
             if "/" in path and not _looks_like_path(path):
                 continue  # "and/or", "12/03/2026", "3/4"
-            yield "path", path, normalise(path), match.start()
+            yield "path", path, normalise(path), start
     if "issue" in kinds:
-        for match in _ISSUE.finditer(text):
+        for match in p.issue.finditer(text):
             yield "issue", match.group().strip(), f"#{int(match.group(1))}", match.start()
     if "version" in kinds:
-        for match in _VERSION.finditer(text):
+        for match in p.version.finditer(text):
             yield "version", match.group(), match.group().removeprefix("v"), match.start()
-        for match in _VERSION_V.finditer(text):
+        for match in p.version_v.finditer(text):
             yield "version", match.group(), match.group(1), match.start()
     if "code" in kinds:
-        for match in _CODE.finditer(text):
+        for match in p.code.finditer(text):
             yield "code", match.group(1), normalise(match.group(1)), match.start()
     if "quantity" in kinds:
-        yield from _quantities(text)
+        for match in p.quantity.finditer(text):
+            number = match.group(1).replace(",", ".")
+            unit = _named(_UNITS, match.group(2))
+            yield "quantity", match.group(), f"{number} {unit}", match.start()
+        for match in p.money.finditer(text):
+            amount = match.group(1).replace(",", ".")
+            yield "quantity", match.group(), f"{amount} usd", match.start()
     if "date" in kinds:
-        yield from _dates(text)
+        for match in p.iso_date.finditer(text):
+            year, month, day = match.groups()
+            if 1 <= int(month) <= 12 and 1 <= int(day) <= 31:
+                yield "date", match.group(), _date_key(year, int(month), day), match.start()
+        for match in p.month_day_year.finditer(text):
+            month_name, day, year = match.groups()
+            key = _date_key(year, _named(_MONTHS, month_name), day)
+            yield "date", match.group(), key, match.start()
+        for match in p.day_month_year.finditer(text):
+            day, month_name, year = match.groups()
+            key = _date_key(year, _named(_MONTHS, month_name), day)
+            yield "date", match.group(), key, match.start()
 
 
-def _quantities(text: str) -> Iterator[tuple[str, str, str, int]]:
-    for match in _QUANTITY.finditer(text):
-        number = match.group(1).replace(",", ".")
-        unit = _UNITS[match.group(2).lower()]
-        yield "quantity", match.group(), f"{number} {unit}", match.start()
-    for match in _MONEY.finditer(text):
-        yield "quantity", match.group(), f"{match.group(1).replace(',', '.')} usd", match.start()
-
-
-def _dates(text: str) -> Iterator[tuple[str, str, str, int]]:
-    for match in _ISO_DATE.finditer(text):
-        year, month, day = match.groups()
-        if 1 <= int(month) <= 12 and 1 <= int(day) <= 31:
-            yield "date", match.group(), _date_key(year, int(month), day), match.start()
-    for match in _MONTH_DAY_YEAR.finditer(text):
-        month_name, day, year = match.groups()
-        key = _date_key(year, _MONTHS[month_name.lower()], day)
-        yield "date", match.group(), key, match.start()
-    for match in _DAY_MONTH_YEAR.finditer(text):
-        day, month_name, year = match.groups()
-        key = _date_key(year, _MONTHS[month_name.lower()], day)
-        yield "date", match.group(), key, match.start()
+def _named(names: dict[str, _T], name: str) -> _T:
+    """The value of ``name`` (a unit or a month) as a pattern matched it: in any letter case,
+    which includes letters whose lower case is not ASCII ("m\u017f", "Apr\u0130l")."""
+    if (value := names.get(name.lower())) is not None:
+        return value
+    return next(v for key, v in names.items() if re.fullmatch(re.escape(key), name, re.I))
 
 
 _DIGITS = re.compile(r"[0-9]+")

@@ -10,8 +10,9 @@ that fits the summary's token cap (:mod:`memoryd.verbatim`; docs/design.md#reten
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,49 +93,119 @@ class RetentionScore:
     missing: tuple[Detail, ...]
 
 
-_CUE_TEXT = (
-    "decided decision agreed agree go going settled chose choose prefer prefers preference "
-    "always never please action todo to-do follow follow-up next step deadline need needs "
-    "must done completed complete finished finish fixed merged shipped resolved"
+_GATE_WORDS = {
+    "we'll go with": "go", "well go with": "go", "going with": "going", "settled on": "settled",
+    "please use": "please", "please keep": "please", "please avoid": "please",
+    "please don't": "please", "please dont": "please", "action item": "action", "to-do": "do",
+    "follow-up": "follow", "follow up": "follow", "next step": "step", "need to": "need",
+    "needs to": "needs",
+}  # fmt: skip
+"""For a phrase of several words, the one looked for first (a single word is its own)."""
+_KINDS = ("decision", "preference", "action", "done")
+_PHRASES_BY_WORD: dict[str, list[tuple[int, str]]] = {}
+for _family, (_pattern, _family_phrases) in enumerate(_CUES):
+    for _phrase in _family_phrases:
+        _PHRASES_BY_WORD.setdefault(_GATE_WORDS.get(_phrase, _phrase), []).append(
+            (_family, _phrase)
+        )
+_ASCII_PHRASES_BY_WORD = {word.encode(): found for word, found in _PHRASES_BY_WORD.items()}
+_GATE = frozenset(_PHRASES_BY_WORD)
+_ASCII_GATE = frozenset(_ASCII_PHRASES_BY_WORD)
+_WORD_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789_"
+_ASCII_WORDS = bytes(
+    byte + 32 if 65 <= byte <= 90 else byte if byte in _WORD_BYTES else 32 for byte in range(256)
 )
-_CUE_WORDS = frozenset(_CUE_TEXT.split())
-"""A word of every cue (the first or last of a phrase): a text with none of them holds no
-decision, preference or action item, and is skipped before it is split into sentences."""
-_PUNCTUATION_CHARS = ".,;:!?()[]{}\"'`*_/"
-_PUNCTUATION = str.maketrans({c: " " for c in _PUNCTUATION_CHARS})
-_ASCII_CUE_WORDS = frozenset(word.encode() for word in _CUE_WORDS)
-_ASCII_WORDS = bytes.maketrans(
-    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ" + _PUNCTUATION_CHARS.encode() + b"\x1c\x1d\x1e\x1f",
-    b"abcdefghijklmnopqrstuvwxyz" + b" " * (len(_PUNCTUATION_CHARS) + 4),
-)
-"""Lower case, punctuation as a space, and the four separators ``str.split`` cuts at but
-``bytes.split`` does not as a space: the words ``_has_cue`` splits an ASCII text into."""
+"""A translation of ASCII text to its words (``\\w+``) in lower case, all else a space."""
+_WORD_RUN = re.compile(r"\w+")
+_FOLDED_LETTERS = frozenset("\u017f\u0130\u0131")
+"""Letters that match an ASCII letter in any letter case but do not lower-case to it
+(U+017F is an "s", U+0130 and U+0131 an "i")."""
+_SENTENCE_BREAK = re.compile(r"[.!?\n](?:(?<=[.!?])(\s+)|(?<=\n)\n*)")
+"""Where ``SENTENCE_END`` cuts: white space after ".", "!" or "?" (group 1), or newlines;
+led by a character, for a scan that skips to them."""
 
 
-def _has_cue(text: str) -> bool:
-    """Whether ``text`` holds a word of ``_CUE_WORDS`` (an ASCII text is split as bytes:
-    the same words, cheaper to cut out and hash)."""
+def _cue_sentences(text: str) -> Iterator[tuple[str, str]]:
+    """(kind, sentence) for each sentence of ``text`` that holds a decision, preference or
+    action item, and ("done", sentence) for one that marks something done (pure).
+
+    The cue phrases are found in the lower-cased text, each looked for only when the word
+    it is known by is one of the text's, and each sentence is cut out around them: the
+    same sentences and kinds as cutting every sentence and searching it for each cue
+    pattern (:func:`_cue_sentences_searched`), far cheaper.
+    """
     if text.isascii():
-        words = text.encode().translate(_ASCII_WORDS).split()
-        return not _ASCII_CUE_WORDS.isdisjoint(words)
-    return not _CUE_WORDS.isdisjoint(text.lower().translate(_PUNCTUATION).split())
+        ascii_words = _ASCII_GATE.intersection(text.encode().translate(_ASCII_WORDS).split())
+        wanted = [_ASCII_PHRASES_BY_WORD[word] for word in ascii_words]
+        if not wanted:
+            return
+        lowered = text.lower()
+    else:
+        lowered = text.lower()
+        if len(lowered) != len(text) or not _FOLDED_LETTERS.isdisjoint(text):
+            yield from _cue_sentences_searched(text)
+            return
+        words = _GATE.intersection(_WORD_RUN.findall(lowered))
+        wanted = [_PHRASES_BY_WORD[word] for word in words]
+    if not wanted:
+        return
+    hits: list[tuple[int, int]] = []
+    size = len(text)
+    for found in wanted:
+        for family, phrase in found:
+            at = lowered.find(phrase)
+            while at >= 0:
+                end = at + len(phrase)
+                if (at == 0 or not _is_word(text[at - 1])) and (
+                    end == size or not _is_word(text[end])
+                ):
+                    hits.append((at, family))
+                at = lowered.find(phrase, at + 1)
+    if not hits:
+        return
+    starts, ends = [0], []
+    for cut in _SENTENCE_BREAK.finditer(text):
+        gap = cut.span(1) if cut.start(1) >= 0 else cut.span()
+        ends.append(gap[0])
+        starts.append(gap[1])
+    ends.append(size)
+    families: dict[int, set[int]] = {}
+    for at, family in hits:
+        families.setdefault(bisect.bisect_right(starts, at) - 1, set()).add(family)
+    for index in sorted(families):
+        sentence = text[starts[index] : ends[index]].strip()
+        if len(sentence) < 8:
+            continue
+        kind = _kind_of(families[index])
+        if kind is not None:
+            yield kind, _SENTENCE_LEAD.sub("", sentence, count=1)
 
 
-Cues = tuple[re.Pattern[str] | None, ...]
-"""The decision, preference, action and done patterns, None for one known not to match."""
+def _is_word(char: str) -> bool:
+    """Whether ``char`` is one of the characters ``\\w`` matches."""
+    return char.isalnum() or char == "_"
 
 
-def _possible_cues(text: str) -> Cues:
-    """The cue patterns (decision, preference, action, done) that may match a sentence of
-    ``text``; None for one that cannot. An ASCII text without any of a pattern's phrases,
-    in any letter case, cannot match it."""
-    if not text.isascii():
-        return tuple(pattern for pattern, _ in _CUES)
-    lowered = text.lower()
-    return tuple(
-        pattern if any(phrase in lowered for phrase in phrases) else None
-        for pattern, phrases in _CUES
-    )
+def _kind_of(families: set[int]) -> str | None:
+    """A sentence's kind from the cue families (indexes of ``_KINDS``) it holds."""
+    decision, preference, action, done = (family in families for family in range(4))
+    if decision:
+        return "decision"
+    if preference:
+        return "preference"
+    if action and not done:
+        return "action"
+    return "done" if done else None
+
+
+def _cue_sentences_searched(text: str) -> Iterator[tuple[str, str]]:
+    """:func:`_cue_sentences` by cutting every sentence and searching it for each cue
+    pattern: for a text whose lower case does not line up with it."""
+    for sentence in _sentences(text):
+        sentence = _SENTENCE_LEAD.sub("", sentence, count=1)
+        kind = _kind_of({f for f, (pattern, _) in enumerate(_CUES) if pattern.search(sentence)})
+        if kind is not None:
+            yield kind, sentence
 
 
 _ROLE_LABEL = re.compile(r"[a-z_]+")
@@ -156,17 +227,6 @@ def content_words(text: str) -> frozenset[str]:
 
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in SENTENCE_END.split(text) if len(s.strip()) >= 8]
-
-
-def _sentence_kind(sentence: str, cues: Cues) -> str | None:
-    decision, preference, action, done = cues
-    if decision and decision.search(sentence):
-        return "decision"
-    if preference and preference.search(sentence):
-        return "preference"
-    if action and action.search(sentence) and not (done and done.search(sentence)):
-        return "action"
-    return None
 
 
 def _same_topic(a: frozenset[str], b: frozenset[str]) -> bool:
@@ -202,18 +262,9 @@ def extract_details(
     for kind, shown, key, position in identifiers_by_position(texts):
         note(kind, shown, key, position)
     for position, text in enumerate(texts):
-        if not _has_cue(text):
-            continue
-        cues = _possible_cues(text)
-        if not any(cues):
-            continue
-        done = cues[-1]
-        for sentence in _sentences(text):
-            sentence = _SENTENCE_LEAD.sub("", sentence, count=1)
-            sentence_kind = _sentence_kind(sentence, cues)
-            if sentence_kind is None:
-                if done and done.search(sentence):
-                    done_topics.append((position, content_words(sentence)))
+        for sentence_kind, sentence in _cue_sentences(text):
+            if sentence_kind == "done":
+                done_topics.append((position, content_words(sentence)))
                 continue
             words = content_words(sentence)
             if len(words) < 2:

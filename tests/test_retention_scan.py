@@ -9,11 +9,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryd import identifiers
 from memoryd import retention as r
+from memoryd.summarizers.extractive import SENTENCE_END
 from memoryd.summarizers.prompts import render_transcript
 
 FRAGMENTS = (
@@ -26,6 +28,8 @@ FRAGMENTS = (
     "next step", "must-have", "need to migrate", "needs to", "Done.", "finished", "fixed!",
     "decided-ish", "going with", "settled on", "\u017fhipped", "\u0130ssue 5", "\u0131",
     "\u212a", "Σ", "é", "ß",
+    "\u017fept", "Apr\u0130l", "m\u017f", "\u212aB", "\u201cdecided\u201d", "\u2014must",
+    "do", "go",
     "٤٢", "#٤٢", "issue ٤٢", "٢٠٢٦-٠٣-١٤", "\u00a0", "\x1c", "\x1f", "\t", "\n", "\n\n", "\r",
     ". ", "! ", "? ", " ", "  ", "- ", "* ", "user: ", "Assistant: ", "the", "billing table",
     "Postgres", "x", "_", "-", "/", ".", "`", "$", "#", ":", "'", '"', "(", ")", "0", "9",
@@ -41,22 +45,45 @@ ascii_texts = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(text=texts | ascii_texts)
-def test_the_cue_test_of_ascii_text_finds_the_same_words(text: str) -> None:
-    general = not r._CUE_WORDS.isdisjoint(text.lower().translate(r._PUNCTUATION).split())
-    assert r._has_cue(text) == general
+def test_cue_sentences_found_around_the_phrases_are_those_of_every_sentence_searched(
+    text: str,
+) -> None:
+    assert list(r._cue_sentences(text)) == list(r._cue_sentences_searched(text))
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=texts | ascii_texts)
-def test_no_cue_pattern_that_matches_a_sentence_is_ruled_out(text: str) -> None:
-    cues = r._possible_cues(text)
-    for sentence in r._sentences(text):
-        sentence = r._SENTENCE_LEAD.sub("", sentence, count=1)
-        for (pattern, _phrases), possible in zip(r._CUES, cues, strict=True):
-            if pattern.search(sentence):
-                assert possible is pattern
+def test_sentences_are_cut_where_the_sentence_pattern_cuts(text: str) -> None:
+    pieces, start = [], 0
+    for cut in r._SENTENCE_BREAK.finditer(text):
+        gap = cut.span(1) if cut.start(1) >= 0 else cut.span()
+        pieces.append(text[start : gap[0]])
+        start = gap[1]
+    pieces.append(text[start:])
+    assert pieces == SENTENCE_END.split(text)
+
+
+def test_every_cue_phrase_is_looked_for_under_one_of_its_own_words() -> None:
+    for family, (_pattern, phrases) in enumerate(r._CUES):
+        for phrase in phrases:
+            owners = [w for w, found in r._PHRASES_BY_WORD.items() if (family, phrase) in found]
+            assert len(owners) == 1 and owners[0] in re.findall(r"\w+", phrase), phrase
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("We must-have the index before the launch.", "action"),
+        ("The team \u201cdecided\u201d to keep the billing table.", "decision"),
+        ("Remember the to-do: rotate the signing keys.", "action"),
+        ("\u00c9quipe: we decided\u2014finally\u2014to shard by tenant.", "decision"),
+        ("The rollout is \u017fhipped to every region now.", "done"),
+    ],
+)
+def test_a_cue_next_to_any_punctuation_is_found(text: str, kind: str) -> None:
+    assert [k for k, _sentence in r._cue_sentences(text)] == [kind]
 
 
 PLAIN_CUES = (
@@ -126,6 +153,28 @@ PLAIN_PATTERNS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
         ),
         identifiers._DAY_MONTH_YEAR,
     ),
+    "month day year": (
+        re.compile(
+            rf"\b({identifiers._MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.I
+        ),
+        identifiers._MONTH_DAY_YEAR,
+    ),
+    "issue": (
+        re.compile(
+            r"(?:\b(?:issue|bug|ticket|pr|pull request|pull|merge request|mr)\s*#?\s*"
+            r"|(?<![\w&])#)(\d{1,7})\b",
+            re.I,
+        ),
+        identifiers._ISSUE,
+    ),
+    "path": (
+        re.compile(
+            r"(?<![\w/.:-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*[\w]"
+            r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|toml|json|jsonl|md|ya?ml|txt|rs|go|c|h|"
+            r"cpp|hpp|java|kt|rb|sh|sql|csv|cfg|ini|lock|html|css|service|conf|log)\b"
+        ),
+        identifiers._PATH,
+    ),
 }
 
 
@@ -137,12 +186,43 @@ def _matches(pattern: re.Pattern[str], text: str) -> list[tuple[Any, ...]]:
 @given(text=texts | ascii_texts)
 def test_rewritten_patterns_match_like_their_plain_forms(text: str) -> None:
     for name, (plain, rewritten) in PLAIN_PATTERNS.items():
-        if name == "version":
+        if name == "path":
+            # The rewritten form matches the character before the path too (the text it
+            # scans starts with a newline); the path is its group.
+            found = [((m.start(1) - 1, m.end(1) - 1), ()) for m in rewritten.finditer("\n" + text)]
+            assert found == _matches(plain, text), name
+        elif name == "version":
             # The rewritten form has no group: the version is the match without its "v".
             found = [(m.span(), (m.group().removeprefix("v"),)) for m in rewritten.finditer(text)]
             assert found == _matches(plain, text), name
         else:
             assert _matches(rewritten, text) == _matches(plain, text), name
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=ascii_texts)
+def test_the_ascii_patterns_match_ascii_text_like_the_others(text: str) -> None:
+    pairs = zip(identifiers._PATTERNS, identifiers._ASCII_PATTERNS, strict=True)
+    for pattern, ascii_pattern in pairs:
+        assert _matches(ascii_pattern, text) == _matches(pattern, text), pattern.pattern
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("The freeze starts on 3 \u017fept 2026.", "2026-09-03"),
+        ("The freeze starts on Apr\u0130l 3, 2026.", "2026-04-03"),
+        ("The freeze starts on apr\u0131l 3 2026.", "2026-04-03"),
+        ("The timeout is 5 m\u017f at most.", "5 ms"),
+        ("It waits 3 \u017fecs.", "3 s"),
+        ("The cache holds 5 \u212aB.", "5 kb"),
+    ],
+)
+def test_a_month_or_unit_written_with_a_letter_that_only_folds_to_ascii_is_read(
+    text: str, key: str
+) -> None:
+    details = r.extract_details([{"role": "user", "content": text}])
+    assert [d.key for d in details] == [key]
 
 
 ROLES = ["user", "assistant", "tool_result", "User", "a]b", "x y", "", None, 7]
