@@ -26,13 +26,14 @@ KEYED_KINDS = ALL_KINDS - {"path", "url"}
 # the letter classes list what it would match (U+017F, the long s, is an "s").
 _URL = re.compile(r"[hH](?<!\w[hH])[tT][tT][pP][sS\u017f]?://[^\s<>\"'`)\]]+")
 _PATH = re.compile(
-    r"[^\w/.-]((?<!:)(?:~|\.{1,2})?/?(?:[\w.-]++/)+[\w.-]*[\w]"
+    r"[^\w/.-](?=[\w~./-]*[/.])((?<!:)(?:~|\.{1,2})?/?(?:[\w.-]++/)+[\w.-]*[\w]"
     r"|[\w-]++\.(?:py|pyi|js|jsx|ts|tsx|toml|json|jsonl|md|ya?ml|txt|rs|go|c|h|"
     r"cpp|hpp|java|kt|rb|sh|sql|csv|cfg|ini|lock|html|css|service|conf|log)\b)"
 )
 """A path (group 1), matched with the character before it: a path starts after a character
-that cannot be part of one (not after ":" for a path with a slash). The text scanned starts
-with a newline, for a path at its start."""
+that cannot be part of one (not after ":" for a path with a slash), and holds a "/" or a
+"." (looked for first: most words are not paths). The text scanned starts with a newline,
+for a path at its start."""
 _ISSUE = re.compile(
     r"[#BIMPTbimpt\u0130\u0131](?:(?<=#)(?<![\w&]#)|(?<!\w.)(?i:(?<=i)ssue|(?<=b)ug|(?<=t)icket"
     r"|(?<=p)(?:r|ull request|ull)|(?<=m)(?:erge request|r))\s*#?\s*)(\d{1,7})\b"
@@ -61,7 +62,9 @@ _UNITS = {
     "users": "users", "rows": "rows", "requests": "requests", "retries": "retries",
 }  # fmt: skip
 _QUANTITY = re.compile(
-    r"(\d(?<![\w.]\d)\d*(?:[.,]\d+)?)\s?("
+    # The number, then the first letter of a unit looked for before the units themselves.
+    r"(\d(?<![\w.]\d)\d*(?:[.,]\d+)?)\s?"
+    + f"(?=[{re.escape(''.join(sorted({unit[0] for unit in _UNITS})))}])("
     + "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
     + r")(?![\w])",
     re.IGNORECASE,
@@ -119,8 +122,14 @@ _PATTERNS = _Patterns(
 _ASCII_PATTERNS = _Patterns(
     *(re.compile(p.pattern, (p.flags & ~re.UNICODE) | re.ASCII) for p in _PATTERNS)
 )
-"""The same patterns for ASCII text, which they match alike: a character class test on
-ASCII alone is cheaper."""
+"""The same patterns for ASCII text without the four separators ``\\s`` matches only in
+Unicode (U+001C to U+001F), which they match alike: a character class test on ASCII
+alone is cheaper."""
+
+
+def _plain_ascii(text: str) -> bool:
+    """Whether ``text`` is ASCII without U+001C to U+001F (``_ASCII_PATTERNS``)."""
+    return text.isascii() and not any(char in text for char in "\x1c\x1d\x1e\x1f")
 
 
 def normalise(text: str) -> str:
@@ -145,13 +154,24 @@ word's end: one match a word, found by a character-class scan."""
 _HINT_DOT = re.compile(r"\.[A-Za-z]")
 """The only hint of a text without hint characters: a literal-led pattern, searched at
 C speed."""
-_ASCII_HINT_WORDS = re.compile(rb"[0-9/`#$.](?:(?<!\.)|(?=[A-Za-z]))[^ \t\n\r\f\v\x1c-\x1f]*")
-"""``_HINT_WORDS`` for ASCII text as bytes (the white space of ``str``: four more)."""
+_ASCII_CLASSES = bytes(
+    ord("#") if chr(byte) in _HINT_CHAR_LIST
+    else ord(" ") if chr(byte) in " \t\n\r\f\v\x1c\x1d\x1e\x1f"
+    else ord("a") if chr(byte).isascii() and chr(byte).isalpha()
+    else byte if byte == ord(".")
+    else ord("x")
+    for byte in range(256)
+)  # fmt: skip
+"""ASCII text as the classes its hints are found by: a hint character is "#", a letter
+"a", white space (``str``'s, four more than ``bytes``') a space, a dot itself."""
 _WORDS_AROUND = 3
 """Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"
-(``_WORDS_AFTER`` says the same)."""
+(``_WORDS_AFTER`` and ``_WORDS_BEFORE`` say the same)."""
 _WORDS_AFTER = re.compile(r"(\S*)(?:\s+\S+){0,3}")
 """The rest of a hint's word (group 1), then ``_WORDS_AROUND`` words."""
+_WORDS_BEFORE = re.compile(r"[^ \n]*(?:[ \n][^ \n]*){0,3}")
+"""Matched on the text backwards from a hint: the rest of the hint's word, then
+``_WORDS_AROUND`` words before it, each after a space or a newline."""
 SEPARATOR = "\n\x00\n"
 """Between windows: no identifier pattern matches across a NUL."""
 
@@ -162,6 +182,9 @@ def windows(text: str) -> Iterator[str]:
     Only the first hint of a word counts: the others are followed by the same words.
     """
     hints = _hints(text)
+    if not hints:
+        return
+    backwards = text[::-1]
     start = end = word_end = -1
     for hint in hints:
         if hint < word_end:
@@ -174,7 +197,9 @@ def windows(text: str) -> Iterator[str]:
             continue
         if end >= 0:
             yield text[start:end]
-        start = _before(text, hint)
+        before = _WORDS_BEFORE.match(backwards, len(text) - hint)
+        assert before is not None  # every part of it may be empty
+        start = len(text) - before.end()
         end = after.end()
     if end >= 0:
         yield text[start:end]
@@ -182,23 +207,31 @@ def windows(text: str) -> Iterator[str]:
 
 def _hints(text: str) -> list[int]:
     """Where hints start: the first of each word, or each dotted name's dot."""
-    # A character-class scan costs ~10 ns a character (~3 on bytes); str's own search, far
-    # less: the class runs only on a text that holds one of its characters.
-    if not any(char in text for char in _HINT_CHAR_LIST):
-        return [m.start() for m in _HINT_DOT.finditer(text)]
     if text.isascii():
-        # The same offsets, and a class tested on a byte, not on a Unicode code point.
-        return [m.start() for m in _ASCII_HINT_WORDS.finditer(text.encode())]
-    return [m.start() for m in _HINT_WORDS.finditer(text)]
+        return _ascii_hints(text.encode().translate(_ASCII_CLASSES))
+    # A character-class scan costs ~10 ns a character; str's own search, far less: the
+    # class runs only on a text that holds one of its characters.
+    if any(char in text for char in _HINT_CHAR_LIST):
+        return [m.start() for m in _HINT_WORDS.finditer(text)]
+    return [m.start() for m in _HINT_DOT.finditer(text)]
 
 
-def _before(text: str, index: int) -> int:
-    """Where the word ``_WORDS_AROUND`` words before ``index`` starts."""
-    for _ in range(_WORDS_AROUND + 1):
-        if index <= 0:
-            return 0
-        index = max(text.rfind(" ", 0, index), text.rfind("\n", 0, index))
-    return index + 1
+def _ascii_hints(classes: bytes) -> list[int]:
+    """:func:`_hints` of an ASCII text, from its ``_ASCII_CLASSES``: bytes' own search
+    skips from hint to hint, and from each to its word's end."""
+    hints = []
+    mark, dot = classes.find(b"#"), classes.find(b".a")
+    while mark >= 0 or dot >= 0:
+        hint = mark if dot < 0 or 0 <= mark < dot else dot
+        hints.append(hint)
+        word_end = classes.find(b" ", hint)
+        if word_end < 0:
+            break
+        if mark < word_end:
+            mark = classes.find(b"#", word_end)
+        if dot < word_end:
+            dot = classes.find(b".a", word_end)
+    return hints
 
 
 def identifiers(text: str, kinds: frozenset[str] = ALL_KINDS) -> Iterator[tuple[str, str, str]]:
@@ -231,7 +264,7 @@ def window_identifiers(
     text: str, kinds: frozenset[str] = ALL_KINDS
 ) -> Iterable[tuple[str, str, str, int]]:
     """(kind, text, key, offset) of every identifier of ``kinds`` in ``text``, kind by kind."""
-    p = _ASCII_PATTERNS if text.isascii() else _PATTERNS
+    p = _ASCII_PATTERNS if _plain_ascii(text) else _PATTERNS
     if "url" in kinds:
         for match in p.url.finditer(text):
             url = match.group().rstrip(".,;:!?")
