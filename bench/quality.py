@@ -394,12 +394,15 @@ def main(argv: list[str] | None = None) -> int:
         report["pins"] = pins_over_rounds(args.rounds, scratch)
         report["check_cost"] = [
             check_cost(args.conversations, scratch, repeats=args.repeats),
-            check_cost(
-                args.conversations,
-                scratch,
-                messages=400,
-                filler=(20, 40),
-                repeats=max(1, args.repeats // 2),
+            *(
+                check_cost(
+                    args.conversations,
+                    scratch,
+                    messages=messages,
+                    filler=(20, 40),
+                    repeats=max(1, args.repeats // 2),
+                )
+                for messages in (150, 400)
             ),
         ]
     print(render(report))

@@ -227,9 +227,9 @@ def _ascii_hints(classes: bytes) -> list[int]:
         word_end = classes.find(b" ", hint)
         if word_end < 0:
             break
-        if mark < word_end:
+        if 0 <= mark < word_end:
             mark = classes.find(b"#", word_end)
-        if dot < word_end:
+        if 0 <= dot < word_end:
             dot = classes.find(b".a", word_end)
     return hints
 

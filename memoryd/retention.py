@@ -246,7 +246,8 @@ def extract_details(
     if previous_summary:
         texts.append(previous_summary.replace(VERBATIM_HEADER, ""))
     texts.extend(map(_message_text, messages))
-    found: dict[tuple[str, str], Detail] = {}
+    found: dict[tuple[str, str], list[Any]] = {}
+    """(kind, text, key, position, mentions) of each detail so far, by its slot."""
     done_topics: list[tuple[int, frozenset[str]]] = []
 
     def note(kind: str, text: str, key: str, position: int) -> None:
@@ -254,10 +255,12 @@ def extract_details(
             return
         slot = ("sentence" if kind in SENTENCE_KINDS else kind, key)
         known = found.get(slot)
-        mentions = known.mentions + 1 if known else 1
-        shown = known.text if known else text
-        latest = max(position, known.position) if known else position
-        found[slot] = Detail(kind, shown, key, latest, mentions)
+        if known is None:
+            found[slot] = [kind, text, key, position, 1]
+        else:
+            known[0] = kind
+            known[3] = max(position, known[3])
+            known[4] += 1
 
     for kind, shown, key, position in identifiers_by_position(texts):
         note(kind, shown, key, position)
@@ -276,7 +279,7 @@ def extract_details(
             )
             note(sentence_kind, shown, " ".join(sorted(words)), position)
     details = []
-    for detail in found.values():
+    for detail in (Detail(*fields) for fields in found.values()):
         if detail.kind == "action":
             words = frozenset(detail.key.split())
             if any(p > detail.position and _same_topic(words, w) for p, w in done_topics):
