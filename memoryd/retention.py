@@ -108,14 +108,31 @@ for _family, (_pattern, _family_phrases) in enumerate(_CUES):
         _PHRASES_BY_WORD.setdefault(_GATE_WORDS.get(_phrase, _phrase), []).append(
             (_family, _phrase)
         )
-_ASCII_PHRASES_BY_WORD = {word.encode(): found for word, found in _PHRASES_BY_WORD.items()}
 _GATE = frozenset(_PHRASES_BY_WORD)
-_ASCII_GATE = frozenset(_ASCII_PHRASES_BY_WORD)
 _WORD_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789_"
 _ASCII_WORDS = bytes(
     byte + 32 if 65 <= byte <= 90 else byte if byte in _WORD_BYTES else 32 for byte in range(256)
 )
 """A translation of ASCII text to its words (``\\w+``) in lower case, all else a space."""
+_PHRASES_BY_FORM: dict[bytes, list[tuple[int, str]]] = {}
+for _family, (_pattern, _family_phrases) in enumerate(_CUES):
+    for _phrase in _family_phrases:
+        _form = b" ".join(_phrase.encode().translate(_ASCII_WORDS).split())
+        _PHRASES_BY_FORM.setdefault(_form, []).append((_family, _phrase))
+_FORMS_BY_FIRST: dict[bytes, list[bytes]] = {}
+for _form in sorted(_PHRASES_BY_FORM, key=len, reverse=True):
+    _FORMS_BY_FIRST.setdefault(_form[:1], []).append(_form[1:])
+_ASCII_CUE_SCAN = re.compile(
+    b" (?:"
+    + b"|".join(
+        re.escape(first) + b"(?:" + b"|".join(map(re.escape, rests)) + b")"
+        for first, rests in sorted(_FORMS_BY_FIRST.items())
+    )
+    + b")(?= )"
+)
+"""A cue phrase as ``_ASCII_WORDS`` turns it (``to-do`` is ``to do``), a whole word or
+words after a space: scanned over an ASCII text so translated and padded with a space at
+each end, it stops only at spaces, and tries only the phrases of the letter after one."""
 _WORD_RUN = re.compile(r"\w+")
 _FOLDED_LETTERS = frozenset("\u017f\u0130\u0131")
 """Letters that match an ASCII letter in any letter case but do not lower-case to it
@@ -129,38 +146,37 @@ def _cue_sentences(text: str) -> Iterator[tuple[str, str]]:
     """(kind, sentence) for each sentence of ``text`` that holds a decision, preference or
     action item, and ("done", sentence) for one that marks something done (pure).
 
-    The cue phrases are found in the lower-cased text, each looked for only when the word
-    it is known by is one of the text's, and each sentence is cut out around them: the
-    same sentences and kinds as cutting every sentence and searching it for each cue
-    pattern (:func:`_cue_sentences_searched`), far cheaper.
+    The cue phrases are found in one scan of an ASCII text's words (``_ASCII_CUE_SCAN``),
+    or, in other text, in its lower case, each looked for only when the word it is known
+    by is one of the text's; each sentence is cut out around them: the same sentences and
+    kinds as cutting every sentence and searching it for each cue pattern
+    (:func:`_cue_sentences_searched`), far cheaper.
     """
+    size = len(text)
+    hits: list[tuple[int, int]] = []
     if text.isascii():
-        ascii_words = _ASCII_GATE.intersection(text.encode().translate(_ASCII_WORDS).split())
-        wanted = [_ASCII_PHRASES_BY_WORD[word] for word in ascii_words]
-        if not wanted:
-            return
-        lowered = text.lower()
+        padded = b" " + text.encode().translate(_ASCII_WORDS) + b" "
+        for match in _ASCII_CUE_SCAN.finditer(padded):
+            at = match.start()  # the phrase's offset in the text: the pad is one byte
+            for family, phrase in _PHRASES_BY_FORM[match.group()[1:]]:
+                if text[at : at + len(phrase)].lower() == phrase:
+                    hits.append((at, family))
     else:
         lowered = text.lower()
         if len(lowered) != len(text) or not _FOLDED_LETTERS.isdisjoint(text):
             yield from _cue_sentences_searched(text)
             return
         words = _GATE.intersection(_WORD_RUN.findall(lowered))
-        wanted = [_PHRASES_BY_WORD[word] for word in words]
-    if not wanted:
-        return
-    hits: list[tuple[int, int]] = []
-    size = len(text)
-    for found in wanted:
-        for family, phrase in found:
-            at = lowered.find(phrase)
-            while at >= 0:
-                end = at + len(phrase)
-                if (at == 0 or not _is_word(text[at - 1])) and (
-                    end == size or not _is_word(text[end])
-                ):
-                    hits.append((at, family))
-                at = lowered.find(phrase, at + 1)
+        for found in (_PHRASES_BY_WORD[word] for word in words):
+            for family, phrase in found:
+                at = lowered.find(phrase)
+                while at >= 0:
+                    end = at + len(phrase)
+                    if (at == 0 or not _is_word(text[at - 1])) and (
+                        end == size or not _is_word(text[end])
+                    ):
+                        hits.append((at, family))
+                    at = lowered.find(phrase, at + 1)
     if not hits:
         return
     starts, ends = [0], []
