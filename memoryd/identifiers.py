@@ -26,7 +26,7 @@ KEYED_KINDS = ALL_KINDS - {"path", "url"}
 # the letter classes list what it would match (U+017F, the long s, is an "s").
 _URL = re.compile(r"[hH](?<!\w[hH])[tT][tT][pP][sS\u017f]?://[^\s<>\"'`)\]]+")
 _PATH = re.compile(
-    r"[^\w/.-](?=[\w~./-]*[/.])((?<!:)(?:~|\.{1,2})?/?(?:[\w.-]++/)+[\w.-]*[\w]"
+    r"[^\w/.-](?=[\w~-]*+[/.])((?<!:)(?:~|\.{1,2})?/?(?:[\w.-]++/)+[\w.-]*[\w]"
     r"|[\w-]++\.(?:py|pyi|js|jsx|ts|tsx|toml|json|jsonl|md|ya?ml|txt|rs|go|c|h|"
     r"cpp|hpp|java|kt|rb|sh|sql|csv|cfg|ini|lock|html|css|service|conf|log)\b)"
 )
@@ -141,10 +141,14 @@ def _date_key(year: str, month: int, day: str) -> str:
     return f"{int(year):04d}-{month:02d}-{int(day):02d}"
 
 
+_LETTER = re.compile(r"[A-Za-z]")
+_EXTENSION = re.compile(r"\.[A-Za-z]\w{0,4}$")
+
+
 def _looks_like_path(path: str) -> bool:
-    if not re.search(r"[A-Za-z]", path):
+    if not _LETTER.search(path):
         return False
-    return path[0] in "/~." or path.count("/") >= 2 or bool(re.search(r"\.[A-Za-z]\w{0,4}$", path))
+    return path[0] in "/~." or path.count("/") >= 2 or bool(_EXTENSION.search(path))
 
 
 _HINT_CHAR_LIST = "0123456789/`#$"

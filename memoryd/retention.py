@@ -330,7 +330,9 @@ class TextIndex:
                     tags.add(tag)
         self.keys = keys_with_tags(text, tags) if tags else set()
         needs_words = any(d.kind in SENTENCE_KINDS for d in details)
-        self.words = content_words(text) if needs_words else frozenset()
+        # Every word of the text (a detail's words are content words: the others never
+        # count), from its case-folded form.
+        self.words = frozenset(_WORD.findall(self.text)) if needs_words else frozenset()
 
     def holds(self, detail: Detail) -> bool:
         """Whether the text carries ``detail`` (one of the details it was prepared for)."""
