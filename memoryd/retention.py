@@ -142,7 +142,7 @@ _SENTENCE_BREAK = re.compile(r"[.!?\n](?:(?<=[.!?])(\s+)|(?<=\n)\n*)")
 led by a character, for a scan that skips to them."""
 
 
-def _cue_sentences(text: str) -> Iterator[tuple[str, str]]:
+def _cue_sentences(text: str) -> list[tuple[str, str]]:
     """(kind, sentence) for each sentence of ``text`` that holds a decision, preference or
     action item, and ("done", sentence) for one that marks something done (pure).
 
@@ -156,7 +156,10 @@ def _cue_sentences(text: str) -> Iterator[tuple[str, str]]:
     hits: list[tuple[int, int]] = []
     if text.isascii():
         padded = b" " + text.encode().translate(_ASCII_WORDS) + b" "
-        for match in _ASCII_CUE_SCAN.finditer(padded):
+        first = _ASCII_CUE_SCAN.search(padded)
+        if first is None:
+            return []  # most text: one scan
+        for match in _ASCII_CUE_SCAN.finditer(padded, first.start()):
             at = match.start()  # the phrase's offset in the text: the pad is one byte
             for family, phrase in _PHRASES_BY_FORM[match.group()[1:]]:
                 if text[at : at + len(phrase)].lower() == phrase:
@@ -164,8 +167,7 @@ def _cue_sentences(text: str) -> Iterator[tuple[str, str]]:
     else:
         lowered = text.lower()
         if len(lowered) != len(text) or not _FOLDED_LETTERS.isdisjoint(text):
-            yield from _cue_sentences_searched(text)
-            return
+            return list(_cue_sentences_searched(text))
         words = _GATE.intersection(_WORD_RUN.findall(lowered))
         for found in (_PHRASES_BY_WORD[word] for word in words):
             for family, phrase in found:
@@ -178,7 +180,7 @@ def _cue_sentences(text: str) -> Iterator[tuple[str, str]]:
                         hits.append((at, family))
                     at = lowered.find(phrase, at + 1)
     if not hits:
-        return
+        return []
     starts, ends = [0], []
     for cut in _SENTENCE_BREAK.finditer(text):
         gap = cut.span(1) if cut.start(1) >= 0 else cut.span()
@@ -188,13 +190,15 @@ def _cue_sentences(text: str) -> Iterator[tuple[str, str]]:
     families: dict[int, set[int]] = {}
     for at, family in hits:
         families.setdefault(bisect.bisect_right(starts, at) - 1, set()).add(family)
+    sentences = []
     for index in sorted(families):
         sentence = text[starts[index] : ends[index]].strip()
         if len(sentence) < 8:
             continue
         kind = _kind_of(families[index])
         if kind is not None:
-            yield kind, _SENTENCE_LEAD.sub("", sentence, count=1)
+            sentences.append((kind, _SENTENCE_LEAD.sub("", sentence, count=1)))
+    return sentences
 
 
 def _is_word(char: str) -> bool:
