@@ -350,11 +350,14 @@ def keys_with_tags(text: str, tags: set[str]) -> set[str]:
     runs; code is the window's own text), and a window's identifiers do not depend on the
     windows beside it: the other ASCII windows are not scanned.
     """
+    # A window that holds such a run holds the tag as a substring: looking for that is
+    # cheaper, and the few other windows it lets through are scanned to no harm.
+    if text.isascii() and not any(tag in text for tag in tags):
+        return set()
     chosen = [
         window
         for window in windows(text)
-        if not window.isascii()
-        or any((run.lstrip("0") or "0") in tags for run in _DIGITS.findall(window))
+        if not window.isascii() or any(tag in window for tag in tags)
     ]
     found = window_identifiers(SEPARATOR.join(chosen), KEYED_KINDS)
     return {key for _kind, _shown, key, _offset in found}
