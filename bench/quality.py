@@ -18,8 +18,9 @@ of *planted* details found in the final summary (each planted detail is matched 
 own), whether every summary is within ``max_summary_tokens``, and LLM calls. Then: 50
 successive compactions of one workspace with pinned messages (every pin must still be
 right after the head, byte for byte, after each); the check's wall time against the job's
-with the extractive backend (the check's functions are wrapped with a timer inside the real
-job); and the prompt cache's saving in the lossy mode, priced with the built-in
+with the extractive backend, on these conversations and on ones of about 80,000 and 214,000
+tokens (the check's functions are wrapped with a timer inside the real job); and the
+prompt cache's saving in the lossy mode, priced with the built-in
 claude-haiku-4-5 prices, against the same tokens billed without the cache.
 
 Targets: planted retention after the check >= 0.95 in every mode; every summary within its
