@@ -401,3 +401,23 @@ def test_an_llm_job_reports_its_requests_in_its_event_result_and_receipt(
     [completed] = events(folder, "summarize_completed")
     assert requests >= 1
     assert (completed["llm_calls"], result.llm_calls, receipt.llm.calls) == (requests,) * 3
+
+
+def test_a_date_or_unit_written_with_a_letter_that_only_folds_to_ascii_is_compacted(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    messages = generated_messages(30, 400)
+    messages[0]["content"] = "The freeze starts on 3 \u017fept 2026; the timeout is 5 m\u017f."
+    messages[2]["content"] = "The launch is on Apr\u0130l 3, 2026 and on apr\u0131l 9 2026."
+    folder = workspace(messages=messages)
+    settings = make_settings(**{"summarizer.backend": "extractive", "token_limit": 20_000})
+    result = run(folder, settings)
+    assert result.outcome == "completed", result.reason
+    (receipt,) = read_receipts(Workspace(folder))
+    assert receipt.outcome == "completed" and receipt.retention is not None
+    summary = str(head_of(folder)["content"])
+    kept = score(extract_details(messages[:3]), summary)
+    assert {"2026-09-03", "5 ms", "2026-04-03", "2026-04-09"} <= {
+        d.key for d in extract_details(messages[:3])
+    }
+    assert kept.score == 1.0, kept.missing
