@@ -169,11 +169,10 @@ _ASCII_CLASSES = bytes(
 """ASCII text as the classes its hints are found by: a hint character is "#", a letter
 "a", white space (``str``'s, four more than ``bytes``') a space, a dot itself."""
 _WORDS_AROUND = 3
-"""Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"
-(``_WORDS_AFTER`` and ``_WORDS_BEFORE`` say the same)."""
-_WORDS_AFTER = re.compile(r"(\S*)(?:\s+\S+){0,3}")
+"""Words kept on each side of a hint: enough for "pull request 17" or "March 3, 2026"."""
+_WORDS_AFTER = re.compile(rf"(\S*)(?:\s+\S+){{0,{_WORDS_AROUND}}}")
 """The rest of a hint's word (group 1), then ``_WORDS_AROUND`` words."""
-_WORDS_BEFORE = re.compile(r"[^ \n]*(?:[ \n][^ \n]*){0,3}")
+_WORDS_BEFORE = re.compile(rf"[^ \n]*(?:[ \n][^ \n]*){{0,{_WORDS_AROUND}}}")
 """Matched on the text backwards from a hint: the rest of the hint's word, then
 ``_WORDS_AROUND`` words before it, each after a space or a newline."""
 SEPARATOR = "\n\x00\n"
@@ -216,9 +215,8 @@ def windows(text: str) -> list[str]:
 
 
 def _hints(text: str) -> list[int]:
-    """Where hints start: the first of each word, or each dotted name's dot."""
-    if text.isascii():
-        return _ascii_hints(text.encode().translate(_ASCII_CLASSES))
+    """Where hints start in a text that is not ASCII: the first of each word, or each
+    dotted name's dot (:func:`_ascii_hints` for ASCII text)."""
     # A character-class scan costs ~10 ns a character; str's own search, far less: the
     # class runs only on a text that holds one of its characters.
     if any(char in text for char in _HINT_CHAR_LIST):
@@ -227,8 +225,9 @@ def _hints(text: str) -> list[int]:
 
 
 def _ascii_hints(classes: bytes) -> list[int]:
-    """:func:`_hints` of an ASCII text, from its ``_ASCII_CLASSES``: bytes' own search
-    skips from hint to hint, and from each to its word's end."""
+    """Where hints start in an ASCII text, from its ``_ASCII_CLASSES``: the first of each
+    word, or each dotted name's dot. Bytes' own search skips from hint to hint, and from
+    each to its word's end."""
     hints = []
     mark, dot = classes.find(b"#"), classes.find(b".a")
     while mark >= 0 or dot >= 0:

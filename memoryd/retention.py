@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from memoryd.identifiers import digit_tag, identifiers_by_position, keys_with_tags, normalise
 from memoryd.summarizers.extractive import SENTENCE_END
@@ -93,6 +93,7 @@ class RetentionScore:
     missing: tuple[Detail, ...]
 
 
+_K = TypeVar("_K", bound=Hashable)
 _GATE_WORDS = {
     "we'll go with": "go", "well go with": "go", "going with": "going", "settled on": "settled",
     "please use": "please", "please keep": "please", "please avoid": "please",
@@ -102,31 +103,42 @@ _GATE_WORDS = {
 }  # fmt: skip
 """For a phrase of several words, the one looked for first (a single word is its own)."""
 _KINDS = ("decision", "preference", "action", "done")
-_PHRASES_BY_WORD: dict[str, list[tuple[int, str]]] = {}
-for _family, (_pattern, _family_phrases) in enumerate(_CUES):
-    for _phrase in _family_phrases:
-        _PHRASES_BY_WORD.setdefault(_GATE_WORDS.get(_phrase, _phrase), []).append(
-            (_family, _phrase)
-        )
+"""The cue families, in the order of ``_CUES``: a phrase's family is its index here."""
+_FAMILY_PHRASES = [
+    (family, phrase) for family, (_, phrases) in enumerate(_CUES) for phrase in phrases
+]
+
+
+def _grouped(key: Callable[[str], _K]) -> dict[_K, list[tuple[int, str]]]:
+    """The (family, phrase) of every cue phrase, grouped by ``key(phrase)``."""
+    groups: dict[_K, list[tuple[int, str]]] = {}
+    for family, phrase in _FAMILY_PHRASES:
+        groups.setdefault(key(phrase), []).append((family, phrase))
+    return groups
+
+
+_PHRASES_BY_WORD = _grouped(lambda phrase: _GATE_WORDS.get(phrase, phrase))
 _GATE = frozenset(_PHRASES_BY_WORD)
 _WORD_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789_"
 _ASCII_WORDS = bytes(
     byte + 32 if 65 <= byte <= 90 else byte if byte in _WORD_BYTES else 32 for byte in range(256)
 )
 """A translation of ASCII text to its words (``\\w+``) in lower case, all else a space."""
-_PHRASES_BY_FORM: dict[bytes, list[tuple[int, str]]] = {}
-for _family, (_pattern, _family_phrases) in enumerate(_CUES):
-    for _phrase in _family_phrases:
-        _form = b" ".join(_phrase.encode().translate(_ASCII_WORDS).split())
-        _PHRASES_BY_FORM.setdefault(_form, []).append((_family, _phrase))
-_FORMS_BY_FIRST: dict[bytes, list[bytes]] = {}
-for _form in sorted(_PHRASES_BY_FORM, key=len, reverse=True):
-    _FORMS_BY_FIRST.setdefault(_form[:1], []).append(_form[1:])
+_PHRASES_BY_FORM = _grouped(
+    lambda phrase: b" ".join(phrase.encode().translate(_ASCII_WORDS).split())
+)
 _ASCII_CUE_SCAN = re.compile(
     b" (?:"
     + b"|".join(
-        re.escape(first) + b"(?:" + b"|".join(map(re.escape, rests)) + b")"
-        for first, rests in sorted(_FORMS_BY_FIRST.items())
+        re.escape(first)
+        + b"(?:"
+        + b"|".join(
+            re.escape(form[1:])
+            for form in sorted(_PHRASES_BY_FORM, key=len, reverse=True)
+            if form[:1] == first
+        )
+        + b")"
+        for first in sorted({form[:1] for form in _PHRASES_BY_FORM})
     )
     + b")(?= )"
 )
@@ -208,7 +220,7 @@ def _is_word(char: str) -> bool:
 
 def _kind_of(families: set[int]) -> str | None:
     """A sentence's kind from the cue families (indexes of ``_KINDS``) it holds."""
-    decision, preference, action, done = (family in families for family in range(4))
+    decision, preference, action, done = (family in families for family in range(len(_KINDS)))
     if decision:
         return "decision"
     if preference:
