@@ -255,6 +255,13 @@ class JobDispatch(DaemonParts):
         if tracked is None:
             return
         if kind == "summarize" and isinstance(result, JobResult):
+            settle(tracked, result, now, time.time())
+            if tracked.failures:
+                self.scheduler.wake_at(tracked, tracked.retry_at)
+            for hook in self.hooks:
+                hook.finished(tracked, result, now)
+            # Logged once the job's effects (back-off, spend ledger, metrics) are settled,
+            # so whoever reads this line sees them.
             log.info(
                 "job_finished",
                 workspace=str(path),
@@ -265,11 +272,6 @@ class JobDispatch(DaemonParts):
                 tokens_after=result.tokens_after,
                 duration_s=result.duration_s,
             )
-            settle(tracked, result, now, time.time())
-            if tracked.failures:
-                self.scheduler.wake_at(tracked, tracked.retry_at)
-            for hook in self.hooks:
-                hook.finished(tracked, result, now)
         else:
             tracked.running = False
             counts = result.counts() if isinstance(result, CompactionReport) else {}
