@@ -32,8 +32,11 @@ from writers import line_bytes
 from memoryd.config import load_settings
 from memoryd.conversation import split_lines
 from memoryd.daemon import Supervisor
+from memoryd.daemon.hooks import DaemonHooks
 from memoryd.fsutil import pid_alive
+from memoryd.job import JobResult
 from memoryd.strategies.narrative import narrative_split
+from memoryd.tracked import Tracked
 from memoryd.watch import classify
 
 REPO = Path(__file__).resolve().parent.parent
@@ -104,6 +107,51 @@ def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: No
     dispatched = [e for e in logs if e["event"] == "summarize_dispatched"]
     assert len(dispatched) == 1
     assert dispatched[0]["workspace"] == str(ws)
+
+
+def test_job_finished_is_logged_once_every_hook_has_seen_the_job(
+    tmp_path: Path, info_logs: None
+) -> None:
+    """Whoever reads a ``job_finished`` line finds the job's effects settled: the hooks
+    (the spend ledger, the metrics) have seen the job before the line is logged."""
+    root = tmp_path / "root"
+    root.mkdir()
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    overrides = {
+        "roots": [str(root)],
+        "workers": 1,
+        "token_limit": 2000,
+        "coalesce_ms": 0,
+        "drain_seconds": 0,
+        "summarizer.backend": "extractive",
+        "summarizer.max_summary_tokens": 200,
+    }
+    supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)
+    seen: list[list[str]] = []
+
+    class Recorder(DaemonHooks):
+        def finished(self, tracked: Tracked, result: JobResult, now: float) -> None:
+            seen.append(
+                [e["event"] for e in logs if e.get("workspace") == str(tracked.workspace.path)]
+            )
+
+    supervisor.hooks.append(Recorder())
+    with capture_logs() as logs:
+        try:
+            supervisor.start()
+            ws = root / "ws"
+            write_lines(ws, "w", 40)
+
+            def finished() -> bool:
+                supervisor.loop(wait=0.05)
+                return any(e["event"] == "job_finished" for e in logs)
+
+            wait_until(finished, 30, "job_finished", interval=0)
+        finally:
+            supervisor.close()
+    assert len(seen) == 1
+    assert "job_finished" not in seen[0]
+    assert "summarize_dispatched" in seen[0]
 
 
 def _dead_pid() -> int:
