@@ -46,12 +46,9 @@ UNIT = REPO / "systemd" / "memoryd.service"
 # ----- 11. in process: the stepped supervisor and the pure classifier --------------------------
 
 
-def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: None) -> None:
-    """A Supervisor built from load_settings(overrides) and stepped with loop() finds a
-    workspace created after start() (state.json appears), and runs its job to completion
-    once appends cross the trigger — no subprocess, no signal. close() leaves no worker,
-    forkserver or resource tracker running."""
-    root = tmp_path / "root"
+def _stepped_supervisor(tmp_path: Path, root: Path) -> Supervisor:
+    """A one-worker Supervisor on ``root`` (made here), extractive, with a 2,000-token
+    budget and no coalescing: for a test to step with ``loop()``."""
     root.mkdir()
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     overrides = {
@@ -63,7 +60,16 @@ def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: No
         "summarizer.backend": "extractive",
         "summarizer.max_summary_tokens": 200,
     }
-    supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)
+    return Supervisor(load_settings(overrides=overrides, env=env), env=env)
+
+
+def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: None) -> None:
+    """A Supervisor built from load_settings(overrides) and stepped with loop() finds a
+    workspace created after start() (state.json appears), and runs its job to completion
+    once appends cross the trigger — no subprocess, no signal. close() leaves no worker,
+    forkserver or resource tracker running."""
+    root = tmp_path / "root"
+    supervisor = _stepped_supervisor(tmp_path, root)
 
     def step() -> bool:
         supervisor.loop(wait=0.05)
@@ -115,18 +121,7 @@ def test_job_finished_is_logged_once_every_hook_has_seen_the_job(
     """Whoever reads a ``job_finished`` line finds the job's effects settled: the hooks
     (the spend ledger, the metrics) have seen the job before the line is logged."""
     root = tmp_path / "root"
-    root.mkdir()
-    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    overrides = {
-        "roots": [str(root)],
-        "workers": 1,
-        "token_limit": 2000,
-        "coalesce_ms": 0,
-        "drain_seconds": 0,
-        "summarizer.backend": "extractive",
-        "summarizer.max_summary_tokens": 200,
-    }
-    supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)
+    supervisor = _stepped_supervisor(tmp_path, root)
     seen: list[list[str]] = []
 
     class Recorder(DaemonHooks):
