@@ -291,12 +291,11 @@ class JobDispatch(DaemonParts):
         if not its_fault:
             # Its worker lived (or had not taken it): nothing was wrong with the job; it
             # runs again at once and does not count toward back-off.
-            log.info("job_retried", workspace=str(path), reason=reason)
             self.publisher.emit(tracked, "summarize_failed", now, reason=reason, retry="now")
             job_lost(tracked, now, its_fault=False)
             self.scheduler.wake_at(tracked, now)
+            log.info("job_retried", workspace=str(path), reason=reason)
             return
-        log.warning("job_failed", workspace=str(path), reason=reason)
         try:
             report_lost_job(
                 tracked.workspace,
@@ -311,6 +310,9 @@ class JobDispatch(DaemonParts):
         job_lost(tracked, now, its_fault=True)
         self.scheduler.wake_at(tracked, tracked.retry_at)
         self.publisher.publish(tracked, now, time.time())
+        # Like job_finished, logged once its effects are written (the receipt, HEARTBEAT.md,
+        # the event).
+        log.warning("job_failed", workspace=str(path), reason=reason)
 
 
 def urgency(tracked: Tracked, kind: str) -> tuple[int, float]:
