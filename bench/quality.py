@@ -312,6 +312,7 @@ def check_cost(
             setattr(summary_module, name, function)
         _finish_background_work()
     job_median = statistics.median(job_times)
+    cpu_median = statistics.median(job_cpu)
     check_median = statistics.median(check_times)
     deciles = statistics.quantiles(job_times, n=10)
     return {
@@ -324,8 +325,8 @@ def check_cost(
         "check_ms_median": round(check_median * 1000, 3),
         "check_ms_max": round(max(check_times) * 1000, 3),
         "check_share": round(check_median / job_median, 4),
-        "job_cpu_ms_median": round(statistics.median(job_cpu) * 1000, 2),
-        "check_cpu_share": round(check_median / statistics.median(job_cpu), 4),
+        "job_cpu_ms_median": round(cpu_median * 1000, 2),
+        "check_cpu_share": round(check_median / cpu_median, 4),
     }
 
 
