@@ -98,8 +98,8 @@ class Settings(BaseSettings):
     critical_at: float = Field(default=DEFAULT_CRITICAL_AT, gt=0, le=1)
     strategy: Literal["narrative", "rolling", "checkpoint"] = "narrative"
     keep_recent_ratio: float = Field(default=0.40, gt=0, lt=1)
-    keep_first: int = Field(default=0, ge=0)
-    """The first N genuine messages are pinned: never summarized away."""
+    keep_first: int = Field(default=1, ge=0)
+    """The first N genuine user turns (the task) are pinned: never summarized away."""
     workers: int = Field(default=16, ge=1, le=1024)
     """Most worker processes at once; each starts with a job (docs/design.md#pool)."""
     worker_idle_timeout: float = Field(default=60.0, gt=0, le=DAY)

@@ -46,7 +46,7 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "critical_at": ("float", 0.85, (("gt", 0), ("le", 1))),
     "strategy": ("literal:narrative|rolling|checkpoint", "narrative", ()),
     "keep_recent_ratio": ("float", 0.4, (("gt", 0), ("lt", 1))),
-    "keep_first": ("int", 0, (("ge", 0),)),
+    "keep_first": ("int", 1, (("ge", 0),)),
     "workers": ("int", 16, (("ge", 1), ("le", 1024))),
     "worker_idle_timeout": ("float", 60.0, (("gt", 0), ("le", 86400.0))),
     "coalesce_ms": ("int", 200, (("ge", 0), ("le", 60000))),

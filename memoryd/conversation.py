@@ -82,6 +82,11 @@ class Line:
         )
 
     @property
+    def is_assistant_turn(self) -> bool:
+        """An assistant message that is not a summary (a summary head is not a turn)."""
+        return self.role == "assistant" and not self.is_summary
+
+    @property
     def is_genuine_user_turn(self) -> bool:
         """A user message that is not a summary and not only tool results."""
         if self.role != "user" or self.is_summary:

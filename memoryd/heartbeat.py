@@ -204,10 +204,24 @@ class HeartbeatManager:
             )
         )
 
-    def fail_task(self, error: str) -> Heartbeat:
-        """Mark the task failed with its reason."""
+    def fail_task(self, error: str, result: str | None = None) -> Heartbeat:
+        """Mark the task failed with its reason. With ``result`` the task did end (a job
+        that compacted but left usage above its trigger): it is recorded as the last result
+        and no task is current any more."""
+        if result is None:
+            return self._update(
+                lambda old, now: replace(old, status="failed", last_checkin=now, last_error=error)
+            )
         return self._update(
-            lambda old, now: replace(old, status="failed", last_checkin=now, last_error=error)
+            lambda old, now: replace(
+                old,
+                status="failed",
+                current_task=None,
+                started_at=None,
+                last_checkin=now,
+                last_result=result,
+                last_error=error,
+            )
         )
 
     def pause_task(self, notes: str | None = None, blockers: str | None = None) -> Heartbeat:

@@ -42,7 +42,7 @@ from memoryd.job_types import Outcome as Outcome
 from memoryd.job_types import Progress as Progress
 from memoryd.job_types import summarizer_env as summarizer_env
 from memoryd.pins import PinnedPlan, apply_pins, pinned_indices
-from memoryd.policy import SplitPlan, over_trigger
+from memoryd.policy import SplitPlan, over_trigger, usage_ratio
 from memoryd.recovery import recover
 from memoryd.snapshot import read_snapshot
 from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
@@ -143,23 +143,38 @@ def _run_locked(
     )
     plan = plan_job(lines, strategy, request.force, request.calibration)
     heartbeat = HeartbeatManager(workspace)
+    trigger = strategy.trigger
+    over = trigger is not None and over_trigger(tokens_before, settings.token_limit, trigger)
     if isinstance(plan, str):
+        if over and trigger is not None:
+            return _stuck(workspace, request, clock, strategy.name, base, plan, trigger)
         if request.heartbeat_started:
             heartbeat.complete_task(f"nothing to do: {plan}")
         return replace(base, reason=plan)
     pinned = apply_pins(lines, plan, pinned_indices(lines, settings.keep_first))
     plan = pinned.plan
-    if len(pinned.summarized) - (1 if plan.folds_previous_summary else 0) < 1:
-        reason = "every message before the split is pinned"
-        if request.heartbeat_started:
-            heartbeat.complete_task(f"nothing to do: {reason}")
-        return replace(base, reason=reason)
     pinned_tokens = round(pinned.pinned_tokens * request.calibration)
-    trigger = strategy.trigger
+    stuck_reason = None
     if trigger is not None and over_trigger(pinned_tokens, settings.token_limit, trigger):
-        return _pins_over_trigger(
-            workspace, request, clock, strategy.name, base, pinned, pinned_tokens, trigger
-        )
+        stuck_reason = pins_over_trigger_reason(pinned_tokens)
+    elif len(pinned.summarized) - (1 if plan.folds_previous_summary else 0) < 1:
+        stuck_reason = "every message before the split is pinned"
+    if stuck_reason is not None:
+        if over and trigger is not None:
+            return _stuck(
+                workspace,
+                request,
+                clock,
+                strategy.name,
+                base,
+                stuck_reason,
+                trigger,
+                pinned.pinned_count,
+                pinned_tokens,
+            )
+        if request.heartbeat_started:
+            heartbeat.complete_task(f"nothing to do: {stuck_reason}")
+        return replace(base, reason=stuck_reason)
     task = f"Summarizing {plan.summarized_count} messages (~{plan.summarized_tokens:,} tokens)"
     if request.dry_run:
         pins = f" and {len(pinned.pins)} pinned" if pinned.pins else ""
@@ -213,23 +228,28 @@ def _run_locked(
         return _failed(workspace, clock, settings, strategy.name, base, reason)
 
 
-def _pins_over_trigger(
+def _stuck(
     workspace: Workspace,
     request: JobRequest,
     clock: JobClock,
     strategy: str,
     base: JobResult,
-    pinned: PinnedPlan,
-    pinned_tokens: int,
+    cause: str,
     trigger: float,
+    pins_kept: int = 0,
+    pinned_tokens: int | None = None,
 ) -> JobResult:
-    """Pins alone keep usage above the trigger: an ineffective job that changes nothing.
+    """Usage is above the trigger and no job can lower it (no safe boundary, the pins hold
+    it all): an ineffective job that changes nothing, and says so loudly.
 
-    Not a failure and not a loop: the daemon waits for the conversation to grow, as after
-    any ineffective job (docs/design.md#pins).
+    HEARTBEAT.md says ``failed`` with the cause and the usage (never ``completed``), the
+    receipt and ``summarize_ineffective`` record it, the log warns. Not a loop: the daemon
+    waits for the conversation to grow, as after any ineffective job
+    (docs/design.md#over-budget).
     """
     settings = request.settings
-    reason = pins_over_trigger_reason(pinned_tokens)
+    tokens = base.tokens_before
+    reason = f"{cause}; {ineffective_text(tokens, settings.token_limit, trigger)}"
     if request.dry_run:
         return replace(base, outcome="dry_run", reason=f"would do nothing: {reason}")
     receipt = clock.unchanged_receipt(
@@ -237,28 +257,36 @@ def _pins_over_trigger(
         strategy,
         "ineffective",
         reason,
-        (base.messages_before, base.tokens_before),
-        pins_kept=pinned.pinned_count,
+        (base.messages_before, tokens),
+        pins_kept=pins_kept,
     )
     record_receipt(workspace, receipt)
-    if request.heartbeat_started:
-        HeartbeatManager(workspace).complete_task(f"nothing done: {reason}")
+    HeartbeatManager(workspace).fail_task(f"over budget, nothing done: {reason}")
+    details = {} if pinned_tokens is None else {"pinned_tokens": pinned_tokens}
     events.emit(
         workspace,
         "summarize_ineffective",
         job=receipt.job,
         reason=reason,
-        pinned_tokens=pinned_tokens,
-        tokens_after=base.tokens_before,
+        cause=cause,
+        tokens_after=tokens,
+        usage_ratio=usage_ratio(tokens, settings.token_limit),
         trigger_tokens=int(trigger * settings.token_limit),
+        **details,
     )
-    log.info("summarize_ineffective", workspace=str(workspace.path), reason=reason)
+    log.warning(
+        "summarize_ineffective",
+        workspace=str(workspace.path),
+        cause=cause,
+        tokens=tokens,
+        usage_ratio=usage_ratio(tokens, settings.token_limit),
+    )
     return replace(
         base,
         outcome="ineffective",
         reason=reason,
         ineffective=True,
-        pins_kept=pinned.pinned_count,
+        pins_kept=pins_kept,
         receipt=receipt,
     )
 

@@ -23,7 +23,7 @@ from memoryd.heartbeat import HeartbeatManager
 from memoryd.job_report import JobClock, after_commit, record_receipt, span_ids
 from memoryd.job_types import JobRequest, JobResult, Progress
 from memoryd.pins import PinnedPlan, byte_ranges
-from memoryd.policy import over_trigger
+from memoryd.policy import over_trigger, usage_ratio
 from memoryd.receipts import SummarizedSpan, build_receipt
 from memoryd.snapshot import Snapshot
 from memoryd.state import build_state, write_state
@@ -142,7 +142,14 @@ def commit_and_report(
     # The receipt is part of the job's completion: written before anyone is told.
     record_receipt(workspace, receipt)
     heartbeat = HeartbeatManager(workspace)
-    after_commit(workspace, "HEARTBEAT.md", lambda: heartbeat.complete_task(last_result))
+    if ineffective and trigger is not None:
+        # Over budget after the job is never "completed" (docs/design.md#over-budget).
+        still = ineffective_text(tokens_after, settings.token_limit, trigger)
+        after_commit(
+            workspace, "HEARTBEAT.md", lambda: heartbeat.fail_task(still, result=last_result)
+        )
+    else:
+        after_commit(workspace, "HEARTBEAT.md", lambda: heartbeat.complete_task(last_result))
     details: dict[str, Any] = dict(
         job=receipt.job,
         reason=request.reason,
@@ -172,9 +179,18 @@ def commit_and_report(
                 workspace,
                 "summarize_ineffective",
                 job=receipt.job,
+                cause="the kept part alone is above the trigger",
                 tokens_after=tokens_after,
+                usage_ratio=usage_ratio(tokens_after, settings.token_limit),
                 trigger_tokens=trigger_tokens,
             ),
+        )
+        log.warning(
+            "summarize_ineffective",
+            workspace=str(workspace.path),
+            job=receipt.job,
+            tokens=tokens_after,
+            usage_ratio=usage_ratio(tokens_after, settings.token_limit),
         )
     now = time.time()
     state = build_state(

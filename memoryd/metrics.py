@@ -49,6 +49,8 @@ class WorkspaceView:
     usage_ratio: float
     tokens: int
     backing_off: bool = False
+    over_budget: bool = False
+    """Above its trigger, and the last job could not bring it below."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,11 @@ class _ViewCollector(Collector):
             "memoryd_workspaces_backing_off",
             "Workspaces waiting out a failure back-off.",
             value=sum(1 for w in view.workspaces if w.backing_off),
+        )
+        yield GaugeMetricFamily(
+            "memoryd_workspaces_over_budget",
+            "Workspaces above their trigger that the last job could not bring below it.",
+            value=sum(1 for w in view.workspaces if w.over_budget),
         )
         yield GaugeMetricFamily(
             "memoryd_jobs_in_flight", "Jobs running in the pool.", value=view.jobs_in_flight

@@ -1,9 +1,10 @@
 """Pinned messages: never summarized away, kept verbatim right after the new head (pure).
 
 A message is pinned when it says ``"pinned": true``, or when it is one of the first
-``keep_first`` genuine messages of the conversation (a summary or checkpoint message is
-not genuine). Since pinned messages are written directly after the summary, the first
-genuine messages of a compacted conversation are the ones pinned before, so
+``keep_first`` genuine user turns of the conversation (a summary, a checkpoint or a user
+message holding only tool results is not one): by default the first, which in an agent's
+tool loop is its task. Since pinned messages are written directly after the summary, the
+first genuine user turns of a compacted conversation are the ones pinned before, so
 ``keep_first`` keeps pinning the same messages through every later compaction
 (docs/design.md#pins).
 """
@@ -32,9 +33,10 @@ def pinned_indices(lines: Sequence[Line], keep_first: int) -> frozenset[int]:
     for line in lines:
         if line.message is None or line.is_summary:
             continue
-        if genuine < keep_first:
-            pinned.add(line.index)
-        genuine += 1
+        if line.is_genuine_user_turn:
+            if genuine < keep_first:
+                pinned.add(line.index)
+            genuine += 1
         if is_pinned_message(line):
             pinned.add(line.index)
     return frozenset(_with_tool_partners(lines, pinned))

@@ -137,24 +137,28 @@ class MessageLike(Protocol):
     def is_genuine_user_turn(self) -> bool: ...
 
     @property
+    def is_assistant_turn(self) -> bool: ...
+
+    @property
     def tool_use_ids(self) -> frozenset[str]: ...
 
     @property
     def tool_result_ids(self) -> frozenset[str]: ...
 
 
-def valid_boundaries(messages: Sequence[MessageLike]) -> list[bool]:
-    """For each index k, may the kept part start at k?
+Boundary = Literal["user", "assistant"]
+"""Where a kept part may start: at a genuine user turn, or (in a tool loop) an assistant one."""
 
-    It may when message k is a genuine user turn and no ``tool_use`` before k has its
-    ``tool_result`` at or after k (nor the reverse).
+
+def boundaries(messages: Sequence[MessageLike]) -> list[Boundary | None]:
+    """For each index k, may the kept part start at k, and at what kind of turn?
+
+    It may when no ``tool_use`` before k has its ``tool_result`` at or after k (nor the
+    reverse), and message k is a genuine user turn (``"user"``) or an assistant message
+    that is not a summary (``"assistant"``): an autonomous tool loop has one genuine user
+    turn, its task, and must still compact (docs/design.md#boundaries).
     """
     n = len(messages)
-    open_before: list[frozenset[str]] = []
-    seen_uses: set[str] = set()
-    for message in messages:
-        open_before.append(frozenset(seen_uses))
-        seen_uses |= message.tool_use_ids
     results_after: list[frozenset[str]] = [frozenset()] * (n + 1)
     acc: set[str] = set()
     for k in range(n - 1, -1, -1):
@@ -165,33 +169,97 @@ def valid_boundaries(messages: Sequence[MessageLike]) -> list[bool]:
     for k in range(n - 1, -1, -1):
         acc |= messages[k].tool_use_ids
         uses_after[k] = frozenset(acc)
+    uses_before: set[str] = set()
     results_before: set[str] = set()
-    valid: list[bool] = []
+    kinds: list[Boundary | None] = []
     for k, message in enumerate(messages):
-        ok = (
-            message.is_genuine_user_turn
-            and not (open_before[k] & results_after[k])
-            and not (results_before & uses_after[k])
-        )
-        valid.append(ok)
+        whole = not (uses_before & results_after[k]) and not (results_before & uses_after[k])
+        kind: Boundary | None = None
+        if whole and message.is_genuine_user_turn:
+            kind = "user"
+        elif whole and message.is_assistant_turn and not message.is_summary:
+            kind = "assistant"
+        kinds.append(kind)
+        uses_before |= message.tool_use_ids
         results_before |= message.tool_result_ids
-    return valid
+    return kinds
+
+
+def valid_boundaries(messages: Sequence[MessageLike]) -> list[bool]:
+    """For each index k, may the kept part start at k at a genuine user turn?"""
+    return [kind == "user" for kind in boundaries(messages)]
+
+
+def running_tool_call(messages: Sequence[MessageLike]) -> int | None:
+    """The index of the newest assistant message while one of its ``tool_use`` calls has
+    no ``tool_result`` yet (the agent's tool is still running), else None (pure).
+
+    Such a message is never summarized: the result the agent appends next must find its
+    call in the file.
+    """
+    answered: set[str] = set()
+    for k in range(len(messages) - 1, -1, -1):
+        message = messages[k]
+        if message.is_assistant_turn:
+            return k if message.tool_use_ids - answered else None
+        answered |= message.tool_result_ids
+    return None
 
 
 def safe_split(
-    messages: Sequence[MessageLike], proposed: int, lowest: int = 1, highest: int | None = None
+    messages: Sequence[MessageLike],
+    proposed: int,
+    lowest: int = 1,
+    highest: int | None = None,
+    preferred: tuple[int, int] | None = None,
 ) -> int | None:
-    """The valid boundary nearest to ``proposed`` (earlier on a tie) within [lowest, highest].
+    """The boundary nearest to ``proposed`` (earlier on a tie) within [lowest, highest].
 
-    ``highest`` defaults to the last index. Returns None when no index in range is valid.
+    ``highest`` defaults to the last index and never passes a running tool call. A genuine
+    user turn wins over an assistant message; both are sought first within the
+    ``preferred`` range (the splits that meet the job's goal), then in the whole range.
+    Returns None when no index in range is a boundary.
     """
-    valid = valid_boundaries(messages)
+    kinds = boundaries(messages)
     top = len(messages) - 1 if highest is None else min(highest, len(messages) - 1)
-    for distance in range(len(messages) + 1):
+    running = running_tool_call(messages)
+    if running is not None:
+        top = min(top, running)
+    windows = [(lowest, top)]
+    if preferred is not None:
+        low, high = max(lowest, preferred[0]), min(top, preferred[1])
+        if low <= high:
+            windows.insert(0, (low, high))
+    for low, high in windows:
+        for kind in ("user", "assistant"):
+            found = _nearest(kinds, kind, proposed, low, high)
+            if found is not None:
+                return found
+    return None
+
+
+def _nearest(
+    kinds: Sequence[Boundary | None], kind: Boundary, proposed: int, low: int, high: int
+) -> int | None:
+    for distance in range(len(kinds) + 1):
         for k in (proposed - distance, proposed + distance):
-            if lowest <= k <= top and valid[k]:
+            if low <= k <= high and kinds[k] == kind:
                 return k
     return None
+
+
+def earliest_within(messages: Sequence[MessageLike], max_kept_tokens: int) -> int:
+    """The first index from which the messages hold at most ``max_kept_tokens`` (pure).
+
+    A split there or later leaves at most that much verbatim; ``len(messages)`` when even
+    the newest message alone holds more.
+    """
+    kept = 0
+    for k in range(len(messages) - 1, -1, -1):
+        kept += messages[k].tokens
+        if kept > max_kept_tokens:
+            return k + 1
+    return 0
 
 
 def head_summary_count(messages: Sequence[MessageLike]) -> int:

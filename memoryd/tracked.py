@@ -84,6 +84,17 @@ class Tracked:
         self.reader.adopt(identity, head_end, tally)
 
 
+def over_budget(tracked: Tracked) -> bool:
+    """Usage is above the trigger and the last job could not lower it: the daemon waits
+    for growth (pure; docs/design.md#over-budget)."""
+    trigger = strategy_for(tracked.settings).trigger
+    return (
+        tracked.ineffective_tokens is not None
+        and trigger is not None
+        and over_trigger(tracked.tokens, tracked.settings.token_limit, trigger)
+    )
+
+
 def job_due(tracked: Tracked, now: float) -> str | None:
     """Why a summarization job is due now, or None (pure over ``tracked``)."""
     settings = tracked.settings

@@ -192,11 +192,17 @@ def env(tmp_path: Path) -> dict[str, str]:
 def make_settings(clean_environment: Path) -> SettingsFactory:
     """Settings from defaults plus dotted-key ``overrides`` only: no env, no machine file.
 
-    Tests run with ``drain_seconds=0`` (no non-locking writers here) unless they say otherwise.
+    Tests run with ``drain_seconds=0`` (no non-locking writers here) and ``keep_first=0``
+    (their split counts are their subject) unless they say otherwise; the tests of the
+    default pin (tests/test_agent_loops.py, tests/test_pins.py) ask for it.
     """
 
     def make(**overrides: Any) -> Settings:
-        flags = {"drain_seconds": 0, **{k.replace("__", "."): v for k, v in overrides.items()}}
+        flags = {
+            "drain_seconds": 0,
+            "keep_first": 0,
+            **{k.replace("__", "."): v for k, v in overrides.items()},
+        }
         env = {"XDG_CONFIG_HOME": str(clean_environment)}
         return load_settings(overrides=flags, env=env).settings
 

@@ -85,7 +85,30 @@ def straddling(messages: Sequence[Mapping[str, Any]], k: int) -> set[str]:
 
 
 def boundary_ok(messages: Sequence[Mapping[str, Any]], k: int) -> bool:
+    """The kept part may start at k at a genuine user turn."""
     return genuine_user_turn(messages[k]) and not straddling(messages, k)
+
+
+def boundary_kind(messages: Sequence[Mapping[str, Any]], k: int) -> str | None:
+    """ "user", "assistant" (an assistant message that is not a summary) or None, when the
+    kept part may start at k without separating a tool pair."""
+    if straddling(messages, k):
+        return None
+    if genuine_user_turn(messages[k]):
+        return "user"
+    if messages[k].get("role") == "assistant" and messages[k].get("isSummary") is not True:
+        return "assistant"
+    return None
+
+
+def running_call(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """The newest assistant message, when one of its tool_use ids has no result after it."""
+    for k in range(len(messages) - 1, -1, -1):
+        if messages[k].get("role") == "assistant" and messages[k].get("isSummary") is not True:
+            uses = _ids(messages[k : k + 1], "tool_use", "id")
+            answered = _ids(messages[k + 1 :], "tool_result", "tool_use_id")
+            return k if uses - answered else None
+    return None
 
 
 TOOL_IDS = ("t0", "t1", "t2", "t3")

@@ -27,6 +27,14 @@ from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse
 from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
 from memoryd.workspace import Workspace
 
+
+@pytest.fixture(autouse=True)
+def _no_default_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count what a job replaces, from the first message on: the default pin
+    of the task (keep_first = 1) is tested in tests/test_agent_loops.py."""
+    monkeypatch.setenv("MEMORYD_KEEP_FIRST", "0")
+
+
 API_KEY = "sk-ant-checkpoint-test-key"
 FIRST = {
     "completed": ["Set up the repository."],
@@ -570,9 +578,11 @@ def test_daemon_compacts_a_checkpoint_workspace_once_usage_passes_90_percent(
     wait_until((folder / "checkpoint.json").exists, 20, "checkpoint.json")
 
     saved = checkpoint_file(folder)
-    # Version 1 of all 9 messages: nothing was compacted at 85%.
+    # Version 1 of 8 messages: nothing was compacted at 85%, and the daemon's default pin
+    # keeps the first user message (the task) verbatim after the head.
     assert saved["version"] == 1
-    assert saved["compaction_info"]["messages_compacted"] == 9
+    assert saved["compaction_info"]["messages_compacted"] == 8
+    assert raw_lines(folder)[1] == encode_lines(generated_messages(1, 1_000))
     assert "We decided to use SQLite." in saved["decisions"]
     head = json.loads(raw_lines(folder)[0])
     assert head["checkpoint"]["version"] == 1

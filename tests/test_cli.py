@@ -17,6 +17,14 @@ from cli_helpers import cli
 from conftest import WorkspaceFactory
 from fake_anthropic import FakeAnthropic, Reply
 
+
+@pytest.fixture(autouse=True)
+def _no_default_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count what a job replaces, from the first message on: the default pin
+    of the task (keep_first = 1) is tested in tests/test_agent_loops.py."""
+    monkeypatch.setenv("MEMORYD_KEEP_FIRST", "0")
+
+
 SECRET = "sk-secret-123"
 
 

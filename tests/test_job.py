@@ -413,7 +413,9 @@ def test_giant_recent_message_makes_the_job_ineffective(
     [event] = events_of(folder, "summarize_ineffective")
     assert event["tokens_after"] == result.tokens_after
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()
-    assert heartbeat.status == "completed"
+    assert heartbeat.status == "failed"  # over budget is never "completed"
+    assert heartbeat.last_error is not None
+    assert "usage still above the 80% trigger" in heartbeat.last_error
     assert heartbeat.last_result is not None
     assert "usage still above the 80% trigger" in heartbeat.last_result
     assert f"~{result.tokens_after:,} of 12,000 tokens" in heartbeat.last_result

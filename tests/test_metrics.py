@@ -24,6 +24,7 @@ def view(per_root: int = 2) -> DaemonView:
         for i in range(per_root)
     ]
     workspaces.append(WorkspaceView("/more", "b", "critical", 0.9, 9000, backing_off=True))
+    workspaces.append(WorkspaceView("/more", "c", "critical", 2.86, 9000, over_budget=True))
     return DaemonView(
         roots=["/agents", "/more", "/empty"],
         workspaces=workspaces,
@@ -52,8 +53,9 @@ def test_gauges_come_from_the_daemon_view_at_scrape_time() -> None:
     assert got[("memoryd_workspaces", (("root", "/agents"),))] == 2
     assert got[("memoryd_workspaces", (("root", "/empty"),))] == 0
     assert got[("memoryd_workspaces_by_level", (("level", "warning"),))] == 1
-    assert got[("memoryd_workspaces_by_level", (("level", "critical"),))] == 1
+    assert got[("memoryd_workspaces_by_level", (("level", "critical"),))] == 2
     assert got[("memoryd_workspaces_backing_off", ())] == 1
+    assert got[("memoryd_workspaces_over_budget", ())] == 1
     assert got[("memoryd_jobs_in_flight", ())] == 1
     assert got[("memoryd_jobs_queued", ())] == 2
     assert got[("memoryd_pool_workers", ())] == 3

@@ -43,11 +43,13 @@ def parse(data: bytes) -> list[Any]:
     return list(split_lines(data, 1 << 20))
 
 
-def test_flagged_messages_and_the_first_genuine_ones_are_pinned() -> None:
+def test_flagged_messages_and_the_first_genuine_user_turns_are_pinned() -> None:
+    """keep_first counts genuine user turns (user at 1, 3, 5 here), not the summary head
+    and not assistant messages; a flag pins whatever keep_first says."""
     summary = {"id": "s", "role": "assistant", "content": "x", "isSummary": True}
-    messages = [summary, *conversation(6, 50, pinned=(4,))]
-    assert pinned_indices(parse(encode_lines(messages)), keep_first=2) == {1, 2, 5}
-    assert pinned_indices(parse(encode_lines(messages)), keep_first=0) == {5}
+    messages = [summary, *conversation(6, 50, pinned=(3,))]
+    assert pinned_indices(parse(encode_lines(messages)), keep_first=2) == {1, 3, 4}
+    assert pinned_indices(parse(encode_lines(messages)), keep_first=0) == {4}
 
 
 def test_a_pinned_tool_use_keeps_its_tool_result() -> None:
@@ -93,7 +95,9 @@ def test_pins_count_and_every_other_line_is_archived_byte_for_byte(
 ) -> None:
     folder = workspace(messages=conversation(pinned=(3,)))
     original = lines_of(folder)
-    settings = make_settings(token_limit=10_000, **{"summarizer.backend": "extractive"})
+    settings = make_settings(
+        keep_first=0, token_limit=10_000, **{"summarizer.backend": "extractive"}
+    )
     result = run(folder, settings, force=True)
     after = lines_of(folder)
     assert after[1] == original[3]
@@ -110,14 +114,19 @@ def test_pins_alone_over_the_trigger_are_ineffective_not_a_loop(
     messages[2]["content"] = "A long task statement. " * 800
     folder = workspace(messages=messages)
     before = (folder / "conversation.jsonl").read_bytes()
-    settings = make_settings(token_limit=5_000, **{"summarizer.backend": "extractive"})
+    settings = make_settings(
+        keep_first=0, token_limit=5_000, **{"summarizer.backend": "extractive"}
+    )
 
     result = run(folder, settings)
 
     pinned_tokens = parse(before)[2].tokens
     assert result.outcome == "ineffective" and result.ineffective
-    assert result.reason == f"pinned messages hold {pinned_tokens:,} tokens"
+    assert result.reason.startswith(f"pinned messages hold {pinned_tokens:,} tokens; ")
+    assert "above the 80% trigger" in result.reason
     assert (folder / "conversation.jsonl").read_bytes() == before
+    heartbeat = (folder / "HEARTBEAT.md").read_text()
+    assert "status: failed" in heartbeat and "pinned messages hold" in heartbeat
     events = list(read_events(folder / ".memoryd" / "events.jsonl"))
     [ineffective] = [e for e in events if e["type"] == "summarize_ineffective"]
     assert ineffective["reason"] == result.reason
@@ -135,10 +144,10 @@ def test_pins_alone_over_the_trigger_are_ineffective_not_a_loop(
 def test_nothing_to_do_when_everything_before_the_split_is_pinned(
     workspace: WorkspaceFactory, make_settings: SettingsFactory
 ) -> None:
-    folder = workspace(messages=conversation(10, 400, pinned=()))
+    folder = workspace(messages=conversation(10, 400, pinned=tuple(range(10))))
     before = (folder / "conversation.jsonl").read_bytes()
     settings = make_settings(
-        keep_first=10, token_limit=100_000, **{"summarizer.backend": "extractive"}
+        keep_first=0, token_limit=100_000, **{"summarizer.backend": "extractive"}
     )
     result = run(folder, settings, force=True)
     assert result.outcome == "nothing_to_do"

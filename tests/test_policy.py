@@ -145,7 +145,9 @@ def test_safe_split_prefers_the_earlier_boundary_on_a_tie_and_respects_bounds() 
     lines = lines_of(generated_messages(9, 50))  # users at 0, 2, 4, 6, 8
     assert safe_split(lines, 5) == 4
     assert safe_split(lines, 5, lowest=5) == 6
-    assert safe_split(lines, 5, lowest=5, highest=5) is None
+    # No user turn in range: the assistant message there is a boundary (a tool loop's).
+    assert safe_split(lines, 5, lowest=5, highest=5) == 5
+    assert safe_split(lines[:1], 0, lowest=1) is None
 
 
 # --- property: incremental counting equals a full recount ---------------------------------------

@@ -29,6 +29,14 @@ from memoryd.strategies.summary import SUMMARY_PREFIX
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 
+
+@pytest.fixture(autouse=True)
+def _no_default_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count what a job replaces, from the first message on: the default pin
+    of the task (keep_first = 1) is tested in tests/test_agent_loops.py."""
+    monkeypatch.setenv("MEMORYD_KEEP_FIRST", "0")
+
+
 API_KEY = "sk-ant-rolling-test-key"
 TOKENS_750 = 2_984
 """Content characters of a message estimated at exactly 750 tokens (746 + 4 overhead)."""
@@ -451,7 +459,7 @@ def workspace_config(folder: Path, text: str) -> Path:
 def test_workspace_config_picks_rolling_and_its_budget_for_summarize_and_status(
     workspace: WorkspaceFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """strategy = "rolling" and token_limit = 5000 in <ws>/.memoryd/config.toml: `memoryd
+    """strategy = "rolling" and token_limit = 50000 in <ws>/.memoryd/config.toml: `memoryd
     summarize WS` (no --strategy) summarizes the oldest 20 (not the narrative 60%), and
     `memoryd status --json` shows that strategy and budget; a sibling keeps the defaults."""
     monkeypatch.setenv("MEMORYD_SUMMARIZER__BACKEND", "extractive")
@@ -459,12 +467,12 @@ def test_workspace_config_picks_rolling_and_its_budget_for_summarize_and_status(
     folder = workspace(31, 4_000, name="root/rolling")
     workspace(4, 100, name="root/plain")
     original = raw_lines(folder)
-    workspace_config(folder, 'strategy = "rolling"\ntoken_limit = 5000\n')
+    workspace_config(folder, 'strategy = "rolling"\ntoken_limit = 50000\n')
 
     code, out = cli("status", str(folder.parent), "--json")
     assert code == 0
     rows = {Path(row["workspace"]).name: row for row in json.loads(out)}
-    assert (rows["rolling"]["strategy"], rows["rolling"]["token_limit"]) == ("rolling", 5_000)
+    assert (rows["rolling"]["strategy"], rows["rolling"]["token_limit"]) == ("rolling", 50_000)
     assert (rows["plain"]["strategy"], rows["plain"]["token_limit"]) == ("narrative", 100_000)
 
     code, out = cli("summarize", str(folder))
@@ -474,7 +482,7 @@ def test_workspace_config_picks_rolling_and_its_budget_for_summarize_and_status(
 
     code, out = cli("status", str(folder), "--json")
     [row] = json.loads(out)
-    assert (row["strategy"], row["token_limit"], row["messages"]) == ("rolling", 5_000, 12)
+    assert (row["strategy"], row["token_limit"], row["messages"]) == ("rolling", 50_000, 12)
     code, table = cli("status", str(folder.parent))
     assert [line.split()[5] for line in table.splitlines()[1:]] == ["narrative", "rolling"]
 

@@ -13,10 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from split_checks import (
     MAX_LINE,
+    boundary_kind,
     boundary_ok,
     conversations,
     genuine_user_turn,
     lines_of,
+    running_call,
     straddling,
     summary,
     text_block,
@@ -52,13 +54,14 @@ def test_strategy_for_returns_the_named_strategy_bound_to_the_settings(
 
 
 def test_each_strategy_has_its_own_trigger(make_settings: SettingsFactory) -> None:
-    """Narrative: summarize_at; checkpoint: compact_at; rolling counts messages (None)."""
+    """Narrative and rolling: summarize_at (rolling counts messages too); checkpoint:
+    compact_at."""
     settings = make_settings(summarize_at=0.75, **{"checkpoint.compact_at": 0.9})
     triggers = {
         name: strategy_for(settings.model_copy(update={"strategy": name})).trigger
         for name in STRATEGIES
     }
-    assert triggers == {"narrative": 0.75, "checkpoint": 0.9, "rolling": None}
+    assert triggers == {"narrative": 0.75, "checkpoint": 0.9, "rolling": 0.75}
 
 
 def counts(tokens: int) -> Counts:
@@ -217,7 +220,9 @@ def test_narrative_split_caps_the_kept_tokens_by_moving_the_split_later() -> Non
     assert plan.kept_tokens <= 250
     tiny = narrative_split(lines, 0.40, max_kept_tokens=1)
     assert tiny is not None
-    assert tiny.keep_from == 8  # the last user turn: the newest message is never summarized
+    # Only the newest message fits (nearly): it is an assistant message, which a kept part
+    # may start at, and the newest message is never summarized.
+    assert tiny.keep_from == 9
 
 
 def test_narrative_split_folds_a_previous_summary_at_the_head() -> None:
@@ -241,25 +246,20 @@ def test_narrative_split_folds_a_previous_summary_at_the_head() -> None:
         pytest.param(generated_messages(1, 100), id="one-message"),
         pytest.param([summary(), make_message(1, "user", "hi")], id="summary-and-one"),
         pytest.param(
-            generated_messages(8, 100, first_role="assistant")[:1]
-            + [make_message(i, "assistant", "x") for i in range(1, 8)],
-            id="no-user",
-        ),
-        pytest.param(
-            [make_message(0, "user", "start"), make_message(1, "assistant", [tool_use("a")])]
-            + [make_message(i, "user", [tool_result("a")]) for i in range(2, 6)]
-            + [
-                make_message(6, "user", [tool_result("a"), text_block()]),
-                make_message(7, "assistant", [tool_use("a")]),
+            [
+                make_message(0, "user", [text_block("start"), tool_result("z")]),
+                make_message(1, "assistant", [tool_use("z"), tool_use("a")]),
+                make_message(2, "user", [tool_result("a"), text_block()]),
+                make_message(3, "user", [tool_result("a"), text_block()]),
             ],
-            id="every-user-turn-cuts-a-tool-pair",
+            id="every-turn-cuts-a-tool-pair",
         ),
     ],
 )
 def test_narrative_split_is_none_when_there_is_no_safe_split(
     messages: list[dict[str, Any]],
 ) -> None:
-    """No genuine user turn (after the first message) that keeps tool pairs whole: None."""
+    """No boundary after the first message that keeps tool pairs whole: None."""
     assert narrative_split(lines_of(messages), 0.40) is None
 
 
@@ -345,27 +345,54 @@ def test_rolling_is_none_when_keeping_10_leaves_nothing_to_summarize() -> None:
 # --- properties: split validity ---------------------------------------------------------------
 
 
+def _expected_split(
+    messages: list[dict[str, Any]], proposed: int, low: int, high: int, preferred: tuple[int, int]
+) -> int | None:
+    """The boundary the rules name, computed from the raw messages: user turns before
+    assistant messages, the preferred range before the whole one, nearest to ``proposed``
+    and earlier on a tie, never past a running tool call."""
+    running = running_call(messages)
+    if running is not None:
+        high = min(high, running)
+    ranges = [(max(low, preferred[0]), min(high, preferred[1])), (low, high)]
+    for first, last in ranges:
+        for kind in ("user", "assistant"):
+            found = [k for k in range(first, last + 1) if boundary_kind(messages, k) == kind]
+            if found:
+                return min(found, key=lambda k: (abs(k - proposed), k))
+    return None
+
+
 @settings(max_examples=300, deadline=None)
 @given(messages=conversations(), keep_ratio=st.floats(0.05, 0.95))
 def test_property_narrative_split_is_valid_nearest_and_complete(
     messages: list[dict[str, Any]], keep_ratio: float
 ) -> None:
-    """Any split returned starts at a genuine user turn with no tool pair across it, is
-    the valid boundary nearest the 60/40 point, and None means no valid boundary exists."""
+    """Any split returned keeps tool pairs whole, never passes a running tool call, starts
+    at a genuine user turn when one lies in the preferred range (else at an assistant
+    message), is the nearest such boundary to the 60/40 point, and None means no boundary
+    exists."""
     lines = lines_of(messages)
+    n = len(messages)
     head = 1 if messages and messages[0].get("isSummary") else 0
     plan = narrative_split(lines, keep_ratio)
-    candidates = [k for k in range(head + 1, len(messages)) if boundary_ok(messages, k)]
-    if len(messages) - head < 2 or not candidates:
+    if n - head < 2:
+        assert plan is None
+        return
+    proposed = head + max(1, math.floor((n - head) * (1 - keep_ratio)))
+    expected = _expected_split(
+        messages, proposed, head + 1, n - 1, (head + 1, proposed + (n - proposed) // 2)
+    )
+    if expected is None:
         assert plan is None
         return
     assert plan is not None
     k = plan.keep_from
-    assert k in candidates
-    assert genuine_user_turn(messages[k])
+    assert k == expected
+    assert boundary_kind(messages, k) is not None
     assert not straddling(messages, k)
-    proposed = head + max(1, math.floor((len(messages) - head) * (1 - keep_ratio)))
-    assert min(abs(c - proposed) for c in candidates) == abs(k - proposed)
+    running = running_call(messages)
+    assert running is None or k <= running
     assert plan.summarized_count == k - head >= 1
     assert plan.folds_previous_summary == (head == 1)
     assert plan.summarized_tokens + plan.kept_tokens == sum(line.tokens for line in lines)
@@ -380,14 +407,17 @@ def test_property_narrative_split_is_valid_nearest_and_complete(
 def test_property_rolling_split_is_valid_and_keeps_the_recent_messages(
     messages: list[dict[str, Any]], to_summarize: int, keep: int
 ) -> None:
-    """A rolling split is a valid boundary and keeps at least the newest ``keep``."""
+    """A rolling split keeps tool pairs whole, never passes a running tool call, and keeps
+    at least the newest ``keep``."""
     plan = rolling_split(
         lines_of(messages), messages_to_summarize=to_summarize, recent_messages_to_keep=keep
     )
     if plan is None:
         return
     k = plan.keep_from
-    assert genuine_user_turn(messages[k])
+    assert boundary_kind(messages, k) is not None
     assert not straddling(messages, k)
+    running = running_call(messages)
+    assert running is None or k <= running
     assert len(messages) - k >= keep
     assert plan.summarized_count >= 1

@@ -26,7 +26,7 @@ from memoryd.errors import ConfigError
 from memoryd.job import JobResult
 from memoryd.receipts import LLMUsage, Receipt
 from memoryd.summarizers.base import choose_backend
-from memoryd.tracked import Tracked
+from memoryd.tracked import Tracked, over_budget
 
 if TYPE_CHECKING:
     from memoryd.daemon.scheduler import Scheduler
@@ -336,6 +336,7 @@ def daemon_view(
             usage_ratio=round(t.tokens / t.settings.token_limit, 4),
             tokens=t.tokens,
             backing_off=t.failures >= t.settings.max_consecutive_failures and t.retry_at > now,
+            over_budget=over_budget(t),
         )
         for t in tracked
     ]

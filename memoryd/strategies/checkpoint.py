@@ -28,7 +28,7 @@ from memoryd.config import Settings
 from memoryd.conversation import Line
 from memoryd.errors import SummarizerError
 from memoryd.fsutil import atomic_write
-from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for
+from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
 from memoryd.receipts import RetentionFigures
 from memoryd.retention import Detail, extract_details, score
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
@@ -80,10 +80,16 @@ def save_checkpoint(workspace: Workspace, checkpoint: Checkpoint) -> None:
 
 
 def checkpoint_split(messages: Sequence[MessageLike]) -> SplitPlan | None:
-    """Every message since the last checkpoint (pure); None when there is none."""
-    if len(messages) - head_summary_count(messages) < 1:
+    """Every message since the last checkpoint (pure); None when there is none.
+
+    A running tool call (its result not appended yet) and what follows it stay verbatim:
+    the result the agent appends next must find its call (docs/design.md#boundaries).
+    """
+    running = running_tool_call(messages)
+    keep_from = len(messages) if running is None else running
+    if keep_from - head_summary_count(messages) < 1:
         return None
-    return plan_for(messages, len(messages))
+    return plan_for(messages, keep_from)
 
 
 def _previous_text(previous: Checkpoint | None) -> str | None:

@@ -9,7 +9,14 @@ import math
 from collections.abc import Sequence
 
 from memoryd.config import Settings
-from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, safe_split
+from memoryd.policy import (
+    MessageLike,
+    SplitPlan,
+    earliest_within,
+    head_summary_count,
+    plan_for,
+    safe_split,
+)
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import summary_head
 from memoryd.workspace import Workspace
@@ -26,8 +33,11 @@ def narrative_split(
     at the head is folded in and does not count as a message. ``max_kept_tokens`` caps the
     kept part: when the newest share holds more (the conversation grew far past its
     trigger before the job could run), the split moves later so that one job still leaves
-    usage well below the trigger; the newest message is always kept. None when there is
-    no safe split that summarizes at least one real message.
+    usage well below the trigger; the newest message is always kept. The boundary is the
+    nearest genuine user turn among the splits that respect the cap and keep at least half
+    of the newest share, else the nearest assistant message there (a tool loop), else the
+    nearest anywhere; never past a running tool call (docs/design.md#boundaries). None
+    when there is no safe split that summarizes at least one real message.
     """
     n = len(messages)
     head = head_summary_count(messages)
@@ -35,12 +45,13 @@ def narrative_split(
     if real < 2:
         return None
     proposed = head + max(1, math.floor(real * (1 - keep_recent_ratio)))
+    low = head + 1
     if max_kept_tokens is not None:
-        kept = sum(m.tokens for m in messages[proposed:])
-        while kept > max_kept_tokens and proposed < n - 1:
-            kept -= messages[proposed].tokens
-            proposed += 1
-    keep_from = safe_split(messages, proposed, lowest=head + 1)
+        low = max(low, min(earliest_within(messages, max_kept_tokens), n - 1))
+        proposed = max(proposed, low)
+    # A boundary that keeps at least half of the intended kept part, and no more than the cap.
+    preferred = (low, proposed + (n - proposed) // 2)
+    keep_from = safe_split(messages, proposed, lowest=head + 1, preferred=preferred)
     if keep_from is None:
         return None
     return plan_for(messages, keep_from)
@@ -69,7 +80,7 @@ class Narrative:
         kept_cap = int(settings.keep_recent_ratio * settings.summarize_at * settings.token_limit)
         plan = narrative_split(lines, settings.keep_recent_ratio, max_kept_tokens=kept_cap)
         if plan is None:
-            return "no safe split point (the kept part must start at a user turn)"
+            return "no safe split point (a tool call and its result are never separated)"
         return plan
 
     def produce_head(self, request: HeadRequest) -> Head:
