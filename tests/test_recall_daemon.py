@@ -93,7 +93,13 @@ def test_every_marker_is_recalled_and_expanded_after_the_daemon_summarized_each_
         (root / tag / ".memoryd").mkdir(parents=True)
         (root / tag / ".memoryd" / "config.toml").write_text(config)
         (root / tag / "conversation.jsonl").write_bytes(b"")
-    env = {"MEMORYD_SUMMARIZER__BACKEND": "extractive", "MEMORYD_TOKEN_LIMIT": "3000"}
+    # No default pin: the context check below walks from the archive straight into the
+    # kept part, which a pinned first message would stand between.
+    env = {
+        "MEMORYD_SUMMARIZER__BACKEND": "extractive",
+        "MEMORYD_TOKEN_LIMIT": "3000",
+        "MEMORYD_KEEP_FIRST": "0",
+    }
     daemon = procs.daemon([root], tmp_path, env)
     daemon.wait_ready()
 
