@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoryd.conversation import split_lines
+from memoryd import strict_json
 from memoryd.errors import InputError
 from memoryd.fsutil import check_workspace, read_in
 from memoryd.workspace import Workspace
@@ -382,10 +382,18 @@ def read_messages(workspace: Path | str) -> list[dict[str, Any]]:
         raise InputError(f"{ws.path}: no conversation.jsonl in this workspace") from None
     except PermissionError:
         raise InputError(f"{ws.conversation}: permission denied") from None
-    data = data[: data.rfind(b"\n") + 1]
-    # Every line is parsed, however long: the view is the whole conversation.
-    lines = split_lines(data, max_line_bytes=len(data) + 1)
-    return [line.message for line in lines if line.message is not None]
+    # The last piece (after the last \n) is a write in progress; every complete line is
+    # parsed, however long: the view is the whole conversation. A line that is not a JSON
+    # object is malformed, as for conversation.parse_line (no token estimate needed here).
+    messages: list[dict[str, Any]] = []
+    for raw in data.split(b"\n")[:-1]:
+        try:
+            value = strict_json.loads(raw)
+        except strict_json.JSONProblem:
+            continue
+        if isinstance(value, dict):
+            messages.append(value)
+    return messages
 
 
 def messages_for_api(workspace: Path | str) -> list[dict[str, Any]]:
