@@ -211,6 +211,8 @@ def _message_problem(index: int, message: Any, last: bool) -> str | None:
     if "role" not in message:
         return f"{where}.role: Field required"
     role = message["role"]
+    # The SDK also types a mid-conversation "system" turn, which only some models take:
+    # refused here, as by every model that does not.
     if role not in ("user", "assistant"):
         return f"{where}.role: Input should be 'user' or 'assistant'"
     if "content" not in message:

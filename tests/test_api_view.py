@@ -273,7 +273,13 @@ def test_only_the_last_four_cache_marks_are_kept_and_the_final_assistant_text_is
 
 
 def test_the_input_is_left_unchanged() -> None:
-    conversation = [SUMMARY, *tool_loop()[3:], message(9, "assistant", "end ")]
+    marked = [text(f"part {n}", cache_control={"type": "ephemeral"}) for n in range(6)]
+    conversation = [
+        SUMMARY,
+        *tool_loop()[3:],
+        message(8, "user", marked),
+        message(9, "assistant", [text("end ")]),
+    ]
     before = copy.deepcopy(conversation)
     api_messages(conversation)
     assert conversation == before
