@@ -7,8 +7,8 @@ ratio is each command's median over the bare interpreter's. The workspace holds 
 messages of ~1 KB; the configuration is the default one (no file, no ``MEMORYD_*``), and
 once the shipped ``config/memoryd.toml``.
 
-Target: ``memoryd append`` and ``memoryd status WS --json`` at most 5x the bare
-interpreter.
+Target: ``memoryd append``, ``memoryd status WS --json`` and ``memoryd messages WS`` at
+most 5x the bare interpreter.
 
     python bench/cli_startup.py [--rounds 40]
 """
@@ -52,6 +52,7 @@ def commands(workspace: Path) -> dict[str, list[str]]:
             str(common.REPO / "config" / "memoryd.toml"),
         ],
         "memoryd heartbeat WS checkin": [*memoryd, "heartbeat", ws, "checkin"],
+        "memoryd messages WS": [*memoryd, "messages", ws],
         "memoryd status WS": [*memoryd, "status", ws],
     }
 
@@ -90,7 +91,12 @@ def main() -> None:
         rows.append([name, median * 1000, common.percentile(values, 90) * 1000, ratio])
         results[name] = {"median_ms": median * 1000, "ratio": ratio, "samples": values}
     print(common.table(["command", "median ms", "p90 ms", "x bare"], rows))
-    for name in ("memoryd append WS --role user --content hi", "memoryd status WS --json"):
+    targets = (
+        "memoryd append WS --role user --content hi",
+        "memoryd status WS --json",
+        "memoryd messages WS",
+    )
+    for name in targets:
         met = results[name]["ratio"] <= TARGET_RATIO
         print(
             f"{name}: {results[name]['ratio']:.2f}x (target <= {TARGET_RATIO}x): "

@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from memoryd.api import MessageSummarizer, SummaryGenerator
+    from memoryd.api_view import messages_for_api
     from memoryd.checkpoint import Checkpoint, CheckpointSummary
     from memoryd.config import Settings, load_settings
     from memoryd.conversation import append_message
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "memoryd.api": ("MessageSummarizer", "SummaryGenerator"),
+    "memoryd.api_view": ("messages_for_api",),
     "memoryd.checkpoint": ("Checkpoint", "CheckpointSummary"),
     "memoryd.config": ("Settings", "load_settings"),
     "memoryd.conversation": ("append_message",),
@@ -109,6 +111,7 @@ __all__ = [
     "detect_threshold",
     "get_threshold_action",
     "load_settings",
+    "messages_for_api",
     "parse_compaction_result",
     "read_entries",
     "record_task_bookmark",

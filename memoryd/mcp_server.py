@@ -1,4 +1,5 @@
-"""``memoryd mcp``: recall, expand, context status and memory stores as MCP tools (stdio).
+"""``memoryd mcp``: recall, expand, context status, the API view and memory stores as MCP
+tools (stdio).
 
 Built on the official ``mcp`` SDK's ``MCPServer``; imported only by ``memoryd mcp``. The
 server serves one workspace or the workspaces below its roots, and refuses any path
@@ -29,7 +30,9 @@ INSTRUCTIONS = (
     "messages with a summary; the originals are archived, never lost. Use `recall` to "
     "search them when the summary lacks an exact detail (a path, an error text, a number), "
     "then `expand` to read a message word for word with the lines around it. "
-    "`context_status` tells how full the context is and what to do about it."
+    "`context_status` tells how full the context is and what to do about it. "
+    "`conversation_messages` gives the conversation as a Messages-API `messages` list, "
+    "ready to send to a model."
 )
 
 
@@ -70,6 +73,12 @@ class StatusOut(TypedDict):
     last_summary_at: str | None
     strategy: str
     heartbeat: dict[str, str | None]
+
+
+class MessagesOut(TypedDict):
+    workspace: str
+    messages: list[dict[str, Any]]
+    """The Messages-API ``messages`` list: ``role`` and ``content`` only."""
 
 
 class EntriesOut(TypedDict):
@@ -201,6 +210,25 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
         except (MemorydError, OSError) as exc:
             raise ToolError(str(exc)) from None
         return {key: row[key] for key in StatusOut.__annotations__}  # type: ignore[return-value]
+
+    @server.tool(name="conversation_messages")
+    def conversation_messages(workspace: WorkspaceArg = None) -> MessagesOut:
+        """The workspace's conversation as a Messages-API `messages` list, ready to send.
+
+        conversation.jsonl is memoryd's record, not a request: this is the view a model
+        accepts. Only role and content; the summary (or checkpoint) becomes a user turn;
+        consecutive turns of one role are merged; every tool_result sits right after its
+        tool_use (an orphaned one becomes text saying what it was); the first turn is the
+        user's. Malformed lines and a half-written last line are left out.
+        """
+        from memoryd.api_view import messages_for_api
+
+        path = scope.path(workspace, workspace=True)
+        try:
+            messages = messages_for_api(path)
+        except (MemorydError, OSError) as exc:
+            raise ToolError(str(exc)) from None
+        return {"workspace": str(path), "messages": messages}
 
     @server.tool(name="memory_write")
     def memory_write(

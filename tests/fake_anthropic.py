@@ -3,7 +3,9 @@
 It speaks enough of the real wire format for the official SDK to talk to it:
 ``POST /v1/messages`` answers a Message (or an error in the API's error shape) and
 ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": n}``. Every request is
-recorded (path, lower-cased headers, JSON body) for assertions.
+recorded (path, lower-cased headers, JSON body) for assertions. A request the real API
+refuses is refused the same way, with a 400 ``invalid_request_error`` naming the rule
+(:func:`api_rules.request_problem`, which tests import from there).
 
 In tests::
 
@@ -38,6 +40,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from api_rules import request_problem
 
 TextSource = str | Callable[[Mapping[str, Any]], str]
 
@@ -346,7 +350,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fake.api_key is not None and not _has_key(self.headers, fake.api_key):
             self._send_error(401, "authentication_error", "invalid x-api-key")
             return
-        problem = _request_problem(body, count_only=route.endswith("count_tokens"))
+        problem = request_problem(body, count_only=route.endswith("count_tokens"))
         if problem:
             self._send_error(400, "invalid_request_error", problem)
             return
@@ -434,18 +438,6 @@ def _has_key(headers: Any, api_key: str) -> bool:
     return bool(
         headers.get("x-api-key") == api_key or headers.get("authorization") == f"Bearer {api_key}"
     )
-
-
-def _request_problem(body: Any, count_only: bool) -> str | None:
-    if not isinstance(body, dict):
-        return "body must be a JSON object"
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return "model: field required"
-    if not count_only and (not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1):
-        return "max_tokens: a positive integer is required"
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
-        return "messages: a non-empty list is required"
-    return None
 
 
 class _Server(ThreadingHTTPServer):

@@ -30,6 +30,7 @@ COMMANDS = [
     ["memory", "compact", "--threshold", "1", "--workspace", "{ws}"],
     ["recall", "{ws}", "alpha"],
     ["expand", "{ws}", "no-such-id"],
+    ["messages", "{ws}"],
     ["history", "{ws}"],
     ["config"],
 ]

@@ -68,6 +68,7 @@ ONE_SHOT: dict[str, OneShot] = {
     "config": OneShot(("config",), writes=False),
     "recall": OneShot(("recall", "{ws}", "alpha"), writes=False),
     "expand": OneShot(("expand", "{ws}", "msg-0001"), writes=False),
+    "messages": OneShot(("messages", "{ws}"), writes=False),
     "history": OneShot(("history", "{ws}"), writes=False),
 }
 
@@ -312,6 +313,7 @@ def test_mcp_serves_a_hostile_workspace(scene: Scene, tmp_path: Path) -> None:
                     "context_status": {"workspace": str(scene.ws)},
                     "recall": {"query": "alpha"},
                     "expand": {"id": "msg-0001"},
+                    "conversation_messages": {},
                     "memory_read": {"workspace": str(scene.ws), "store": "todos"},
                     "memory_write": {
                         "workspace": str(scene.ws),

@@ -62,6 +62,7 @@ def test_the_lazy_api_still_gives_every_name() -> None:
         ["heartbeat", "{ws}", "checkin"],
         ["heartbeat", "{ws}", "complete", "--result", "done"],
         ["heartbeat", "{ws}", "show"],
+        ["messages", "{ws}"],
     ],
 )
 def test_per_message_commands_load_no_heavy_package(tmp_path: Path, argv: list[str]) -> None:

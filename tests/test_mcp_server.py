@@ -18,10 +18,18 @@ from conftest import SettingsFactory, encode_lines, generated_messages
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from memoryd.api_view import messages_for_api
 from memoryd.job import JobRequest, run_job
 
 REPO = Path(__file__).resolve().parent.parent
-TOOLS = {"recall", "expand", "context_status", "memory_write", "memory_read"}
+TOOLS = {
+    "recall",
+    "expand",
+    "context_status",
+    "conversation_messages",
+    "memory_write",
+    "memory_read",
+}
 
 
 def summarized_workspace(folder: Path, tag: str, make_settings: SettingsFactory) -> None:
@@ -167,6 +175,13 @@ def test_mcp_server_for_one_workspace_needs_no_workspace_argument(
         assert lines == [archived(alpha, "msg-0002")]
         other = await client.call_tool("context_status", {"workspace": str(tmp_path)})
         assert "outside" in error_text(other)
+        view = structured(await client.call_tool("conversation_messages", {}))
+        assert view["workspace"] == str(alpha)
+        assert view["messages"] == messages_for_api(alpha)
+        assert view["messages"][0]["role"] == "user"
+        assert "[Summary of earlier conversation]" in json.dumps(view["messages"][0])
+        refused = await client.call_tool("conversation_messages", {"workspace": str(tmp_path)})
+        assert "outside" in error_text(refused)
 
     with_server(tmp_path, "--workspace", str(alpha))(session)
 

@@ -52,6 +52,9 @@ COMMANDS: dict[str, Command] = {
     "summarize": Command("memoryd.cli.summarize", "one summarization job now"),
     "status": Command("memoryd.cli.status", "usage and state of workspaces"),
     "append": Command("memoryd.cli.append", "append one message under the lock"),
+    "messages": Command(
+        "memoryd.cli.messages", "the conversation as a Messages-API messages list (JSON)"
+    ),
     "heartbeat": Command("memoryd.cli.heartbeat", "the HEARTBEAT.md lifecycle"),
     "memory": Command("memoryd.cli.memory", "memory stores: bookmarks, todos, decisions, lessons"),
     "config": Command("memoryd.cli.config", "print the effective configuration"),
