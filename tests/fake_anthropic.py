@@ -44,6 +44,7 @@ from typing import Any
 from api_rules import request_problem
 
 TextSource = str | Callable[[Mapping[str, Any]], str]
+ToolSource = Callable[[Mapping[str, Any]], tuple[str, dict[str, Any]]]
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -79,6 +80,7 @@ class Reply:
     delay: float = 0.0
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
+    tool: ToolSource | None = None
 
     @classmethod
     def ok(
@@ -101,6 +103,13 @@ class Reply:
             output_tokens=output_tokens,
             delay=delay,
         )
+
+    @classmethod
+    def tool_call(cls, tool: ToolSource, text: str = "Running the next command.") -> Reply:
+        """A Message with a text block and one ``tool_use`` block, ``stop_reason:
+        "tool_use"``: ``tool(request_json)`` gives the tool's name and input (an agent's
+        tool loop)."""
+        return cls(kind="message", text=text, stop_reason="tool_use", tool=tool)
 
     @classmethod
     def echo(cls, delay: float = 0) -> Reply:
@@ -395,11 +404,16 @@ class _Handler(BaseHTTPRequestHandler):
         if cache is not None:
             usage["cache_creation_input_tokens"] = cache.cache_creation_input_tokens
             usage["cache_read_input_tokens"] = cache.cache_read_input_tokens
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        if reply.tool is not None:
+            name, tool_input = reply.tool(request_json)
+            call_id = f"toolu_fake_{fake.next_id()}"
+            content.append({"type": "tool_use", "id": call_id, "name": name, "input": tool_input})
         message = {
             "id": f"msg_fake_{fake.next_id()}",
             "type": "message",
             "role": "assistant",
-            "content": [{"type": "text", "text": text}] if text else [],
+            "content": content,
             "model": request_json["model"],
             "stop_reason": reply.stop_reason,
             "stop_sequence": None,
