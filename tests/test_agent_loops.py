@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 from agent_shapes import TASK, agent_conversations, text_agent, tool_loop
+from api_rules import request_problem
 from conftest import SettingsFactory, encode_lines, make_message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from memoryd.api_view import messages_for_api
 from memoryd.config import RollingSettings, Settings
 from memoryd.conversation import ConversationReader, split_lines
 from memoryd.events import read_events
@@ -80,6 +82,12 @@ def assert_lossless(folder: Path, original: list[bytes]) -> None:
     assert Counter(now[1:] + archived(folder)) == Counter(original)
 
 
+def assert_api_view_valid(folder: Path) -> None:
+    """The API view of the live file is a request the Messages API accepts."""
+    body = {"model": "claude-haiku-4-5", "max_tokens": 1, "messages": messages_for_api(folder)}
+    assert request_problem(body) is None
+
+
 def assert_pairs_whole(folder: Path) -> None:
     """Every tool_result in the live file answers a tool_use in the message just before."""
     messages = [json.loads(line) for line in live(folder)]
@@ -120,6 +128,7 @@ def test_an_agent_conversation_at_95_percent_compacts_below_the_trigger(
     assert live(folder)[1] == original[0]
     assert_lossless(folder, original)
     assert_pairs_whole(folder)
+    assert_api_view_valid(folder)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -152,6 +161,7 @@ def test_a_running_tool_call_is_never_summarized(
             )
         )
     assert_pairs_whole(folder)
+    assert_api_view_valid(folder)
 
 
 def test_rolling_fires_when_usage_crosses_the_trigger_and_ends_well_below_it(
@@ -279,7 +289,8 @@ def test_property_any_agent_conversation_compacts_losslessly_with_pairs_whole(
     make_settings: SettingsFactory,
 ) -> None:
     """Whatever the shape, after a job at 95% usage: nothing lost, the task verbatim after
-    the head, no tool_result without its tool_use just before it, a running call kept."""
+    the head, no tool_result without its tool_use just before it, a valid API view, a
+    running call kept."""
     config = agent_settings(make_settings, strategy, messages, 0.95)
     folder = tmp_path_factory.mktemp("ws")
     original = write(folder, messages)
@@ -291,6 +302,7 @@ def test_property_any_agent_conversation_compacts_losslessly_with_pairs_whole(
         assert_lossless(folder, original)
         assert live(folder)[1] == original[0]
         assert_pairs_whole(folder)
+        assert_api_view_valid(folder)
         if messages[-1]["role"] == "assistant":  # a running tool call
             assert live(folder)[-1] == original[-1]
 
