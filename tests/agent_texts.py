@@ -175,9 +175,10 @@ def finding(rng: random.Random, facts: list[tuple[str, str]]) -> str:
             f"The traceback ends in {found['exception']} at {found['line']} of "
             f"{found.get('path', 'the module')}, inside `{found.get('identifier', '?')}`."
         )
-    if "identifier" in found:
-        return f"So `{found['identifier']}` is the one to look at."
-    return rng.choice(["Nothing unexpected there.", "That matches what I thought."])
+    failing = [text for kind, text in facts if kind == "identifier" and text.startswith("test_")]
+    if failing:
+        return f"`{failing[0]}` fails" + (f", and {len(failing) - 1} more." if failing[1:] else ".")
+    return rng.choice(["Nothing unexpected there.", "That matches what I thought.", "OK."])
 
 
 def follow_up(rng: random.Random, module: Module, function: Function) -> str:

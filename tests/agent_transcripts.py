@@ -514,7 +514,8 @@ def generate(
 ) -> Transcript:
     """A transcript of ``shape`` with about ``messages`` messages (at most that many; it
     ends with a tool result) and, when ``tokens`` is given, about that many tokens (the
-    tool outputs grow or shrink; within a few percent where the outputs allow).
+    tool outputs grow or shrink; within a few percent where the outputs allow: a text-mode
+    harness cuts each output at 10,000 characters, a file view ends with its file).
 
     With ``running`` the last tool result is withheld (:attr:`Transcript.pending`): the
     last message is then an assistant message whose tool call is still running.
