@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -123,6 +124,14 @@ def message_text(message: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def occurs(fact: str, text: str) -> bool:
+    """True when ``fact`` is in ``text`` as a whole: not inside a longer word or number
+    (``line 14`` is not in ``line 140``)."""
+    if fact not in text:
+        return False
+    return re.search(rf"(?<!\w){re.escape(fact)}(?!\w)", text) is not None
+
+
 def is_result(message: Mapping[str, Any]) -> bool:
     """True for a user message that carries tool results (or a text-mode tool output)."""
     content = message.get("content")
@@ -184,7 +193,7 @@ class _Conversation:
         message = {"id": uid, "role": role, "content": content, "timestamp": self.now, **extra}
         text = message_text(message)
         for kind, fact in facts:
-            if (kind, fact) not in self.seen and fact in text:
+            if (kind, fact) not in self.seen and occurs(fact, text):
                 self.seen.add((kind, fact))
                 self.facts.append(Fact(kind, fact, len(self.messages)))
         self.messages.append(message)

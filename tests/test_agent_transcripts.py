@@ -14,6 +14,7 @@ from agent_transcripts import (
     generate,
     is_result,
     message_text,
+    occurs,
     write_workspace,
 )
 from hypothesis import given, settings
@@ -131,7 +132,7 @@ def test_every_fact_occurs_in_the_message_it_names(seed: int, shape: str, runnin
     assert transcript.facts[0].text == transcript.task
     for fact in transcript.facts:
         assert fact.index < len(transcript.messages)
-        assert fact.text in message_text(transcript.messages[fact.index]), fact
+        assert occurs(fact.text, message_text(transcript.messages[fact.index])), fact
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -153,6 +154,13 @@ def test_a_workspace_holds_the_transcript_byte_for_byte(tmp_path: Path) -> None:
     folder = write_workspace(tmp_path / "ws", transcript)
     assert (folder / "conversation.jsonl").read_bytes() == b"".join(transcript.lines)
     assert [json.loads(line) for line in transcript.lines] == list(transcript.messages)
+
+
+def test_a_fact_occurs_only_as_a_whole() -> None:
+    assert occurs("line 14", "File x.py, line 14, in f")
+    assert not occurs("line 14", "File x.py, line 140, in f")
+    assert occurs("pytest tests/a.py -q", "$ pytest tests/a.py -q\n")
+    assert not occurs("pytest tests/a.py -q", "pytest tests/a.py -qx")
 
 
 def test_an_unknown_shape_or_too_few_messages_is_refused() -> None:
