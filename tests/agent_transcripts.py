@@ -35,7 +35,8 @@ from typing import Any
 
 import agent_outputs as out
 import agent_texts as texts
-from agent_outputs import Function, Module, Output, Project
+from agent_outputs import Project
+from agent_steps import Focus, Step, carry_out, pick_focus, plan
 
 SHAPES = ("autonomous", "interactive", "text")
 TEXT_OUTPUT_LIMIT = 10_000
@@ -142,29 +143,6 @@ def is_result(message: Mapping[str, Any]) -> bool:
     return any(block.get("type") == "tool_result" for block in content or [])
 
 
-@dataclass
-class _Step:
-    """One thing the agent does: what, on which module and function, how big its output."""
-
-    kind: str
-    module: Module
-    function: Function
-    size: int
-
-
-@dataclass
-class _Done:
-    """A step carried out: its tool call for each shape, its output and facts."""
-
-    tool: str
-    arguments: dict[str, Any]
-    command: str
-    """The shell command a text-mode agent (and ``bash``) runs for the step."""
-    output: Output
-    returncode: int
-    call_facts: list[tuple[str, str]]
-
-
 class _Conversation:
     """Messages as they are appended, with their ids, times and facts."""
 
@@ -199,150 +177,6 @@ class _Conversation:
         self.messages.append(message)
 
 
-Focus = tuple[Module, Function]
-
-
-def _focus(rng: random.Random, project: Project) -> Focus:
-    module = rng.choice(project.modules)
-    return module, rng.choice(module.functions)
-
-
-def _plan(
-    rng: random.Random, project: Project, scale: float, focus: Focus | None = None
-) -> list[list[_Step]]:
-    """The steps of one episode on ``focus`` (a module and function, else a random one):
-    find, read, reproduce, edit, test; a list of parallel steps each. Its randomness never
-    depends on ``scale``: only the sizes do."""
-    module, function = focus or _focus(rng, project)
-
-    def step(kind: str, low: int, high: int, where: Module | None = None) -> _Step:
-        size = max(1, round(rng.randint(low, high) * scale))
-        chosen = where or module
-        return _Step(kind, chosen, function if where is None else chosen.functions[0], size)
-
-    steps: list[list[_Step]] = []
-    if rng.random() < 0.35:
-        steps.append([step(rng.choice(("list", "find")), 8, 40)])
-    steps.append([step("grep", 1, 1)])
-    reading = [step("view", 30, 110)]
-    if rng.random() < 0.35:
-        reading.append(step("view", 20, 80, rng.choice(project.modules)))
-    steps.append(reading)
-    if rng.random() < 0.5:
-        if rng.random() < 0.5:
-            steps.append([step("create", 1, 1)])
-        steps.append([step("run", 3, 9)])
-    steps.append([step("edit", 6, 20)])
-    steps.append([step("test", 10, 60)])
-    extra = rng.random()
-    for kind, below, low, high in (
-        ("diff", 0.2, 1, 4),
-        ("report", 0.35, 8, 40),
-        ("markup", 0.45, 10, 60),
-        ("junit", 0.55, 5, 40),
-    ):
-        if extra < below:
-            steps.append([step(kind, low, high)])
-            break
-    return steps
-
-
-def _carry_out(rng: random.Random, project: Project, step: _Step, shape: str) -> _Done:
-    """Run a step: the tool call of ``shape``, the shell command, the output and facts."""
-    module, function, size = step.module, step.function, step.size
-    path, absolute = module.path, project.absolute(module.path)
-    script = f"reproduce_{function.name}.py"
-    test_path = project.test_path(module)
-    if step.kind == "view":
-        first = max(1, function.first - rng.randint(0, 12))
-        style = "arrow" if shape == "interactive" else "tab"
-        output = out.view(module, first, size, style)
-        last = first + size - 1
-        command = f"nl -ba {path} | sed -n '{first},{last}p'"
-        if shape == "interactive":
-            arguments: dict[str, Any] = {"file_path": absolute, "offset": first, "limit": size}
-            return _Done("Read", arguments, command, output, 0, [("path", path)])
-        if shape == "autonomous":
-            output.text = f"Lines {first}-{last} of {absolute}:\n{output.text}"
-        arguments = {"command": "view", "path": absolute, "view_range": [first, last]}
-        return _Done("str_replace_editor", arguments, command, output, 0, [("path", path)])
-    if step.kind == "edit":
-        line = rng.randint(function.first + 2, function.last)
-        old = module.lines[line - 1]
-        new = f"{old}  # keep the partial {rng.choice(out.OBJECTS)}" if old else "    pass"
-        shown = list(module.lines[max(0, line - 6) : line + 5])
-        shown[min(5, line - 1)] = new
-        snippet = out.numbered(
-            shown, max(1, line - 5), "arrow" if shape == "interactive" else "tab"
-        )
-        command = (
-            f"python - <<'EOF'\nfrom pathlib import Path\np = Path({path!r})\n"
-            f"p.write_text(p.read_text().replace({old!r}, {new!r}, 1))\nEOF"
-        )
-        facts = [("path", path), ("identifier", function.name)]
-        if shape == "interactive":
-            text = f"The file {absolute} has been updated. The edited lines now read:\n{snippet}"
-            arguments = {"file_path": absolute, "old_string": old, "new_string": new}
-            return _Done("Edit", arguments, command, Output(text), 0, facts)
-        text = f"The file {absolute} was edited. Lines around the change:\n{snippet}"
-        arguments = {"command": "str_replace", "path": absolute, "old_str": old, "new_str": new}
-        return _Done("str_replace_editor", arguments, command, Output(text), 0, facts)
-    if step.kind == "create":
-        body = (
-            f"from {project.package}.{module.name} import {function.name}\n\n\ndef main():\n"
-            f"    print({function.name}(load_fixture('partial'), limit=7))\n\n\nmain()\n"
-        )
-        command = f"cat <<'EOF' > {script}\n{body}EOF"
-        if shape == "interactive":
-            arguments = {"file_path": project.absolute(script), "content": body}
-            return _Done("Write", arguments, command, Output(f"Wrote {script}."), 0, [])
-        arguments = {"command": "create", "path": project.absolute(script), "file_text": body}
-        return _Done("str_replace_editor", arguments, command, Output(f"Created {script}."), 0, [])
-    if step.kind == "grep" and shape == "interactive":
-        output = out.grep_hits(rng, project, function.name)
-        arguments = {"pattern": function.name, "path": "src", "output_mode": "content", "-n": True}
-        return _Done("Grep", arguments, f"grep -rn {function.name} src", output, 0, [])
-    command, output, returncode = _shell(rng, project, step, script, test_path)
-    tool = "Bash" if shape == "interactive" else "bash"
-    return _Done(tool, {"command": command}, command, output, returncode, [("command", command)])
-
-
-def _shell(
-    rng: random.Random, project: Project, step: _Step, script: str, test_path: str
-) -> tuple[str, Output, int]:
-    """The shell command of a step, its output and its return code."""
-    module, size = step.module, step.size
-    if step.kind == "list":
-        folder = f"src/{project.package}"
-        return f"ls -la {folder}", out.listing(rng, project, folder, size), 0
-    if step.kind == "find":
-        command = "find . -name '*.py' -not -path './.git/*' | sort"
-        return command, out.find_files(rng, project, size), 0
-    if step.kind == "grep":
-        return (
-            f'grep -rn "{step.function.name}" src tests',
-            out.grep_hits(rng, project, step.function.name),
-            0,
-        )
-    if step.kind == "run":
-        return f"python {script}", out.traceback(rng, project, script, size), 1
-    if step.kind == "test":
-        failures = rng.choice((0, 0, 1, 2, 3))
-        flags = rng.choice(("-q", "-x -q", "-q -k partial", "--tb=short -q"))
-        command = f"python -m pytest {test_path} {flags}"
-        return command, out.test_run(rng, project, module, failures, size), int(failures > 0)
-    if step.kind == "diff":
-        return f"git diff {module.path}", out.diff(rng, project, module, size), 0
-    if step.kind == "report":
-        command = f"python tools/loc_report.py src/{project.package}"
-        return command, out.report_table(rng, project, size), 0
-    if step.kind == "markup":
-        command = "curl -s http://127.0.0.1:8000/status"
-        return command, out.html_page(rng, project, size), 0
-    command = f"cat build/reports/junit-{module.name}.xml"
-    return command, out.junit_xml(rng, project, module, size), 0
-
-
 def _text_output(returncode: int, text: str) -> str:
     """A text-mode harness's observation: return code, output, long outputs cut."""
     if len(text) > TEXT_OUTPUT_LIMIT:
@@ -358,18 +192,18 @@ def _text_output(returncode: int, text: str) -> str:
     return f"<returncode>{returncode}</returncode>\n<output>\n{text}\n</output>"
 
 
-def _thought(rng: random.Random, step: _Step, previous: list[tuple[str, str]]) -> str:
+def _thought(rng: random.Random, step: Step, previous: list[tuple[str, str]]) -> str:
     now = texts.thought(rng, step.kind, step.module, step.function)
     return f"{texts.finding(rng, previous)} {now}" if previous and rng.random() < 0.6 else now
 
 
 def _tool_turn(
-    conv: _Conversation, project: Project, steps: list[_Step], previous: list[tuple[str, str]]
+    conv: _Conversation, project: Project, steps: list[Step], previous: list[tuple[str, str]]
 ) -> list[tuple[str, str]]:
     """An assistant message with a thought and one tool call per step, then the results."""
     rng = conv.content_rng()
     shape = conv.shape
-    done = [_carry_out(rng, project, step, shape) for step in steps]
+    done = [carry_out(rng, project, step, shape) for step in steps]
     ids = [conv.tool_id() for _ in done]
     calls = [
         {"type": "tool_use", "id": tid, "name": d.tool, "input": d.arguments}
@@ -396,11 +230,11 @@ def _tool_turn(
 
 
 def _text_turn(
-    conv: _Conversation, project: Project, step: _Step, previous: list[tuple[str, str]]
+    conv: _Conversation, project: Project, step: Step, previous: list[tuple[str, str]]
 ) -> list[tuple[str, str]]:
     """A text-mode turn: the command in a fenced block, its output as the next message."""
     rng = conv.content_rng()
-    done = _carry_out(rng, project, step, "text")
+    done = carry_out(rng, project, step, "text")
     content = f"THOUGHT: {_thought(rng, step, previous)}\n\n```bash\n{done.command}\n```"
     facts = [("command", done.command), *done.call_facts]
     conv.add("assistant", content, facts, rng.randint(2_000, 40_000))
@@ -421,7 +255,7 @@ def _autonomous(
     previous: list[tuple[str, str]] = []
     next_focus: Focus | None = focus
     while len(conv.messages) <= target:
-        for steps in _plan(rng, project, scale, next_focus):
+        for steps in plan(rng, project, scale, next_focus):
             if conv.shape == "text":
                 for step in steps:
                     previous = _text_turn(conv, project, step, previous)
@@ -443,7 +277,7 @@ def _interactive(
     previous: list[tuple[str, str]] = []
     while len(conv.messages) <= target:
         for episode in range(rng.randint(1, 3)):
-            for steps in _plan(rng, project, scale, focus if episode == 0 else None):
+            for steps in plan(rng, project, scale, focus if episode == 0 else None):
                 previous = _tool_turn(conv, project, steps, previous)
         module, function = focus
         text_rng = conv.content_rng()
@@ -452,13 +286,13 @@ def _interactive(
         if rng.random() < 0.25:
             hook = texts.hook_message(conv.content_rng(), module)
             conv.add("user", hook, [], 500, isMeta=True)
-            previous = _tool_turn(conv, project, [_Step("test", module, function, 10)], [])
+            previous = _tool_turn(conv, project, [Step("test", module, function, 10)], [])
             answer = [{"type": "text", "text": texts.final_answer(text_rng, module, function)}]
             conv.add("assistant", answer, [], text_rng.randint(2_000, 20_000))
         if rng.random() < 0.3:
             reminder = texts.hook_message(conv.content_rng(), module)
             conv.add("user", reminder, [], 1_000, isMeta=True)
-        focus = _focus(rng, project)
+        focus = pick_focus(rng, project)
         request = texts.follow_up(conv.content_rng(), *focus)
         facts = [("identifier", focus[1].name), ("path", focus[0].path)]
         conv.add("user", request, facts, text_rng.randint(20_000, 900_000))
@@ -469,7 +303,7 @@ def _build(shape: str, seed: int, target: int, scale: float) -> tuple[_Conversat
     rng = random.Random(f"{shape}:{seed}")
     root = {"autonomous": "/testbed", "interactive": "/home/dev/work", "text": "/repo"}[shape]
     project = out.make_project(rng, root)
-    focus = _focus(rng, project)
+    focus = pick_focus(rng, project)
     conv = _Conversation(shape, seed)
     text_rng = conv.content_rng()
     issue, phrase = texts.problem(text_rng, project, *focus)
@@ -501,7 +335,7 @@ def _resized(
 ) -> tuple[_Conversation, str]:
     """The same conversation with its outputs scaled until its first ``length`` messages
     hold about ``tokens`` tokens. The messages, their order and roles do not change with
-    the scale (see :func:`_plan`), so neither does ``length``."""
+    the scale (see :func:`agent_steps.plan`), so neither does ``length``."""
     scale = 1.0
     conv, phrase = _build(shape, seed, messages, scale)
     for _ in range(8):
