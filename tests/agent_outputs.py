@@ -188,8 +188,8 @@ def view(module: Module, first: int, count: int, style: str) -> Output:
     return out
 
 
-def listing(rng: random.Random, project: Project, folder: str, size: int) -> Output:
-    """``ls -la`` of a folder of the project."""
+def listing(rng: random.Random, project: Project, size: int) -> Output:
+    """``ls -la`` of the project's package folder: its modules and about ``size`` more."""
     rows = [
         f"total {rng.randint(40, 900)}",
         "drwxr-xr-x  6 root root  4096 Oct  2 09:14 .",
@@ -330,7 +330,7 @@ def test_run(
     return Output("\n".join(lines), facts)
 
 
-def diff(rng: random.Random, project: Project, module: Module, hunks: int) -> Output:
+def diff(rng: random.Random, module: Module, hunks: int) -> Output:
     """``git diff`` of one module: hunks that change a line in some of its functions."""
     lines = [
         f"diff --git a/{module.path} b/{module.path}",

@@ -155,7 +155,7 @@ def shell(
     module, size = step.module, step.size
     if step.kind == "list":
         folder = f"src/{project.package}"
-        return f"ls -la {folder}", out.listing(rng, project, folder, size), 0
+        return f"ls -la {folder}", out.listing(rng, project, size), 0
     if step.kind == "find":
         command = "find . -name '*.py' -not -path './.git/*' | sort"
         return command, out.find_files(rng, project, size), 0
@@ -173,7 +173,7 @@ def shell(
         command = f"python -m pytest {test_path} {flags}"
         return command, out.test_run(rng, project, module, failures, size), int(failures > 0)
     if step.kind == "diff":
-        return f"git diff {module.path}", out.diff(rng, project, module, size), 0
+        return f"git diff {module.path}", out.diff(rng, module, size), 0
     if step.kind == "report":
         command = f"python tools/loc_report.py src/{project.package}"
         return command, out.report_table(rng, project, size), 0
