@@ -14,11 +14,12 @@ Measured per strategy and shape:
 
 - **below trigger**: jobs that leave usage at or below the strategy's trigger
   (``summarize_at`` for rolling, which has no usage trigger of its own today);
-- **API valid**: the API view after the job (the result of a running tool appended) breaks
-  no request rule (``memoryd.messages_for_api`` and ``tests/fake_anthropic.py``'s
-  ``request_problem`` when they exist; else the live file with only role and content, its
-  same-role turns merged, against the rules in :func:`rules_problem`);
-- **orphaned**: running variants whose trailing ``tool_use`` went to the archive;
+- **API valid**: the API view after the job (``memoryd.messages_for_api``, with the result
+  of a running tool appended) breaks no request rule of the strict fake Messages API
+  (``tests/api_rules.py``);
+- **orphaned**: running variants whose trailing ``tool_use`` went to the archive (a
+  text-mode agent's pending command is text, not a tool call: the checkpoint strategy
+  folds it like any message, and its output follows the checkpoint);
 - **task kept**: the task's line still in the live file byte for byte;
 - **facts kept**: of the probe facts in messages that were summarized, the share whose
   text is still in the live file (summary and kept part), as a whole (``line 14`` is not
@@ -49,13 +50,11 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import _common as common
-import fake_anthropic
 from agent_transcripts import (
     SHAPES,
     Fact,
@@ -66,8 +65,9 @@ from agent_transcripts import (
     occurs,
     write_workspace,
 )
+from api_rules import request_problem
 
-import memoryd
+from memoryd.api_view import messages_for_api
 from memoryd.config import Settings, load_settings
 from memoryd.conversation import split_lines
 from memoryd.fsutil import flocked
@@ -145,81 +145,18 @@ def settings_for(strategy: str, token_limit: int, config_home: Path) -> Settings
     return load_settings(overrides=overrides, env={"XDG_CONFIG_HOME": str(config_home)}).settings
 
 
-def api_view(folder: Path, live: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages an agent sends after the job: memoryd's API view when it has one;
-    else the live file with only role and content, same-role turns merged (what the
-    first-party API itself does with them)."""
-    view = getattr(memoryd, "messages_for_api", None)
-    if view is not None:
-        return list(view(folder))
-    merged: list[dict[str, Any]] = []
-    for message in live:
-        content = message.get("content")
-        if isinstance(content, str):
-            blocks: list[Any] = [{"type": "text", "text": content}]
-        else:
-            blocks = list(content or [])
-        if merged and merged[-1]["role"] == message.get("role"):
-            merged[-1]["content"] += blocks
-        else:
-            merged.append({"role": message.get("role"), "content": blocks})
-    return merged
+def view_problem(folder: Path) -> str | None:
+    """What makes the workspace's API view an invalid Messages-API request (the strict
+    fake server's rules), or None."""
+    body = {"model": "claude-haiku-4-5", "max_tokens": 1024, "messages": messages_for_api(folder)}
+    return request_problem(body)
 
 
-def view_problem(messages: list[dict[str, Any]]) -> str | None:
-    """What makes ``messages`` an invalid Messages-API request, or None: the fake server's
-    rule checker when it has a public one, else :func:`rules_problem`."""
-    checker = getattr(fake_anthropic, "request_problem", None)
-    if checker is not None:
-        body = {"model": "claude-haiku-4-5", "max_tokens": 1024, "messages": messages}
-        problem = checker(body)
-        return None if problem is None else str(problem)
-    return rules_problem(messages)
-
-
-def _ids(message: dict[str, Any], kind: str, key: str) -> list[str]:
-    content = message["content"]
-    blocks = content if isinstance(content, list) else []
-    return [str(b.get(key)) for b in blocks if b.get("type") == kind]
-
-
-def rules_problem(messages: list[dict[str, Any]]) -> str | None:
-    """The request rules the API view must meet (pure): a non-empty list of messages with
-    only ``role`` and ``content``; no empty content; the first message ``user``; roles
-    alternating; every ``tool_use`` answered in the very next message, whose content starts
-    with those ``tool_result`` blocks; every ``tool_result`` answering the message before."""
-    if not messages:
-        return "no messages"
-    for index, message in enumerate(messages):
-        if set(message) != {"role", "content"}:
-            return f"message {index} has fields {sorted(message)}"
-        content = message["content"]
-        if not content or (isinstance(content, str) and not content.strip()):
-            return f"message {index} has empty content"
-        if isinstance(content, list) and any(
-            b.get("type") == "text" and not str(b.get("text", "")).strip() for b in content
-        ):
-            return f"message {index} has an empty text block"
-        if index and messages[index - 1]["role"] == message["role"]:
-            return f"messages {index - 1} and {index} are both {message['role']}"
-    if messages[0]["role"] != "user":
-        return f"the first message is {messages[0]['role']}"
-    for index, message in enumerate(messages):
-        uses = _ids(message, "tool_use", "id")
-        results = _ids(message, "tool_result", "tool_use_id")
-        if uses:
-            following = messages[index + 1] if index + 1 < len(messages) else None
-            answered = _ids(following, "tool_result", "tool_use_id") if following else []
-            if sorted(answered) != sorted(uses):
-                return f"message {index}: tool_use without its tool_result right after"
-            leading = following["content"][: len(answered)] if following else []
-            if any(b.get("type") != "tool_result" for b in leading):
-                return f"message {index + 1}: tool_result blocks do not come first"
-        if results:
-            before = _ids(messages[index - 1], "tool_use", "id") if index else []
-            if not set(results) <= set(before):
-                return f"message {index}: tool_result without its tool_use right before"
-    return None
+def _has_tool_use(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_use" for b in content
+    )
 
 
 def yardstick(path: Path) -> tuple[float, float]:
@@ -290,7 +227,6 @@ def run_one(
         # The tool finished: the agent appends its result, under the writers' lock.
         with flocked(Workspace(folder).lock, root=folder), conversation.open("ab") as out:
             out.write(encode(transcript.pending))
-        live_messages.append(transcript.pending)
     return JobFigures(
         strategy=strategy,
         shape=transcript.shape,
@@ -301,8 +237,12 @@ def run_one(
         outcome=result.outcome,
         reason=result.reason,
         below_trigger=not over_trigger(after, settings.token_limit, trigger),
-        api_problem=view_problem(api_view(folder, live_messages)),
-        orphaned=transcript.pending is not None and original[-1] not in live,
+        api_problem=view_problem(folder),
+        orphaned=(
+            transcript.pending is not None
+            and _has_tool_use(transcript.messages[-1])
+            and original[-1] not in live
+        ),
         task_kept=original[0] in live,
         facts_summarized=len(summarized),
         facts_kept=len(summarized) - len(gone),
