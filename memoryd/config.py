@@ -332,10 +332,19 @@ def settings_for_workspace(settings: Settings, workspace: Path) -> Settings:
     path = Workspace(workspace).config
     try:
         # Never through a symlinked .memoryd or config.toml (UnsafePathError, exit 2).
-        data = tomllib.loads(read_in(workspace, path).decode())
+        raw = read_in(workspace, path)
     except FileNotFoundError:
         return settings
-    except (OSError, ValueError) as err:
+    except OSError as err:
+        raise file_error(path, err) from None
+    return workspace_settings(settings, path, raw)
+
+
+def workspace_settings(settings: Settings, path: Path, raw: bytes) -> Settings:
+    """:func:`settings_for_workspace` with the file at ``path`` already read (``raw``)."""
+    try:
+        data = tomllib.loads(raw.decode())
+    except ValueError as err:
         raise file_error(path, err) from None
     for key in data:
         if key not in WORKSPACE_KEYS:

@@ -4,9 +4,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from memoryd.workspace import CONVERSATION, META
+from memoryd.fsutil import TEMP_MARK
+from memoryd.workspace import CONVERSATION, HEARTBEAT, META
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A workspace and what the listing of its folder already told about it, so that a
+    daemon's start opens only what is there (docs/design.md#scale-start)."""
+
+    path: Path
+    meta: bool
+    """It has a ``.memoryd`` (a symlink counts: it is refused when opened)."""
+    heartbeat: bool
+    """It has a HEARTBEAT.md."""
+    temp: bool
+    """Its folder holds a temp file of memoryd's (maybe left by a crash)."""
+    memory: bool
+    """It has a ``memory`` folder (where a crash may have left a temp file too)."""
 
 
 def find_workspaces(root: Path, max_depth: int) -> Iterator[Path]:
@@ -16,22 +34,46 @@ def find_workspaces(root: Path, max_depth: int) -> Iterator[Path]:
     folders are never followed, so a walk never leaves its root. Unreadable folders are
     skipped.
     """
-    stack: list[tuple[Path, int]] = [(root, 0)]
-    found: list[Path] = []
+    for found in scan_workspaces(root, max_depth):
+        yield found.path
+
+
+def look(path: Path) -> Found | None:
+    """The workspace at ``path`` as :func:`scan_workspaces` would find it (None when it
+    has no conversation.jsonl)."""
+    found = scan_workspaces(path, 0)
+    return found[0] if found else None
+
+
+def scan_workspaces(root: Path, max_depth: int) -> list[Found]:
+    """:func:`find_workspaces`, each with what its folder's listing showed."""
+    stack: list[tuple[str, int]] = [(os.fspath(root), 0)]
+    found: list[tuple[str, bool, bool, bool, bool]] = []
     while stack:
         folder, depth = stack.pop()
         try:
             entries = list(os.scandir(folder))
         except OSError:
             continue
+        workspace = meta = heartbeat = temp = memory = False
         for entry in entries:
-            if entry.name == CONVERSATION and entry.is_file(follow_symlinks=False):
-                found.append(folder)
-            elif (
-                depth < max_depth
-                and not entry.name.startswith(".")
-                and entry.name != META
-                and entry.is_dir(follow_symlinks=False)
-            ):
-                stack.append((Path(entry.path), depth + 1))
-    yield from sorted(found)
+            name = entry.name
+            if name == CONVERSATION:
+                workspace = workspace or entry.is_file(follow_symlinks=False)
+                continue
+            if name == META:
+                meta = True
+                continue
+            if name == HEARTBEAT:
+                heartbeat = True
+            elif name == "memory":
+                memory = True
+            elif TEMP_MARK in name:
+                temp = True
+            if depth < max_depth and name[0] != "." and entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, depth + 1))
+        if workspace:
+            found.append((folder, meta, heartbeat, temp, memory))
+    # In the order of Path comparison (by components), without making a Path to compare.
+    found.sort(key=lambda item: item[0].split(os.sep))
+    return [Found(Path(path), *flags) for path, *flags in found]

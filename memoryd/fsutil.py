@@ -177,7 +177,11 @@ def read_in(root: Path, path: Path) -> bytes:
 
 def temp_name(target: Path) -> Path:
     """A fresh temporary path beside ``target``, recognisable as memoryd's own."""
-    return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
+    return target.with_name(_temp(target.name))
+
+
+def _temp(name: str) -> str:
+    return f".{name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
 
 
 def pid_alive(pid: int) -> bool:
@@ -242,33 +246,65 @@ def atomic_write(
 
 
 def _atomic_write(target: Path, data: bytes, mode: int | None, root: Path, durable: bool) -> None:
-    name = target.name
-    tmp = temp_name(target).name
     with folder_in(root, target.parent, create=True) as folder:
-        if mode is None:
-            try:
-                st = os.stat(name, dir_fd=folder, follow_symlinks=False)
-            except FileNotFoundError:
-                mode = 0o644
-            else:
-                # A symlink's own mode is 0o777: never hand that to the new regular file.
-                mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
-        fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=folder)
+        replace_in(folder, target.name, data, mode, durable=durable)
+
+
+def replace_in(
+    folder: int, name: str, data: bytes, mode: int | None = None, *, durable: bool = True
+) -> None:
+    """:func:`atomic_write` of ``name`` in the open ``folder`` (a descriptor from
+    :func:`folder_in`): for a caller that writes several files of one folder and walks to
+    it once."""
+    tmp = _temp(name)
+    if mode is None:
         try:
-            try:
-                write_all(fd, data)
-                os.fchmod(fd, mode)
-                if durable:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=folder)
-            raise
-        if durable:
-            os.fsync(folder)
+            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            mode = 0o644
+        else:
+            # A symlink's own mode is 0o777: never hand that to the new regular file.
+            mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
+    fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=folder)
+    try:
+        try:
+            write_all(fd, data)
+            os.fchmod(fd, mode)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+    if durable:
+        os.fsync(folder)
+
+
+def create_in(folder: int, name: str, data: bytes, *, staging: int) -> bool:
+    """Create ``name`` in the open ``folder`` holding ``data``, unless it exists; True when
+    created. Atomic and lock-free: the bytes are written to a temp file in the open
+    ``staging`` folder (same file system) and hard-linked to ``name``, which fails if
+    anyone made ``name`` first. Not fsynced (for derived files). Writing in ``staging``
+    rather than beside ``name`` keeps the temp file's events out of a watched folder.
+    """
+    tmp = _temp(name)
+    fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=staging)
+    try:
+        try:
+            write_all(fd, data)
+            os.fchmod(fd, 0o644)
+        finally:
+            os.close(fd)
+        os.link(tmp, name, src_dir_fd=staging, dst_dir_fd=folder, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=staging)
+    return True
 
 
 def append_all_or_nothing(fd: int, data: bytes, *, seal_torn_tail: bool = False) -> int:

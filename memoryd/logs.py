@@ -106,3 +106,9 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | N
     # The SDK's HTTP client logs every request at INFO with its URL; keep those out.
     for noisy in ("httpx", "httpx2", "httpcore", "anthropic"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def debug_enabled() -> bool:
+    """Whether debug lines are written: a caller about to log thousands of them (a start
+    on many workspaces) skips building each one when they are not."""
+    return logging.getLogger().isEnabledFor(logging.DEBUG)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.commit import open_folder
-from memoryd.draining import salvage
+from memoryd.draining import FOLDER as DRAINING
+from memoryd.draining import MARK_RE, salvage
 from memoryd.fsutil import TEMP_MARK, folder_in, pid_alive
 from memoryd.workspace import Workspace
 
@@ -62,6 +63,21 @@ def _existing_folder(root: Path, folder: Path) -> Iterator[int | None]:
         yield fd
     finally:
         os.close(fd)
+
+
+def leftover(folder: str, name: str) -> bool:
+    """Whether the file ``name`` is something :func:`recover` may act on (pure): a pending
+    archive in ``archive``, a drain mark in ``draining``, a temp file of memoryd's in any
+    other folder of the workspace (its own, ``memory``, ``.memoryd``).
+
+    A daemon's start on thousands of workspaces reads the names first and pays the job
+    lock and the full recovery only where one of them says so (docs/design.md#scale-start).
+    """
+    if folder == "archive":
+        return PENDING_RE.match(name) is not None
+    if folder == DRAINING:
+        return MARK_RE.match(name) is not None
+    return TEMP_PID_RE.search(name) is not None
 
 
 def recover(workspace: Workspace) -> Recovery:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from memoryd.events import iso_ms
@@ -57,7 +57,8 @@ class WorkspaceState:
         return tuple(getattr(self, name) for name in NUMBER_FIELDS)
 
 
-NUMBER_FIELDS = tuple(f.name for f in fields(WorkspaceState) if f.name != "updated_at")
+FIELD_NAMES = tuple(f.name for f in fields(WorkspaceState))
+NUMBER_FIELDS = tuple(name for name in FIELD_NAMES if name != "updated_at")
 
 
 def numbers_key(numbers: tuple[Any, ...] | None) -> int | None:
@@ -107,10 +108,20 @@ def build_state(
     )
 
 
+def state_bytes(state: WorkspaceState) -> bytes:
+    """The text of state.json for ``state`` (pure): ``json.dumps(asdict(state), indent=2)``
+    and a newline, written field by field. Every field is a scalar; the indenting encoder
+    is pure Python, and each call of it leaves reference cycles behind, thousands of them
+    at a first start (docs/design.md#scale-start)."""
+    body = ",\n".join(
+        f"  {json.dumps(name)}: {json.dumps(getattr(state, name))}" for name in FIELD_NAMES
+    )
+    return f"{{\n{body}\n}}\n".encode()
+
+
 def write_state(workspace: Workspace, state: WorkspaceState) -> None:
     """Rewrite state.json atomically (not fsynced: it is derived, and rebuilt at start)."""
-    data = json.dumps(asdict(state), indent=2).encode() + b"\n"
-    atomic_write(workspace.state, data, root=workspace.path, durable=False)
+    atomic_write(workspace.state, state_bytes(state), root=workspace.path, durable=False)
 
 
 def read_state(workspace: Workspace) -> dict[str, Any] | None:

@@ -29,12 +29,12 @@ from watchdog.events import (
     FileSystemEvent,
     FileSystemEventHandler,
 )
-from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
 from watchdog.observers.polling import PollingObserver
 
 from memoryd.fsutil import is_temp_name
+from memoryd.watch_tree import TreeObserver
 from memoryd.workspace import CONVERSATION, HEARTBEAT, META
 
 log = structlog.get_logger()
@@ -146,29 +146,13 @@ def classify(path: Path, is_folder: bool, root: Path, max_depth: int) -> tuple[K
     return "ignore", path
 
 
-def inotify_watches() -> int:
-    """How many inotify watches this process holds (from /proc/self/fdinfo)."""
-    total = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") != "anon_inode:inotify":
-                continue
-            with open(f"/proc/self/fdinfo/{name}") as info:
-                total += sum(1 for line in info if line.startswith("inotify wd:"))
-        except OSError:
-            continue
-    return total
-
-
 def count_folders(root: Path) -> int:
-    """Folders at and below ``root``: what a recursive watch needs.
-
-    A symlinked folder is neither followed nor counted: the watch does not enter it (nor
-    does discovery), so it is no folder left unwatched.
-    """
+    """Folders at and below ``root`` that a watch of it needs: hidden and symlinked folders
+    are neither entered nor counted (the watch does not enter them, nor does discovery)."""
     total = 1
-    for folder, dirs, _ in os.walk(root):
-        total += sum(1 for name in dirs if not os.path.islink(os.path.join(folder, name)))
+    for _folder, dirs, _ in os.walk(root):
+        dirs[:] = [name for name in dirs if not name.startswith(".")]
+        total += sum(1 for name in dirs if not os.path.islink(os.path.join(_folder, name)))
     return total
 
 
@@ -177,14 +161,12 @@ def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[Base
 
     When inotify has run out of watches (or instances), the root is polled instead,
     with one clear warning that says how to raise the limit. watchdog raises only when
-    the root itself cannot be watched and stays silent for a subfolder, so the watches
-    this process gained are compared with the folders there are.
+    the root itself cannot be watched and stays silent for a subfolder, so the walk that
+    adds the watches counts the folders it could not watch (:mod:`memoryd.watch_tree`).
     """
     handler = Enqueuer(changes)
     InotifyMoveEventGrouper.delay = MOVE_PAIRING_WAIT
-    observer: BaseObserver = Observer()
-    folders = count_folders(root)
-    before = inotify_watches()
+    observer = TreeObserver()
     try:
         observer.schedule(handler, str(root), recursive=True, event_filter=WATCHED_EVENTS)
         observer.start()
@@ -193,10 +175,9 @@ def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[Base
             raise
         with contextlib.suppress(Exception):
             observer.stop()
-        missing = folders
+        missing = count_folders(root)
     else:
-        # min(): a folder removed while the watches were being added is no shortfall.
-        missing = min(folders, count_folders(root)) - (inotify_watches() - before)
+        missing = observer.unwatched()
         if missing <= 0:
             return observer, False
         observer.stop()

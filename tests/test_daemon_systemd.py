@@ -168,7 +168,7 @@ def test_a_stop_leaves_no_process_for_systemd_to_kill_and_a_workers_change_is_in
     env = {"MEMORYD_SUMMARIZER__BACKEND": "extractive"}
     daemon = procs.daemon([root], tmp_path, env, config=config)
     daemon.wait_ready()
-    wait_until(lambda: daemon.logged("workspace_discovered"), 10, "the workspace tracked")
+    assert daemon.logged("workspaces_discovered", workspaces=1), "the workspace tracked"
     append_lines(root / "ws", "w", 3, 50)
     daemon.wait_log("job_finished", outcome="completed")
     wait_until(

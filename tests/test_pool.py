@@ -44,7 +44,7 @@ def test_forkserver_and_workers_start_with_a_job_and_are_gone_when_idle(
     }
     daemon = procs.daemon([root], tmp_path, env)
     daemon.wait_ready()
-    wait_until(lambda: daemon.logged("workspace_discovered"), 10, "the workspace tracked")
+    assert daemon.logged("workspaces_discovered", workspaces=1), "the workspace tracked"
     assert forkservers(daemon.pid) == []
 
     write_lines(workspace, 45, start=5)
@@ -132,7 +132,7 @@ def test_the_forkserver_preloads_the_sdk_for_the_anthropic_backend_only(
     env["MEMORYD_SUMMARIZER__BACKEND"] = backend
     daemon = procs.daemon([root], tmp_path, env)
     daemon.wait_ready()
-    wait_until(lambda: daemon.logged("workspace_discovered"), 10, "the workspace tracked")
+    assert daemon.logged("workspaces_discovered", workspaces=1), "the workspace tracked"
     assert forkservers(daemon.pid) == []
     write_lines(root / "ws", 45, start=5)
     forkserver = wait_until(lambda: forkservers(daemon.pid), 30, "a forkserver")[0]

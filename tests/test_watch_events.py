@@ -1,7 +1,8 @@
 """memoryd's watcher on a real folder (real inotify through watchdog): memoryd's own
 writes in a workspace reach the loop as nothing at all, while what an agent does still
 does: an append through a file kept open, a new conversation, a new workspace folder, a
-conversation renamed into place, a memory store written."""
+conversation renamed into place, a memory store written. Hidden folders (``.memoryd``
+first) are not watched at all: what is written there costs the watcher nothing."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
-from memoryd.fsutil import atomic_write
-from memoryd.watch import FsChange, start_observer
+from memoryd.fsutil import atomic_write, create_in, replace_in
+from memoryd.watch import WATCHED_EVENTS, FsChange, start_observer
+from memoryd.watch_tree import TreeObserver
 
 
 @pytest.fixture
@@ -40,6 +43,98 @@ def drained(changes: queue.SimpleQueue[object], settle: float = 0.7) -> list[FsC
             return found
         assert isinstance(item, FsChange)
         found.append(item)
+
+
+class Counting(FileSystemEventHandler):
+    """Every event watchdog hands over, memoryd's own files included."""
+
+    def __init__(self) -> None:
+        self.events: queue.SimpleQueue[FileSystemEvent] = queue.SimpleQueue()
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        self.events.put(event)
+
+    def drained(self, settle: float = 0.7) -> list[str]:
+        found: list[str] = []
+        while True:
+            try:
+                event = self.events.get(timeout=settle)
+            except queue.Empty:
+                return found
+            found.append(f"{event.event_type} {os.fsdecode(event.src_path)}")
+
+
+def inotify_watches() -> int:
+    """inotify watches this process holds (``inotify wd:`` lines of its fdinfo)."""
+    total = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify":
+                total += Path(f"/proc/self/fdinfo/{fd}").read_text().count("inotify wd:")
+        except OSError:
+            continue
+    return total
+
+
+def test_hidden_folders_are_not_watched_and_writes_there_raise_nothing(tmp_path: Path) -> None:
+    """The root, the workspace and its memory/ are watched; .memoryd and .git are not, a
+    first start's writes in .memoryd reach watchdog as nothing, and a .memoryd made while
+    watching adds no watch and raises one event (its own creation)."""
+    root = tmp_path / "root"
+    for folder in ("ws/.memoryd/archive", "ws/memory", "ws/.git/objects", "new"):
+        (root / folder).mkdir(parents=True)
+    handler = Counting()
+    before = inotify_watches()
+    observer = TreeObserver()
+    observer.schedule(handler, str(root), recursive=True, event_filter=WATCHED_EVENTS)
+    observer.start()
+    try:
+        assert inotify_watches() - before == 4  # root, ws, ws/memory, new
+        assert observer.unwatched() == 0
+        meta = os.open(root / "ws" / ".memoryd", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            replace_in(meta, "state.json", b"{}\n", durable=False)
+            (root / "ws" / ".memoryd" / "archive" / "conversation-1.jsonl").write_text("x\n")
+        finally:
+            os.close(meta)
+        assert handler.drained() == []
+        (root / "new" / ".memoryd").mkdir()
+        assert handler.drained() == [f"created {root / 'new' / '.memoryd'}"]
+        assert inotify_watches() - before == 4
+    finally:
+        observer.stop()
+        observer.join(timeout=10)
+
+
+def test_a_first_start_costs_the_watcher_two_events_per_workspace(tmp_path: Path) -> None:
+    """A first start's writes in a workspace (make .memoryd, HEARTBEAT.md staged in it and
+    linked into place, state.json) reach watchdog as two events: the folder made and the
+    heartbeat linked. Its temp files and renames stay in the unwatched .memoryd."""
+    root = tmp_path / "root"
+    (root / "ws").mkdir(parents=True)
+    handler = Counting()
+    observer = TreeObserver()
+    observer.schedule(handler, str(root), recursive=True, event_filter=WATCHED_EVENTS)
+    observer.start()
+    try:
+        workspace = os.open(root / "ws", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.mkdir(".memoryd", dir_fd=workspace)
+            meta = os.open(".memoryd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=workspace)
+            try:
+                assert create_in(workspace, "HEARTBEAT.md", b"---\n", staging=meta)
+                replace_in(meta, "state.json", b"{}\n", durable=False)
+            finally:
+                os.close(meta)
+        finally:
+            os.close(workspace)
+        assert sorted(handler.drained()) == [
+            f"created {root / 'ws' / '.memoryd'}",
+            f"created {root / 'ws' / 'HEARTBEAT.md'}",
+        ]
+    finally:
+        observer.stop()
+        observer.join(timeout=10)
 
 
 def test_memoryds_own_first_start_writes_reach_the_loop_as_nothing(

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import abc
 import queue
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from memoryd.config import Settings
+from memoryd.daemon.folders import TidyStep
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher
@@ -41,8 +42,13 @@ class DaemonParts(abc.ABC):
     jobs: dict[Path, tuple[int, Future[Any]]]
     backlog: dict[Path, tuple[str, str, float | None]]
     api_jobs: set[Path]
-    pending_init: deque[Path]
+    pending_init: deque[tuple[Path, TidyStep]]
+    """Workspaces to tidy after READY, with what their tidy must do (folders.tidy_step)."""
     untidy: set[Path]
+    interrupted: set[Path]
+    """Workspaces whose state.json said a job was running (the tidy fails that job)."""
+    tidied: Counter[str]
+    """What the tidy did since the start, by step (logged once the start's tidy is done)."""
     stopping_since: float | None
 
     @abc.abstractmethod
@@ -50,5 +56,5 @@ class DaemonParts(abc.ABC):
         """Count what ``tracked`` gained and act on it (implemented by ``JobDispatch``)."""
 
     @abc.abstractmethod
-    def _tidy(self, path: Path, now: float) -> None:
+    def _tidy(self, path: Path, now: float, step: TidyStep | None = None) -> None:
         """Tidy a workspace after READY (implemented by ``WorkspaceTracking``)."""

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 
 from memoryd import events, systemd
+from memoryd.daemon.folders import Folders
 from memoryd.errors import MemorydError
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.policy import should_emit_event
@@ -45,8 +46,13 @@ class Publisher:
 
     # ----- one workspace ----------------------------------------------------------------
 
-    def publish(self, tracked: Tracked, now: float, wall: float) -> None:
-        """state.json when the numbers changed; threshold_changed when the level did."""
+    def publish(
+        self, tracked: Tracked, now: float, wall: float, folders: Folders | None = None
+    ) -> None:
+        """state.json when the numbers changed; threshold_changed when the level did.
+
+        ``folders``: the workspace's folders, already open (the tidy after READY).
+        """
         settings = tracked.settings
         tally = tracked.reader.tally
         state = build_state(
@@ -88,7 +94,10 @@ class Publisher:
         if numbers == tracked.state_numbers or now < tracked.write_retry_at:
             return
         try:
-            write_state(tracked.workspace, state)
+            if folders is not None:
+                folders.write_state(state)
+            else:
+                write_state(tracked.workspace, state)
         except (OSError, MemorydError) as exc:
             self.failed(tracked, "state.json", exc, now)
             return

@@ -13,13 +13,14 @@ work on workspaces and jobs is in two mixins, :mod:`~memoryd.daemon.workspaces` 
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import os
 import queue
 import signal
 import sys
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ import structlog
 from memoryd import systemd
 from memoryd.config import LoadedSettings, load_settings, settings_for_workspace
 from memoryd.daemon.dispatch import JobDispatch, JobDone
+from memoryd.daemon.folders import TidyStep
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher
@@ -93,8 +95,12 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         for a free worker or request (see _drain)."""
         self.api_jobs: set[Path] = set()
         """Workspaces whose summarization job is in flight on the anthropic backend."""
-        self.pending_init: deque[Path] = deque()
+        self.pending_init: deque[tuple[Path, TidyStep]] = deque()
         self.untidy: set[Path] = set()
+        self.interrupted: set[Path] = set()
+        self.tidied: Counter[str] = Counter()
+        self.tidy_began: float | None = None
+        """When the start's tidy began (None once it is done and logged)."""
         self.stopping_since: float | None = None
         self.done = False
         self.watchdog_every = systemd.watchdog_interval(self.env)
@@ -113,6 +119,9 @@ class Supervisor(WorkspaceTracking, JobDispatch):
     def start(self, now: float | None = None) -> None:
         """Start the pool and the observers, scan the roots, then tell systemd READY."""
         moment = time.monotonic() if now is None else now
+        # Until the start's tidy is done: the start allocates an object graph that lives
+        # as long as the daemon, and collecting it again and again finds nothing.
+        gc.disable()
         backend, why = choose_backend(self.settings, self.env)
         log.info(
             "daemon_starting",
@@ -135,6 +144,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             self.process(tracked, moment, publish=False)
         self.scheduler.rescanned(moment)
         systemd.notify("READY=1", self.env)
+        self.tidy_began = time.monotonic()
         log.info(
             "daemon_ready",
             workspaces=len(self.scheduler),
@@ -195,7 +205,20 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         self.pool.shrink(now)
         slice_end = time.monotonic() + TIDY_SLICE
         while self.pending_init and time.monotonic() < slice_end:
-            self._tidy(self.pending_init.popleft(), now)
+            path, step = self.pending_init.popleft()
+            self._tidy(path, now, step)
+        if self.tidy_began is not None and not self.pending_init:
+            log.info(
+                "workspaces_tidied",
+                seconds=round(time.monotonic() - self.tidy_began, 3),
+                heartbeats_created=self.tidied["create"],
+                heartbeats_cleaned=self.tidied["clean"],
+                recovered=self.tidied["locked"],
+                unchanged=self.tidied["none"],
+            )
+            self.tidy_began = None
+            gc.enable()
+            gc.collect()  # whatever the start left in cycles, before it is scattered
         if self.stopping_since is None and self.scheduler.rescan_due(now):
             self.rescan(now)
             self.scheduler.rescanned(now)

@@ -3,27 +3,31 @@
 from __future__ import annotations
 
 import math
+import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from memoryd.config import settings_for_workspace
+from memoryd.config import workspace_settings
+from memoryd.config_schema import file_error
 from memoryd.conversation import ConversationReader
+from memoryd.daemon.folders import Folders, Seed, TidyStep, read_seed, tidy_step
 from memoryd.daemon.parts import DaemonParts
-from memoryd.discovery import find_workspaces
+from memoryd.discovery import Found, look, scan_workspaces
 from memoryd.errors import MemorydError
+from memoryd.events import iso_ms
 from memoryd.fsutil import flocked
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import (
-    report_failure,
-)
+from memoryd.heartbeat import Heartbeat, HeartbeatManager, render
+from memoryd.job import report_failure
+from memoryd.logs import debug_enabled
 from memoryd.recovery import recover
 from memoryd.state import numbers_key, read_state, saved_numbers
 from memoryd.tracked import Tracked
 from memoryd.watch import classify
-from memoryd.workspace import Workspace
+from memoryd.workspace import CONVERSATION, Workspace
 
 log = structlog.get_logger()
 
@@ -48,7 +52,10 @@ class WorkspaceTracking(DaemonParts):
         if kind == "folder":
             self._discover(target, root, now)
             return
-        tracked = self.scheduler.get(target) or self._track(target, root)
+        tracked = self.scheduler.get(target)
+        if tracked is None:
+            found = look(target)
+            tracked = self._track(found, root) if found is not None else None
         if tracked is None:
             return
         if kind == "store":
@@ -62,100 +69,175 @@ class WorkspaceTracking(DaemonParts):
             return
         if folder.is_symlink() or not folder.is_dir():
             return
-        for path in find_workspaces(folder, self.settings.max_depth - depth):
-            if path not in self.scheduler:
-                tracked = self._track(path, root)
+        for found in scan_workspaces(folder, self.settings.max_depth - depth):
+            if found.path not in self.scheduler:
+                tracked = self._track(found, root)
                 if tracked is not None:
                     self.scheduler.schedule(tracked, now)
 
-    def _track(self, path: Path, root: Path) -> Tracked | None:
+    def _track(self, found: Found, root: Path, announce: bool = True) -> Tracked | None:
+        """Start tracking a workspace: its settings, what its state.json says, and what its
+        tidy after READY will have to do, reading only what the listing of its folder
+        showed (docs/design.md#scale-start). Logged at info when ``announce`` (a workspace
+        found while running) or when it needs attention, else at debug (a rescan logs one
+        summary line)."""
+        path = found.path
         workspace = Workspace(path)
-        if not workspace.conversation.is_file() or workspace.conversation.is_symlink():
-            return None
-        config_error = None
+        conversation = os.path.join(path, CONVERSATION)
         try:
-            settings = settings_for_workspace(self.settings, path)
+            st = os.lstat(conversation)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        settings, config_error = self.settings, None
+        seed = Seed(None, {}, None, leftovers=True)  # unread: the tidy looks under the lock
+        try:
+            seed = read_seed(found)
+            if seed.config is not None:
+                settings = workspace_settings(self.settings, workspace.config, seed.config)
+        except OSError as exc:
+            config_error = str(file_error(workspace.config, exc))
         except MemorydError as exc:
-            settings, config_error = self.settings, str(exc)
+            config_error = str(exc)
+        if config_error is not None:
+            settings = self.settings
             log.warning("workspace_config_invalid", workspace=str(path), error=config_error)
-        saved = read_state(workspace) or {}
+        saved = seed.state
         level = saved.get("level")
         tracked = Tracked(
             workspace=workspace,
             root=root,
             settings=settings,
-            reader=ConversationReader(workspace.conversation, settings.max_line_bytes),
+            reader=ConversationReader(conversation, settings.max_line_bytes),
             config_error=config_error,
             level=level if level in ("normal", "warning", "critical") else None,
             last_summary_at=saved.get("last_summary_at"),
             calibration=_calibration(saved.get("calibration")),
             state_numbers=numbers_key(saved_numbers(saved)),
-            changed_at=time.monotonic() - _age(workspace.conversation),
+            changed_at=time.monotonic() - max(0.0, time.time() - st.st_mtime),
         )
+        if saved.get("summarizing") is True:
+            self.interrupted.add(path)
         self.scheduler.add(tracked)
-        self.pending_init.append(path)
-        log.info("workspace_discovered", workspace=str(path), strategy=settings.strategy)
+        self.pending_init.append((path, tidy_step(seed, path in self.interrupted)))
+        attention = self._attention(tracked)
+        if announce or attention or debug_enabled():
+            say = log.info if announce or attention else log.debug
+            say(
+                "workspace_discovered",
+                workspace=str(path),
+                strategy=settings.strategy,
+                attention=attention,
+            )
         return tracked
 
-    def _tidy(self, path: Path, now: float) -> None:
-        """After READY: what an interrupted commit left, a clean HEARTBEAT.md, and a job a
-        dead daemon left marked running.
+    def _attention(self, tracked: Tracked) -> str | None:
+        """Why a newly tracked workspace needs someone's attention, or None."""
+        if tracked.config_error is not None:
+            return "its .memoryd/config.toml is refused"
+        if tracked.workspace.path in self.interrupted:
+            return "a job was running when the previous daemon stopped"
+        return None
 
-        Skipped while another process holds the workspace's job lock: its job may be in
-        the middle of a commit (its leftovers are live) and its heartbeat is really active.
-        A write that fails is retried with the workspace's back-off.
+    def _tidy(self, path: Path, now: float, step: TidyStep | None = None) -> None:
+        """After READY: what an interrupted commit left, a clean HEARTBEAT.md, and a job a
+        dead daemon left marked running; then state.json when its numbers changed.
+
+        ``step`` is what :func:`~memoryd.daemon.folders.tidy_step` said when the workspace
+        was tracked (None: look again now). A workspace whose files are right costs no
+        read here and no lock (docs/design.md#scale-start). A write that fails is retried
+        with the workspace's back-off.
         """
         tracked = self.scheduler.get(path)
         if tracked is None or tracked.running:
             return
-        workspace = tracked.workspace
         self.untidy.discard(path)
         try:
-            if not workspace.meta.is_dir():
-                # Never touched by memoryd: no job can have run (its lock lives in .memoryd),
-                # so nothing to recover and no lock to take; only the clean heartbeat.
-                HeartbeatManager(workspace).ensure_clean(durable=False)
+            if step is None:
+                found = look(path)
+                step = (
+                    tidy_step(read_seed(found), path in self.interrupted)
+                    if found is not None
+                    else "none"
+                )
+            if step == "none":
                 self.publisher.publish(tracked, now, time.time())
-                return
-            with flocked(workspace.job_lock, root=workspace.path, blocking=False) as free:
-                if free:
-                    _recover(workspace)
-                    manager = HeartbeatManager(workspace)
-                    if manager.get_status().status == "active" and (
-                        read_state(workspace) or {}
-                    ).get("summarizing"):
-                        report_failure(workspace, "interrupted: the daemon stopped during the job")
+            else:
+                with Folders(path) as folders:
+                    if step == "locked":
+                        _tidy_locked(tracked.workspace)
+                    elif step == "create":
+                        # An idle workspace's clean heartbeat is status that a start
+                        # rebuilds: not fsynced, so a first start does not wait on the disk.
+                        clean = render(Heartbeat(last_checkin=iso_ms(time.time())))
+                        folders.create_heartbeat(clean)
                     else:
-                        # An idle workspace's clean heartbeat is status that every start
-                        # rebuilds: renamed into place without an fsync (a first start on
-                        # thousands of workspaces would otherwise wait on the disk for each).
-                        manager.ensure_clean(durable=False)
-                else:
-                    log.info("workspace_busy", workspace=str(path), hint="a job holds it")
+                        HeartbeatManager(tracked.workspace).ensure_clean(durable=False)
+                    self.publisher.publish(tracked, now, time.time(), folders)
         except (OSError, MemorydError) as exc:
             self.untidy.add(path)
             self.publisher.failed(tracked, "HEARTBEAT.md", exc, now)
-        self.publisher.publish(tracked, now, time.time())
+            self.publisher.publish(tracked, now, time.time())
+            return
+        self.tidied[step] += 1
+        self.interrupted.discard(path)
 
     def rescan(self, now: float) -> None:
-        """Find new and vanished workspaces under every root; look again at every one."""
+        """Find new and vanished workspaces under every root; look again at every one.
+
+        New workspaces are logged as one summary line (how many, how long, how many need
+        attention); each one only at debug, unless it needs attention.
+        """
+        began = time.monotonic()
         seen: set[Path] = set()
+        new = attention = 0
         for root in self.settings.roots:
             if root not in self.watchers:
                 self.watchers.watch(root)
-            for path in find_workspaces(root, self.settings.max_depth):
-                seen.add(path)
-                known = self.scheduler.get(path)
+            for found in scan_workspaces(root, self.settings.max_depth):
+                seen.add(found.path)
+                known = self.scheduler.get(found.path)
                 if known is not None and known.reader.unchanged():
                     continue  # one stat: the periodic rescan stays cheap when all is idle
-                tracked = known or self._track(path, root)
-                if tracked is not None:
-                    self.scheduler.schedule(tracked, now)
+                tracked = known or self._track(found, root, announce=False)
+                if tracked is None:
+                    continue
+                if known is None:
+                    new += 1
+                    attention += self._attention(tracked) is not None
+                self.scheduler.schedule(tracked, now)
         for path in self.scheduler.paths():
             tracked = self.scheduler.get(path)
             if path not in seen and tracked is not None and not tracked.running:
                 self.scheduler.remove(path)
                 log.info("workspace_gone", workspace=str(path))
+        if new:
+            log.info(
+                "workspaces_discovered",
+                workspaces=new,
+                tracked=len(self.scheduler),
+                seconds=round(time.monotonic() - began, 3),
+                attention=attention,
+            )
+
+
+def _tidy_locked(workspace: Workspace) -> None:
+    """The tidy of a workspace that needs recovery or had a job running: under its job
+    lock, and skipped while another process holds it (its job may be in the middle of a
+    commit, so its leftovers are live and its heartbeat really active)."""
+    with flocked(workspace.job_lock, root=workspace.path, blocking=False) as free:
+        if not free:
+            log.info("workspace_busy", workspace=str(workspace.path), hint="a job holds it")
+            return
+        _recover(workspace)
+        manager = HeartbeatManager(workspace)
+        if manager.get_status().status == "active" and (read_state(workspace) or {}).get(
+            "summarizing"
+        ):
+            report_failure(workspace, "interrupted: the daemon stopped during the job")
+        else:
+            manager.ensure_clean(durable=False)
 
 
 def _recover(workspace: Workspace) -> None:
@@ -169,14 +251,6 @@ def _recover(workspace: Workspace) -> None:
             archives_finalised=cleaned.archives_finalised,
             archives_discarded=cleaned.archives_discarded,
         )
-
-
-def _age(path: Path) -> float:
-    """Seconds since ``path`` was last modified (0 when unknown)."""
-    try:
-        return max(0.0, time.time() - path.stat().st_mtime)
-    except OSError:
-        return 0.0
 
 
 def _calibration(value: Any) -> float:

@@ -1,0 +1,209 @@
+"""A workspace's folder and its ``.memoryd``, each opened once: what the daemon reads when
+it starts tracking a workspace, and what its tidy after READY reads and writes.
+
+Every file is opened relative to a descriptor of one of the two folders, with
+``O_NOFOLLOW``: the same refusal of symlinks below the workspace as the walk of
+:mod:`memoryd.fsutil`, done once per workspace instead of once per file. What a start
+on thousands of workspaces costs is then the reads it must make, and, on a first start,
+the files it must create (docs/design.md#scale-start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from memoryd.discovery import Found
+from memoryd.draining import FOLDER as DRAINING
+from memoryd.errors import UnsafePathError
+from memoryd.fsutil import SYMLINK_REFUSED, create_in, replace_in
+from memoryd.heartbeat import parse
+from memoryd.recovery import leftover
+from memoryd.state import WorkspaceState, state_bytes
+from memoryd.workspace import HEARTBEAT, META
+
+FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+CONFIG = "config.toml"
+STATE = "state.json"
+
+TidyStep = Literal["none", "create", "clean", "locked"]
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """What a workspace's files give the daemon when it starts tracking it."""
+
+    config: bytes | None
+    """The bytes of ``.memoryd/config.toml``; None when the workspace has none."""
+    state: dict[str, Any]
+    """``.memoryd/state.json`` as read back; empty when missing or not a JSON object."""
+    heartbeat: bytes | None
+    """The bytes of HEARTBEAT.md; None when there is none."""
+    leftovers: bool
+    """Something :func:`memoryd.recovery.recover` may act on is there."""
+
+
+def read_seed(found: Found) -> Seed:
+    """What the daemon needs of a workspace it starts tracking, reading only what the
+    listing of its folder (``found``) says is there: ``.memoryd`` is opened once, listed,
+    and its config.toml and state.json read when listed; HEARTBEAT.md read when listed.
+
+    Raises UnsafePathError for a symlinked (or non-folder) ``.memoryd`` or a
+    ``config.toml`` that is a symlink or not a regular file, and OSError when
+    ``config.toml`` exists but cannot be read. A state.json or HEARTBEAT.md that cannot be
+    read counts as missing or garbled: both are rebuilt.
+    """
+    path = os.fspath(found.path)
+    heartbeat = None
+    if found.heartbeat:
+        try:
+            heartbeat = _read(None, f"{path}/{HEARTBEAT}") or b""
+        except (OSError, UnsafePathError):
+            heartbeat = b""  # garbled: replaced by a clean one
+    leftovers = found.temp or (found.memory and _holds_leftovers(None, "memory", path))
+    meta = _open_folder(None, f"{path}/{META}") if found.meta else None
+    if meta is None:
+        return Seed(None, {}, heartbeat, leftovers)
+    try:
+        names = os.listdir(meta)
+        config = _read(meta, CONFIG, path) if CONFIG in names else None
+        state: Any = {}
+        if STATE in names:
+            try:
+                state = json.loads(_read(meta, STATE, path) or b"")
+            except (OSError, ValueError, UnsafePathError):
+                state = {}
+        leftovers = (
+            leftovers
+            or any(leftover(META, name) for name in names)
+            or ("archive" in names and _holds_leftovers(meta, "archive", path))
+            or (DRAINING in names and _holds_leftovers(meta, DRAINING, path))
+        )
+    finally:
+        os.close(meta)
+    return Seed(config, state if isinstance(state, dict) else {}, heartbeat, leftovers)
+
+
+def tidy_step(seed: Seed, interrupted: bool) -> TidyStep:
+    """What the tidy after READY must do for a workspace (pure): ``locked`` (recovery,
+    or a job a dead daemon left running: under the job lock), ``create`` (no
+    HEARTBEAT.md: create a clean one), ``clean`` (a garbled one: replace it under the
+    heartbeat lock) or ``none``."""
+    parsed = None
+    if seed.heartbeat is not None:
+        parsed = parse(seed.heartbeat.decode("utf-8", errors="replace"))
+    if seed.leftovers or (interrupted and parsed is not None and parsed.status == "active"):
+        return "locked"
+    if seed.heartbeat is None:
+        return "create"
+    return "clean" if parsed is None else "none"
+
+
+class Folders:
+    """The open folder of a workspace and its ``.memoryd`` (made when missing), for the
+    tidy's writes; a context manager that closes both."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = os.fspath(path)
+        # The workspace itself may be reached through symlinks (the user named its root).
+        self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.meta: int | None = None
+
+    def __enter__(self) -> Folders:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.meta is not None:
+            os.close(self.meta)
+        os.close(self.fd)
+
+    def ensure_meta(self) -> int:
+        """The descriptor of ``.memoryd``, created (mode 0755) when missing."""
+        if self.meta is None:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(META, 0o755, dir_fd=self.fd)
+            meta = f"{self.path}/{META}"
+            self.meta = _open_folder(self.fd, meta)
+            if self.meta is None:
+                raise FileNotFoundError(errno.ENOENT, "vanished while being made", meta)
+        return self.meta
+
+    def create_heartbeat(self, text: str) -> bool:
+        """Create HEARTBEAT.md with ``text`` unless someone made one meanwhile (True when
+        created). Staged in ``.memoryd``, which is not watched: the watcher sees one event."""
+        return create_in(self.fd, HEARTBEAT, text.encode(), staging=self.ensure_meta())
+
+    def write_state(self, state: WorkspaceState) -> None:
+        """Replace state.json atomically, not fsynced (derived: rebuilt at start)."""
+        replace_in(self.ensure_meta(), STATE, state_bytes(state), durable=False)
+
+
+def _open_folder(parent: int | None, path: str) -> int | None:
+    """A descriptor of the folder ``path`` (its last name relative to ``parent``, or the
+    whole path when None), never through a symlink; None when it does not exist."""
+    try:
+        if parent is None:
+            return os.open(path, FOLDER_FLAGS)
+        return os.open(os.path.basename(path), FOLDER_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        # O_DIRECTORY makes a symlink ENOTDIR too: say which it is.
+        if os.path.islink(path):
+            raise UnsafePathError(f"{path}: {SYMLINK_REFUSED}") from None
+        raise UnsafePathError(f"{path}: is not a folder") from None
+
+
+def _holds_leftovers(meta: int | None, kind: str, workspace: str) -> bool:
+    """Whether the workspace's folder ``kind`` (``memory``; or ``archive``, ``draining``
+    of the open ``meta``) holds a file :func:`leftover` names; a folder that cannot be read
+    counts as holding one (the full recovery then says why)."""
+    where = f"{workspace}/{kind}" if meta is None else f"{workspace}/{META}/{kind}"
+    try:
+        fd = _open_folder(meta, where)
+    except (OSError, UnsafePathError):
+        return True
+    if fd is None:
+        return False
+    try:
+        return any(leftover(kind, name) for name in os.listdir(fd))
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _read(folder: int | None, name: str, workspace: str = "") -> bytes | None:
+    """The bytes of ``name`` (in ``folder``, or a whole path when None); None when it is
+    missing. ``workspace`` names the folder in errors."""
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=folder)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(f"{_named(workspace, name)}: {SYMLINK_REFUSED}") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePathError(f"{_named(workspace, name)}: is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _named(workspace: str, name: str) -> str:
+    """The full path of ``name`` (a file of .memoryd, or already a full path)."""
+    return name if os.path.isabs(name) else f"{workspace}/{META}/{name}"
