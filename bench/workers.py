@@ -2,7 +2,7 @@
 the Anthropic SDK preloaded in the forkserver.
 
 Each variant runs in a fresh interpreter (the forkserver's preload list is global):
-it starts the forkserver with the daemon's preload list (``memoryd.daemon.pool.PRELOAD``),
+it starts the forkserver with the daemon's preload list (``memoryd.daemon.pool.preload``),
 optionally plus ``anthropic``, then
 
 - times the first worker (the forkserver is still importing its preload list: what the
@@ -57,10 +57,10 @@ def _executor(context: Any, workers: int) -> ProcessPoolExecutor:
 
 
 def variant(preload_sdk: bool, workers: int, rounds: int) -> dict[str, Any]:
-    from memoryd.daemon.pool import PRELOAD
+    from memoryd.daemon.pool import preload
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([*PRELOAD, *(["anthropic"] if preload_sdk else [])])
+    context.set_forkserver_preload(preload(preload_sdk))
     started = time.perf_counter()
     forkserver.ensure_running()
     with _executor(context, 1) as executor:
@@ -99,7 +99,7 @@ def variant(preload_sdk: bool, workers: int, rounds: int) -> dict[str, Any]:
         "resource_tracker": common.pss_mb(resource_tracker._resource_tracker._pid),  # type: ignore[attr-defined]
     }
     return {
-        "preload": [*PRELOAD, *(["anthropic"] if preload_sdk else [])],
+        "preload": preload(preload_sdk),
         "first_worker_s": cold,
         "warm_worker_s": warm,
         "worker_pss_idle_mb": idle_pss,

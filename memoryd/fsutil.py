@@ -251,11 +251,21 @@ def _atomic_write(target: Path, data: bytes, mode: int | None, root: Path, durab
 
 
 def replace_in(
-    folder: int, name: str, data: bytes, mode: int | None = None, *, durable: bool = True
+    folder: int,
+    name: str,
+    data: bytes,
+    mode: int | None = None,
+    *,
+    durable: bool = True,
+    staging: int | None = None,
 ) -> None:
     """:func:`atomic_write` of ``name`` in the open ``folder`` (a descriptor from
     :func:`folder_in`): for a caller that writes several files of one folder and walks to
-    it once."""
+    it once. With ``staging`` (an open folder of the same file system) the temp file is
+    written there and renamed into ``folder``: a watcher of ``folder`` that does not watch
+    ``staging`` sees one event instead of five."""
+    if staging is None:
+        staging = folder
     tmp = _temp(name)
     if mode is None:
         try:
@@ -265,7 +275,7 @@ def replace_in(
         else:
             # A symlink's own mode is 0o777: never hand that to the new regular file.
             mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
-    fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=folder)
+    fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=staging)
     try:
         try:
             write_all(fd, data)
@@ -274,10 +284,10 @@ def replace_in(
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        os.replace(tmp, name, src_dir_fd=staging, dst_dir_fd=folder)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=folder)
+            os.unlink(tmp, dir_fd=staging)
         raise
     if durable:
         os.fsync(folder)

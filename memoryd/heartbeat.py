@@ -8,6 +8,7 @@ of its own, so a read-modify-write by one never undoes the other's.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import threading
 import time
@@ -17,8 +18,8 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from memoryd.events import iso_ms
-from memoryd.fsutil import atomic_write, flocked
-from memoryd.workspace import Workspace
+from memoryd.fsutil import atomic_write, flocked, folder_in, named, replace_in
+from memoryd.workspace import HEARTBEAT, Workspace
 
 Status = Literal["idle", "active", "completed", "failed", "paused"]
 STATUSES: tuple[str, ...] = get_args(Status)
@@ -160,13 +161,20 @@ class HeartbeatManager:
         lock = self.workspace.meta / "heartbeat.lock"
         with flocked(lock, root=self.workspace.path):
             new = change(self.get_status(), iso_ms(self._clock()))
-            atomic_write(
-                self.workspace.heartbeat,
-                render(new).encode(),
-                root=self.workspace.path,
-                durable=durable,
-            )
+            self._write(render(new).encode(), durable)
         return new
+
+    def _write(self, data: bytes, durable: bool) -> None:
+        """Replace HEARTBEAT.md, its temp file staged in the unwatched ``.memoryd`` so that
+        the daemon's watcher sees one event (docs/design.md#scale-start)."""
+        root = self.workspace.path
+        with folder_in(root, root) as folder, folder_in(root, self.workspace.meta) as staging:
+            try:
+                replace_in(folder, HEARTBEAT, data, durable=durable, staging=staging)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:  # .memoryd on another file system
+                    raise named(exc, self.workspace.heartbeat) from None
+                atomic_write(self.workspace.heartbeat, data, root=root, durable=durable)
 
     def start_task(self, description: str) -> Heartbeat:
         """Mark a task active from now."""
@@ -250,12 +258,7 @@ class HeartbeatManager:
             if self._parsed() is not None:
                 return False
             clean = Heartbeat(last_checkin=iso_ms(self._clock()))
-            atomic_write(
-                self.workspace.heartbeat,
-                render(clean).encode(),
-                root=self.workspace.path,
-                durable=durable,
-            )
+            self._write(render(clean).encode(), durable)
         return True
 
     def _parsed(self) -> Heartbeat | None:
@@ -266,14 +269,18 @@ class HeartbeatManager:
         return parse(text)
 
     @contextlib.contextmanager
-    def checkins(self, interval: float) -> Iterator[None]:
-        """Advance ``last_checkin`` every ``interval`` seconds while inside (a running job).
+    def checkins(self, interval: float, immediately: bool = False) -> Iterator[None]:
+        """Advance ``last_checkin`` every ``interval`` seconds while inside (a running job),
+        and at once with ``immediately`` (a job taking over from the daemon's check-ins).
 
         A check-in that cannot be written is skipped: the job goes on.
         """
         stop = threading.Event()
 
         def beat() -> None:
+            if immediately:
+                with contextlib.suppress(OSError):
+                    self.checkin()
             while not stop.wait(interval):
                 with contextlib.suppress(OSError):
                     self.checkin()

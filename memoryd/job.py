@@ -10,6 +10,7 @@ and produces the head; :mod:`memoryd.job_commit` commits and reports what follow
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -112,7 +113,14 @@ def run_job(
     with flocked(workspace.job_lock, root=workspace.path, blocking=False) as acquired:
         if not acquired:
             return JobResult(workspace.path, "busy", "another job is running on this workspace")
-        result = _run_locked(workspace, request, progress or (lambda _stage: None), fault)
+        # The daemon marked the job active at dispatch and has checked in for it since:
+        # from here on the job does, at once and then every interval (docs/design.md#pool).
+        checkins: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if request.heartbeat_started:
+            manager = HeartbeatManager(workspace)
+            checkins = manager.checkins(request.settings.checkin_interval, immediately=True)
+        with checkins:
+            result = _run_locked(workspace, request, progress or (lambda _stage: None), fault)
     result = replace(result, duration_s=round(time.monotonic() - started, 3))
     if result.archive is not None and request.settings.index_archive:
         _index_in_background(workspace)
@@ -196,8 +204,11 @@ def _run_locked(
         tokens=tokens_before,
         summarizing=plan.summarized_count,
     )
+    checkins: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if not request.heartbeat_started:
+        checkins = heartbeat.checkins(settings.checkin_interval)
     try:
-        with heartbeat.checkins(settings.checkin_interval):
+        with checkins:
             head = _produce_head(workspace, request, strategy, pinned, progress)
             return commit_and_report(
                 workspace,

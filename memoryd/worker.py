@@ -78,13 +78,15 @@ def compact_stores_job(workspace: Path, settings: Settings) -> CompactionReport:
     """Worker side of a memory-store compaction, with HEARTBEAT.md like any job."""
     heartbeat = HeartbeatManager(Workspace(workspace))
     try:
-        report = stores.compact(
-            workspace,
-            None,
-            settings.memory.threshold,
-            settings.memory.keep_bookmarks,
-            drain_seconds=settings.drain_seconds,
-        )
+        # The daemon checked in for the job until now (docs/design.md#pool).
+        with heartbeat.checkins(settings.checkin_interval, immediately=True):
+            report = stores.compact(
+                workspace,
+                None,
+                settings.memory.threshold,
+                settings.memory.keep_bookmarks,
+                drain_seconds=settings.drain_seconds,
+            )
     except MemorydError as exc:
         heartbeat.fail_task(f"memory compaction failed: {exc}")
         raise

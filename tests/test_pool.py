@@ -4,10 +4,20 @@ forkserver, the anthropic backend against the real fake Messages API server.
 
 from __future__ import annotations
 
+import itertools
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from daemon_harness import Processes, children, cmdline, llm_env, pool_workers, wait_until
+from daemon_harness import (
+    Processes,
+    children,
+    cmdline,
+    llm_env,
+    pool_workers,
+    read_heartbeat,
+    wait_until,
+)
 from fake_anthropic import FakeAnthropic, Reply
 from writers import line_bytes
 
@@ -142,3 +152,46 @@ def test_the_forkserver_preloads_the_sdk_for_the_anthropic_backend_only(
     assert "pydantic_core" in maps, "memoryd preloaded"
     assert ("jiter" in maps) == (backend == "anthropic")
     assert "jiter" not in _maps(daemon.pid)
+
+
+def test_a_job_is_checked_in_from_dispatch_while_the_pool_starts_from_zero(
+    tmp_path: Path, procs: Processes, fake_anthropic: FakeAnthropic
+) -> None:
+    """checkin_interval 0.5 s, the first job after the start: no forkserver yet, and the
+    one it starts imports the SDK before it forks a worker (seconds). From the moment
+    HEARTBEAT.md says active to the job's end, last_checkin never lags by much more than
+    the interval: the daemon checks in until a worker takes the job, the worker from
+    then on."""
+    interval = 0.5
+    fake_anthropic.set_default(Reply.echo())
+    fake_anthropic.latency = 2.0
+    root = tmp_path / "root"
+    workspace = root / "ws"
+    write_lines(workspace, 5)
+    env = llm_env(fake_anthropic.base_url, token_limit="3000", checkin_interval=str(interval))
+    daemon = procs.daemon([root], tmp_path, env)
+    daemon.wait_ready()
+    wait_until(lambda: read_heartbeat(workspace).get("status") == "idle", 10, "tidied")
+    assert forkservers(daemon.pid) == []
+    write_lines(workspace, 45, start=5)
+    beats: set[str] = set()
+
+    def ended() -> dict[str, str] | None:
+        heartbeat = read_heartbeat(workspace)
+        if heartbeat.get("status") == "active":
+            beats.update((heartbeat["started_at"], heartbeat["last_checkin"]))
+        return heartbeat if heartbeat.get("status") in ("completed", "failed") else None
+
+    final = wait_until(ended, 60, "the job to end", interval=0.01)
+    assert final["status"] == "completed"
+    assert daemon.logged("forkserver_started"), "the pool started from zero"
+    moments = sorted(iso_seconds(beat) for beat in {*beats, final["last_checkin"]})
+    assert moments[-1] - moments[0] > 4 * interval, "the job lasted several intervals"
+    gaps = [later - earlier for earlier, later in itertools.pairwise(moments)]
+    assert max(gaps) <= interval + 0.25, gaps
+
+
+def iso_seconds(stamp: str) -> float:
+    """Epoch seconds of a HEARTBEAT.md time (UTC, milliseconds)."""
+    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return moment.timestamp()

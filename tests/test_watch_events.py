@@ -15,6 +15,7 @@ import pytest
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
 from memoryd.fsutil import atomic_write, create_in, replace_in
+from memoryd.heartbeat import HeartbeatManager
 from memoryd.watch import WATCHED_EVENTS, FsChange, start_observer
 from memoryd.watch_tree import TreeObserver
 
@@ -135,6 +136,27 @@ def test_a_first_start_costs_the_watcher_two_events_per_workspace(tmp_path: Path
     finally:
         observer.stop()
         observer.join(timeout=10)
+
+
+def test_a_heartbeat_update_costs_the_watcher_one_event(tmp_path: Path) -> None:
+    """HEARTBEAT.md is replaced with its temp file staged in .memoryd: a check-in reaches
+    watchdog as the one rename into the workspace."""
+    root = tmp_path / "root"
+    (root / "ws" / ".memoryd").mkdir(parents=True)
+    manager = HeartbeatManager(root / "ws")
+    manager.start_task("a task")
+    handler = Counting()
+    observer = TreeObserver()
+    observer.schedule(handler, str(root), recursive=True, event_filter=WATCHED_EVENTS)
+    observer.start()
+    try:
+        manager.checkin()
+        assert handler.drained() == [f"created {root / 'ws' / 'HEARTBEAT.md'}"]
+    finally:
+        observer.stop()
+        observer.join(timeout=10)
+    assert manager.get_status().status == "active"
+    assert os.listdir(root / "ws" / ".memoryd") == ["heartbeat.lock"]
 
 
 def test_memoryds_own_first_start_writes_reach_the_loop_as_nothing(

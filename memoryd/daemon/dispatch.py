@@ -218,14 +218,31 @@ class JobDispatch(DaemonParts):
         tracked.dirty = False
         job_id, future = self.pool.submit(fn, *args)
         self.jobs[path] = (job_id, future)
+        self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval)
         self.publisher.publish(tracked, now, time.time())
         future.add_done_callback(lambda f: self.notes.put(JobDone(path, job_id, f)))
+
+    def _check_in(self, now: float) -> None:
+        """Check in for each job marked active that no worker has taken yet: the first
+        job of a burst may wait seconds for a forkserver and a worker, and an orchestrator
+        that watches ``last_checkin`` must not take it for a stalled one. A worker checks
+        in as soon as it takes its job (docs/design.md#pool)."""
+        for path, (job_id, due) in list(self.unclaimed.items()):
+            if due > now:
+                continue
+            tracked = self.scheduler.get(path)
+            if tracked is None or not tracked.running or self.pool.taken(job_id):
+                del self.unclaimed[path]
+                continue
+            self.publisher.heartbeat(tracked, now, lambda manager: manager.checkin())
+            self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval)
 
     def _on_job_done(self, note: JobDone, now: float) -> None:
         path, job_id, future = note.path, note.job_id, note.future
         if self.jobs.get(path, (0, None))[1] is not future:
             return
         del self.jobs[path]
+        self.unclaimed.pop(path, None)
         tracked = self.scheduler.get(path)
         kind = tracked.job_kind if tracked else ""
         self.api_jobs.discard(path)

@@ -42,6 +42,8 @@ class DaemonParts(abc.ABC):
     jobs: dict[Path, tuple[int, Future[Any]]]
     backlog: dict[Path, tuple[str, str, float | None]]
     api_jobs: set[Path]
+    unclaimed: dict[Path, tuple[int, float]]
+    """Jobs no worker has taken yet (their id) and when the daemon checks in for each next."""
     pending_init: deque[tuple[Path, TidyStep]]
     """Workspaces to tidy after READY, with what their tidy must do (folders.tidy_step)."""
     untidy: set[Path]

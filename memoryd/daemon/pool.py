@@ -43,13 +43,24 @@ from memoryd.errors import PoolUnavailable
 
 log = structlog.get_logger()
 
-PRELOAD = ["memoryd.worker", "memoryd.job"]
+PRELOAD = ["memoryd.worker", "memoryd.job", "memoryd.recall_index", "memoryd.history"]
 """Imported once in the forkserver, so that every worker (and every pool rebuilt after a
-crash) starts without importing memoryd again."""
+crash) starts without importing memoryd again, the modules its first job imports after
+its commit (the recall index) included."""
+SDK_PRELOAD = ["anthropic", "memoryd.summarizers.anthropic", "httpcore2", "h11", "truststore"]
+"""With the anthropic backend: the SDK, and the HTTP stack it imports at its first
+request. Without the latter, a burst's first round made every fresh worker import them
+at once (docs/design.md#pool). A name that cannot be imported is skipped by the
+forkserver."""
 KILL_WAIT = 2.0
 """Longest wait for a SIGKILLed worker to be gone."""
 LAUNCH_WAIT = 5.0
 """Longest wait at close for the launcher to hand over the job it holds."""
+
+
+def preload(sdk: bool) -> list[str]:
+    """What a forkserver imports before it forks a worker (``sdk``: the anthropic backend)."""
+    return [*PRELOAD, *(SDK_PRELOAD if sdk else [])]
 
 
 @dataclass(slots=True)
@@ -117,7 +128,7 @@ class WorkerPool:
 
         server: Any = forkserver._forkserver
         if server._forkserver_pid is None:
-            self._context.set_forkserver_preload([*PRELOAD, *(["anthropic"] if self.sdk else [])])
+            self._context.set_forkserver_preload(preload(self.sdk))
             log.info("forkserver_started", sdk=self.sdk)
         forkserver.ensure_running()
 
@@ -281,6 +292,11 @@ class WorkerPool:
     @staticmethod
     def _fix_processes(generation: _Generation) -> None:
         generation.processes.update(getattr(generation.executor, "_processes", None) or {})
+
+    def taken(self, job_id: int) -> bool:
+        """Whether a worker has taken job ``job_id`` (each says so as it starts a job)."""
+        self._drain_started()
+        return job_id in self._pids
 
     def forget(self, job_id: int) -> None:
         """The daemon is done with job ``job_id``."""

@@ -94,6 +94,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         """Workspaces whose job is due (why, kind, when the change was noticed), waiting
         for a free worker or request (see _drain)."""
         self.api_jobs: set[Path] = set()
+        self.unclaimed: dict[Path, tuple[int, float]] = {}
         """Workspaces whose summarization job is in flight on the anthropic backend."""
         self.pending_init: deque[tuple[Path, TidyStep]] = deque()
         self.untidy: set[Path] = set()
@@ -188,6 +189,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             deadlines.append(self.next_watchdog)
         if self.pending_init:
             deadlines.append(now)
+        deadlines += [due for _job, due in self.unclaimed.values()]
         return max(0.0, min(deadlines) - now)
 
     def _handle(self, note: object, now: float) -> None:
@@ -202,6 +204,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         for tracked in self.scheduler.due(now):
             self.process(tracked, now)
         self._drain(now)
+        self._check_in(now)
         self.pool.shrink(now)
         slice_end = time.monotonic() + TIDY_SLICE
         while self.pending_init and time.monotonic() < slice_end:

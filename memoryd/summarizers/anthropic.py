@@ -31,6 +31,7 @@ import email.utils
 import json
 import os
 import random
+import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
+import httpx2
 import structlog
 from anthropic.types import Message
 
@@ -246,6 +248,9 @@ class AnthropicBackend:
                     default_headers=self._default_headers,
                     # Tracing could export prompt text; memoryd never lets it leave.
                     open_telemetry=False,
+                    http_client=anthropic.DefaultHttpxClient(
+                        timeout=self.timeout, verify=_tls_context()
+                    ),
                 )
                 self._client_pid = os.getpid()
             return self._client
@@ -255,6 +260,25 @@ class AnthropicBackend:
             return max(0.0, retry_after)
         backoff = min(self.backoff_base * 2.0**attempt, BACKOFF_MAX)
         return backoff * self._random.uniform(0.5, 1.0)
+
+
+_tls: tuple[int, ssl.SSLContext] | None = None
+_tls_lock = threading.Lock()
+
+
+def _tls_context() -> ssl.SSLContext:
+    """The TLS context of this process's SDK clients, the one the SDK would build itself
+    (``create_ssl_context()``: the CA bundle, and ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
+
+    Built once per process: loading the CA bundle took ~25 ms of CPU, half of what a
+    whole job costs, and a burst's jobs paid it each, sixteen at once on two cores
+    (docs/design.md#pool).
+    """
+    global _tls
+    with _tls_lock:
+        if _tls is None or _tls[0] != os.getpid():
+            _tls = (os.getpid(), httpx2.create_ssl_context())
+        return _tls[1]
 
 
 @dataclass(frozen=True)
