@@ -56,9 +56,7 @@ def one_job(workspace: Path, settings: Settings, env: dict[str, str]) -> tuple[f
     return began, time.time()
 
 
-def lane(
-    jobs: Any, results: Any, threads: int, settings: Settings, env: dict[str, str]
-) -> None:
+def lane(jobs: Any, results: Any, threads: int, settings: Settings, env: dict[str, str]) -> None:
     """A worker process of the threads model: ``threads`` jobs at a time until None."""
 
     def take() -> None:

@@ -12,8 +12,10 @@ hour of a shared disk) to the next; a ratio to work measured beside it does.
   workspace: read its three files (the conversation, HEARTBEAT.md, state.json).
 
 Both find the workspaces the way discovery does (``os.scandir`` down to ``max_depth``,
-hidden folders skipped) and use the plainest calls (``os.open``/``os.read``/``os.close``,
-``os.rename``): no parsing, no locks, no fsync (the daemon fsyncs neither file).
+hidden folders skipped) and are the plainest Python: ``Path.read_bytes``,
+``Path.write_bytes`` and ``Path.replace``; no parsing, no locks, no fsync (the daemon
+fsyncs neither file). :func:`bare_read_floor` reads with ``os.open``/``os.read``/
+``os.close`` instead: a tighter yardstick, reported beside the other for reference.
 """
 
 from __future__ import annotations
@@ -55,30 +57,38 @@ def _read(path: str) -> int:
         os.close(fd)
 
 
-def _replace(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.rename(tmp, path)
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def write_floor(root: Path) -> float:
     """Seconds to do a first start's least work on every workspace under ``root``."""
     started = time.perf_counter()
     for folder in workspaces(root):
-        _read(f"{folder}/{CONVERSATION}")
-        os.mkdir(f"{folder}/.memoryd")
-        _replace(f"{folder}/HEARTBEAT.md", HEARTBEAT)
-        _replace(f"{folder}/.memoryd/state.json", STATE)
+        workspace = Path(folder)
+        (workspace / CONVERSATION).read_bytes()
+        (workspace / ".memoryd").mkdir()
+        _replace(workspace / "HEARTBEAT.md", HEARTBEAT)
+        _replace(workspace / ".memoryd" / "state.json", STATE)
     return time.perf_counter() - started
 
 
 def read_floor(root: Path) -> float:
     """Seconds to read the three files of every workspace under ``root`` (after
     :func:`write_floor` made them)."""
+    started = time.perf_counter()
+    for folder in workspaces(root):
+        workspace = Path(folder)
+        (workspace / CONVERSATION).read_bytes()
+        (workspace / "HEARTBEAT.md").read_bytes()
+        (workspace / ".memoryd" / "state.json").read_bytes()
+    return time.perf_counter() - started
+
+
+def bare_read_floor(root: Path) -> float:
+    """:func:`read_floor` with bare system calls (``os.open``, ``os.read``, ``os.close``)."""
     started = time.perf_counter()
     for folder in workspaces(root):
         _read(f"{folder}/{CONVERSATION}")

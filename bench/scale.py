@@ -6,7 +6,8 @@ trigger), directly under the root (``flat``) or two levels below it (``nested``:
 twin (same layout, same files) and times the yardsticks of ``bench/floors.py`` on it, in
 the same run: the *write floor* (per workspace: read the conversation, create
 ``.memoryd``, write HEARTBEAT.md and state.json by temp file + rename) and the *read
-floor* (per workspace: read those three files). Every start-up figure is reported in
+floor* (per workspace: read those three files), both plain pathlib loops; a read floor
+with bare system calls is reported beside them, for reference. Every start-up figure is reported in
 seconds and as a ratio to its floor, because disk timings on a shared machine move from
 run to run and only same-run ratios carry.
 
@@ -17,7 +18,7 @@ right). The read floor comes just before the restart because both read files wri
 and not read since (the first such read updates the file's atime, with ``relatime``).
 READY is the arrival of ``READY=1`` on a datagram socket passed as ``NOTIFY_SOCKET``,
 from just before ``Popen``. "Quiet" is the moment, from the start, after which the whole
-process tree uses under 5% of one core in each 0.5 s sample for 3 s in a row.
+process tree uses under 5% of one core in each 0.25 s sample for 3 s in a row.
 
 The idle window (``--idle``, after the first start is quiet) measures utime+stime
 (``/proc/<pid>/stat``), VmRSS and Pss of the daemon and each descendant (forkserver,
@@ -45,7 +46,7 @@ import _common as common
 import floors
 
 SETTLE_LIMIT = 180.0
-SAMPLE = 0.5
+SAMPLE = 0.25
 QUIET_SHARE = 0.05
 """Below 5% of one core in a sample counts as quiet."""
 QUIET_FOR = 3.0
@@ -201,6 +202,7 @@ def run_layout(layout: str, args: argparse.Namespace, folder: Path) -> dict[str,
     # updates its atime (relatime), which is what the restart's reads of HEARTBEAT.md and
     # state.json pay too; a second read of the twin would be cheaper than either.
     read_floor = floors.read_floor(twin)
+    bare_read_floor = floors.bare_read_floor(twin)
     again, restart = start(root, env)
     again.stop()
     load_after = os.getloadavg()
@@ -223,6 +225,7 @@ def run_layout(layout: str, args: argparse.Namespace, folder: Path) -> dict[str,
         "create_s": create_s,
         "write_floor_s": write_floor,
         "read_floor_s": read_floor,
+        "bare_read_floor_s": bare_read_floor,
         "first": first,
         "idle": idle,
         "restart": restart,
@@ -255,6 +258,13 @@ def report(result: dict[str, Any], workspaces: int) -> str:
     rows = [
         ("write floor (s)", result["write_floor_s"], "", "", ""),
         ("read floor (s)", result["read_floor_s"], "", "", ""),
+        (
+            "read floor with bare system calls (s)",
+            result["bare_read_floor_s"],
+            "",
+            "",
+            "",
+        ),
         (
             "first start: READY=1 (s)",
             first["ready_s"],

@@ -142,6 +142,9 @@ class Tally:
     malformed: int = 0
     line_tokens: array[int] = field(default_factory=lambda: array("q"))
     starts_with_summary: bool = False
+    per_line: bool = True
+    """``line_tokens`` holds every line; False for totals taken back from a
+    :class:`Counted` (then it holds only the lines counted since)."""
 
     def add(self, line: Line) -> None:
         if self.messages == 0:
@@ -151,6 +154,40 @@ class Tally:
         self.line_tokens.append(line.tokens)
         if line.malformed:
             self.malformed += 1
+
+
+ESTIMATE = 1
+"""The version of the token estimate of a line (tokens.py): counts saved by another
+version are not taken back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """What a reader counted of a conversation file, with the file as it was then: enough
+    to take the totals back at a daemon's start while the file is still that file (same
+    device, inode, size and modification time), without reading it again
+    (docs/design.md#scale-start). Kept in state.json."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    messages: int
+    tokens: int
+    """The uncalibrated estimate."""
+    malformed: int
+    starts_with_summary: bool
+    max_line_bytes: int
+    estimate: int = ESTIMATE
+
+    def holds(self, st: os.stat_result, max_line_bytes: int) -> bool:
+        """Whether these are the counts of the file ``st`` describes, by the same rules."""
+        return (
+            (self.device, self.inode, self.size, self.mtime_ns)
+            == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            and self.max_line_bytes == max_line_bytes
+            and self.estimate == ESTIMATE
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +211,7 @@ class ConversationReader:
     __slots__ = (
         "_fragment",
         "_fragment_size",
+        "_mtime_ns",
         "_read_pos",
         "identity",
         "max_line_bytes",
@@ -193,6 +231,39 @@ class ConversationReader:
         self._read_pos = 0
         self._fragment = bytearray()
         self._fragment_size = 0
+        self._mtime_ns = 0
+        """The modification time the last update saw."""
+
+    def counted(self) -> Counted | None:
+        """What this reader has counted, with the file as it was then; None while part of
+        the file is not counted (a torn last line) or nothing was read yet."""
+        if self.identity is None or self._read_pos != self.offset:
+            return None
+        tally = self.tally
+        return Counted(
+            *self.identity,
+            size=self.offset,
+            mtime_ns=self._mtime_ns,
+            messages=tally.messages,
+            tokens=tally.tokens,
+            malformed=tally.malformed,
+            starts_with_summary=tally.starts_with_summary,
+            max_line_bytes=self.max_line_bytes,
+        )
+
+    def resume(self, counted: Counted) -> None:
+        """Take the totals of ``counted`` back, as if this reader had counted the file up
+        to its size (the caller checked :meth:`Counted.holds`). The tokens of each line
+        are not known then (``tally.per_line`` is False)."""
+        tally = Tally(
+            messages=counted.messages,
+            tokens=counted.tokens,
+            malformed=counted.malformed,
+            starts_with_summary=counted.starts_with_summary,
+            per_line=False,
+        )
+        self.adopt((counted.device, counted.inode), counted.size, tally)
+        self._mtime_ns = counted.mtime_ns
 
     def adopt(self, identity: tuple[int, int], offset: int, tally: Tally) -> None:
         """Take counts computed elsewhere (a commit) for the file up to ``offset``."""
@@ -244,6 +315,7 @@ class ConversationReader:
                 reset = self.identity is not None
                 self._reset()
                 self.identity = (st.st_dev, st.st_ino)
+            self._mtime_ns = st.st_mtime_ns
             return Update(reset=reset, new_lines=list(self._read_from(fd, st.st_size)))
         finally:
             os.close(fd)
@@ -257,6 +329,11 @@ class ConversationReader:
             start = 0
             while start < len(chunk):
                 newline = chunk.find(b"\n", start)
+                if newline >= 0 and not self._fragment_size:
+                    # A whole line of the chunk: counted from it, not copied to a fragment.
+                    yield self._count(chunk[start : newline + 1])
+                    start = newline + 1
+                    continue
                 piece = chunk[start:] if newline < 0 else chunk[start : newline + 1]
                 self._fragment_size += len(piece)
                 if self._fragment_size <= self.max_line_bytes:
@@ -271,13 +348,23 @@ class ConversationReader:
     def _finish_line(self) -> Line:
         size = self._fragment_size
         if size <= self.max_line_bytes:
-            line = parse_line(bytes(self._fragment), self.tally.messages, self.offset)
+            line = self._count(bytes(self._fragment))
         else:
             line = opaque_line(self.tally.messages, self.offset, size)
-        self.tally.add(line)
-        self.offset += size
+            self.tally.add(line)
+            self.offset += size
         self._fragment.clear()
         self._fragment_size = 0
+        return line
+
+    def _count(self, raw: bytes) -> Line:
+        """Count the complete line ``raw`` (opaque when longer than ``max_line_bytes``)."""
+        if len(raw) <= self.max_line_bytes:
+            line = parse_line(raw, self.tally.messages, self.offset)
+        else:
+            line = opaque_line(self.tally.messages, self.offset, len(raw))
+        self.tally.add(line)
+        self.offset += len(raw)
         return line
 
 

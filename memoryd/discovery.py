@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +45,16 @@ def look(path: Path) -> Found | None:
     return found[0] if found else None
 
 
-def scan_workspaces(root: Path, max_depth: int) -> list[Found]:
-    """:func:`find_workspaces`, each with what its folder's listing showed."""
+def scan_workspaces(
+    root: Path, max_depth: int, visit: Callable[[str], None] | None = None
+) -> list[Found]:
+    """:func:`find_workspaces`, each with what its folder's listing showed.
+
+    ``visit`` is called with each folder below ``root`` that can hold a workspace or its
+    ``memory`` (down to ``max_depth + 1``), before that folder is listed: a daemon's first
+    scan of a root watches each folder there, so that nothing made in it after the
+    listing goes unseen (docs/design.md#scale-start).
+    """
     stack: list[tuple[str, int]] = [(os.fspath(root), 0)]
     found: list[tuple[str, bool, bool, bool, bool]] = []
     while stack:
@@ -70,7 +78,13 @@ def scan_workspaces(root: Path, max_depth: int) -> list[Found]:
                 memory = True
             elif TEMP_MARK in name:
                 temp = True
-            if depth < max_depth and name[0] != "." and entry.is_dir(follow_symlinks=False):
+            if name[0] == "." or (depth == max_depth and visit is None):
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if visit is not None:
+                visit(entry.path)
+            if depth < max_depth:
                 stack.append((entry.path, depth + 1))
         if workspace:
             found.append((folder, meta, heartbeat, temp, memory))

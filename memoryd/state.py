@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
+from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
+from memoryd.conversation import Counted
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write
 from memoryd.policy import (
@@ -58,7 +60,9 @@ class WorkspaceState:
 
 
 FIELD_NAMES = tuple(f.name for f in fields(WorkspaceState))
+_KEYS = tuple(f"  {json.dumps(name)}: " for name in FIELD_NAMES)
 NUMBER_FIELDS = tuple(name for name in FIELD_NAMES if name != "updated_at")
+COUNTED_FIELDS = tuple(f.name for f in fields(Counted))
 
 
 def numbers_key(numbers: tuple[Any, ...] | None) -> int | None:
@@ -108,20 +112,55 @@ def build_state(
     )
 
 
-def state_bytes(state: WorkspaceState) -> bytes:
+def state_bytes(state: WorkspaceState, counted: Counted | None = None) -> bytes:
     """The text of state.json for ``state`` (pure): ``json.dumps(asdict(state), indent=2)``
-    and a newline, written field by field. Every field is a scalar; the indenting encoder
-    is pure Python, and each call of it leaves reference cycles behind, thousands of them
-    at a first start (docs/design.md#scale-start)."""
-    body = ",\n".join(
-        f"  {json.dumps(name)}: {json.dumps(getattr(state, name))}" for name in FIELD_NAMES
-    )
+    and a newline, written field by field, with ``counted`` (what the daemon's reader
+    counted, see :class:`~memoryd.conversation.Counted`) as a last object when given.
+    Every field is a scalar; the indenting encoder is pure Python, slow at thousands of
+    workspaces, and each call of it leaves reference cycles behind
+    (docs/design.md#scale-start)."""
+    pairs = zip(FIELD_NAMES, _KEYS, strict=True)
+    lines = [f"{key}{_scalar(getattr(state, name))}" for name, key in pairs]
+    if counted is not None:
+        inner = ",\n".join(
+            f"    {json.dumps(name)}: {_scalar(getattr(counted, name))}" for name in COUNTED_FIELDS
+        )
+        lines.append(f'  "counted": {{\n{inner}\n  }}')
+    body = ",\n".join(lines)
     return f"{{\n{body}\n}}\n".encode()
 
 
-def write_state(workspace: Workspace, state: WorkspaceState) -> None:
+def saved_counted(saved: dict[str, Any]) -> Counted | None:
+    """The ``counted`` object of a state.json read back, or None (missing or not exactly
+    the fields of :class:`~memoryd.conversation.Counted`, each of its type)."""
+    value = saved.get("counted")
+    if not isinstance(value, dict) or set(value) != set(COUNTED_FIELDS):
+        return None
+    if not isinstance(value["starts_with_summary"], bool):
+        return None
+    numbers = [value[name] for name in COUNTED_FIELDS if name != "starts_with_summary"]
+    if not all(type(number) is int for number in numbers):
+        return None
+    return Counted(**value)
+
+
+def _scalar(value: Any) -> str:
+    """A scalar as ``json.dumps`` writes it."""
+    if isinstance(value, str):
+        return encode_basestring_ascii(value)
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else ("true" if value else "false")
+    if type(value) is int:
+        return int.__repr__(value)
+    return json.dumps(value)
+
+
+def write_state(
+    workspace: Workspace, state: WorkspaceState, counted: Counted | None = None
+) -> None:
     """Rewrite state.json atomically (not fsynced: it is derived, and rebuilt at start)."""
-    atomic_write(workspace.state, state_bytes(state), root=workspace.path, durable=False)
+    data = state_bytes(state, counted)
+    atomic_write(workspace.state, data, root=workspace.path, durable=False)
 
 
 def read_state(workspace: Workspace) -> dict[str, Any] | None:

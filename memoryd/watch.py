@@ -156,17 +156,24 @@ def count_folders(root: Path) -> int:
     return total
 
 
-def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[BaseObserver, bool]:
+def start_observer(
+    root: Path, changes: queue.SimpleQueue[object], max_depth: int | None = None, walk: bool = True
+) -> tuple[BaseObserver, bool]:
     """Watch ``root`` recursively; returns the observer and whether it polls.
+
+    With ``max_depth`` the folders more than ``max_depth + 1`` levels below ``root`` are
+    not watched: no workspace is there, nor the ``memory`` folder of one. Without
+    ``walk`` only ``root`` is watched at first: the caller's first scan adds the folders
+    it lists (``TreeObserver.watch_folder``), then calls :func:`poll_if_short`.
 
     When inotify has run out of watches (or instances), the root is polled instead,
     with one clear warning that says how to raise the limit. watchdog raises only when
-    the root itself cannot be watched and stays silent for a subfolder, so the walk that
-    adds the watches counts the folders it could not watch (:mod:`memoryd.watch_tree`).
+    the root itself cannot be watched and stays silent for a subfolder, so the watch
+    counts the folders it could not watch (:mod:`memoryd.watch_tree`).
     """
     handler = Enqueuer(changes)
     InotifyMoveEventGrouper.delay = MOVE_PAIRING_WAIT
-    observer = TreeObserver()
+    observer = TreeObserver(None if max_depth is None else max_depth + 1, walk)
     try:
         observer.schedule(handler, str(root), recursive=True, event_filter=WATCHED_EVENTS)
         observer.start()
@@ -175,13 +182,24 @@ def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[Base
             raise
         with contextlib.suppress(Exception):
             observer.stop()
-        missing = count_folders(root)
-    else:
-        missing = observer.unwatched()
-        if missing <= 0:
-            return observer, False
-        observer.stop()
-        observer.join(timeout=5)
+        return _poll(root, handler, count_folders(root)), True
+    return poll_if_short(observer, root, changes)
+
+
+def poll_if_short(
+    observer: BaseObserver, root: Path, changes: queue.SimpleQueue[object]
+) -> tuple[BaseObserver, bool]:
+    """``observer`` again, or, when it could not watch every folder below ``root`` for
+    want of inotify watches, a polling observer of ``root`` (with one warning)."""
+    missing = observer.unwatched() if isinstance(observer, TreeObserver) else 0
+    if missing <= 0:
+        return observer, False
+    observer.stop()
+    observer.join(timeout=5)
+    return _poll(root, Enqueuer(changes), missing), True
+
+
+def _poll(root: Path, handler: FileSystemEventHandler, missing: int) -> BaseObserver:
     log.warning(
         "inotify_limit_reached",
         root=str(root),
@@ -192,4 +210,4 @@ def start_observer(root: Path, changes: queue.SimpleQueue[object]) -> tuple[Base
     poller = PollingObserver(timeout=1.0)
     poller.schedule(handler, str(root), recursive=True)
     poller.start()
-    return poller, True
+    return poller

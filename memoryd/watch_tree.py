@@ -6,7 +6,9 @@ a hidden folder, so this watch skips them as well: above all each workspace's
 ``.memoryd``, where memoryd writes state.json, its locks and its temp files. A write
 there then costs the watcher's threads nothing (no event is raised), the tree needs half
 the watches, and a first start's ``mkdir .memoryd`` no longer makes watchdog add a watch
-and walk the new folder (docs/design.md#scale-start).
+and walk the new folder. The events of memoryd's own files in a watched folder
+(HEARTBEAT.md, ``.memoryd`` itself, temp files) are dropped as they are read, before
+watchdog turns them into objects for its other threads (docs/design.md#scale-start).
 
 The walk that adds the watches also counts the folders it could not watch because
 inotify ran out of watches (watchdog swallows that below the root), so no second walk of
@@ -19,13 +21,19 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT
 from watchdog.observers.inotify import InotifyEmitter, InotifyObserver, InotifyWatchGroup
 from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, Mask
 
+from memoryd.fsutil import TEMP_MARK
+from memoryd.workspace import HEARTBEAT, META
+
 LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
+OWN_NAMES = frozenset({HEARTBEAT.encode(), META.encode()})
+TEMP = TEMP_MARK.encode()
 CREATED = Mask(InotifyConstants.IN_CREATE)
 CREATED_FOLDER = Mask(InotifyConstants.IN_CREATE | InotifyConstants.IN_ISDIR)
 
@@ -35,22 +43,57 @@ def hidden(path: bytes) -> bool:
     return os.path.basename(path).startswith(b".")
 
 
-class TreeWatchGroup(InotifyWatchGroup):
-    """A recursive watch that leaves hidden folders (and symlinks) out."""
+def own_name(name: bytes) -> bool:
+    """A name memoryd itself writes in a watched folder (pure): HEARTBEAT.md, ``.memoryd``,
+    a temp file. See :func:`memoryd.watch.own_file`, which the handler applies to paths."""
+    return name in OWN_NAMES or TEMP in name
 
-    unwatched = 0
+
+@dataclass
+class TreeWatchGroup(InotifyWatchGroup):
+    """A recursive watch that leaves hidden folders (and symlinks) out, and those deeper
+    than ``limit`` below the root; drops the events of memoryd's own files as they are
+    read. Without ``walk`` it watches only the root at first: the first scan of the root
+    adds the others as it lists them (:meth:`watch_folder`)."""
+
+    limit: int | None = None
+    """The deepest level below the root that is watched (None: every level)."""
+    walk: bool = True
+    unwatched: int = field(default=0, init=False)
     """Folders that could not be watched because inotify ran out of watches."""
+
+    def on_event(self, event: InotifyEvent) -> None:
+        # Before watchdog builds anything of it: a first start, a check-in or a commit
+        # would otherwise cost watchdog's three threads an event object each.
+        if event.name and own_name(event.name):
+            return
+        super().on_event(event)
+
+    def watch_folder(self, path: str) -> None:
+        """Watch the folder ``path`` (below the root, within the limit): what the first
+        scan calls for each folder before it lists it, so nothing made in it after the
+        listing goes unseen."""
+        with self._lock:
+            self._watch(os.fsencode(path))
+
+    def _depth(self, path: bytes) -> int:
+        return 0 if path == self.path else path[len(self.path) :].count(b"/")
 
     def _add_all_callbacks(self, path: bytes) -> None:
         if path != self.path and hidden(path):
             return
-        self._watch(path)
-        if not self.is_recursive:
+        depth = self._depth(path)
+        if (self.limit is not None and depth > self.limit) or not self._watch(path):
             return
-        stack = [path]
+        if not self.is_recursive or (path == self.path and not self.walk):
+            return
+        stack = [(path, depth)]
         while stack:
+            folder, level = stack.pop()
+            if self.limit is not None and level >= self.limit:
+                continue
             try:
-                with os.scandir(stack.pop()) as entries:
+                with os.scandir(folder) as entries:
                     folders = [
                         entry.path
                         for entry in entries
@@ -58,9 +101,9 @@ class TreeWatchGroup(InotifyWatchGroup):
                     ]
             except OSError:
                 continue
-            for folder in folders:
-                if self._watch(folder):
-                    stack.append(folder)
+            for child in folders:
+                if self._watch(child):
+                    stack.append((child, level + 1))
 
     def _add_callback(self, path: bytes) -> None:
         self._watch(path)
@@ -87,6 +130,7 @@ class TreeWatchGroup(InotifyWatchGroup):
             dirnames[:] = [name for name in dirnames if not name.startswith(b".")]
             wd = self._active_callbacks_by_path.get(folder)
             if wd is None:
+                dirnames.clear()  # beyond the limit: nothing below is watched either
                 continue
             for name in dirnames:
                 events.append(InotifyEvent(wd, CREATED_FOLDER, 0, name))
@@ -98,6 +142,13 @@ class TreeWatchGroup(InotifyWatchGroup):
 class TreeEmitter(InotifyEmitter):
     """watchdog's inotify emitter with a :class:`TreeWatchGroup`."""
 
+    def __init__(
+        self, *args: Any, limit: int | None = None, walk: bool = True, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.limit = limit
+        self.walk = walk
+
     def on_thread_start(self) -> None:
         self._inotify = TreeWatchGroup(
             self._inotify_fd,
@@ -105,24 +156,39 @@ class TreeEmitter(InotifyEmitter):
             is_recursive=self.watch.is_recursive,
             event_mask=self.get_event_mask_from_filter(),
             follow_symlink=self.watch.follow_symlink,
+            limit=self.limit,
+            walk=self.walk,
         )
 
     @property
-    def unwatched(self) -> int:
-        """Folders below the root left unwatched for want of inotify watches."""
+    def group(self) -> TreeWatchGroup | None:
+        """The watch, once the emitter has started."""
         group = self._inotify
-        return group.unwatched if isinstance(group, TreeWatchGroup) else 0
+        return group if isinstance(group, TreeWatchGroup) else None
 
 
 class TreeObserver(InotifyObserver):
-    """watchdog's inotify observer whose watches are :class:`TreeEmitter`'s."""
+    """watchdog's inotify observer whose watches are :class:`TreeEmitter`'s: each root
+    watched down to ``limit`` levels below it, walked at once (``walk``) or by the
+    caller's first scan (:meth:`watch_folder`)."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(timeout=kwargs.pop("timeout", DEFAULT_OBSERVER_TIMEOUT), **kwargs)
+    def __init__(self, limit: int | None = None, walk: bool = True) -> None:
+        super().__init__(timeout=DEFAULT_OBSERVER_TIMEOUT)
         self._emitter_class = TreeEmitter
+        self._emitter_kwargs.update(limit=limit, walk=walk)
+
+    def _groups(self) -> list[TreeWatchGroup]:
+        return [
+            group
+            for emitter in self.emitters
+            if isinstance(emitter, TreeEmitter) and (group := emitter.group) is not None
+        ]
+
+    def watch_folder(self, path: str) -> None:
+        """Watch the folder ``path`` below a root (see :meth:`TreeWatchGroup.watch_folder`)."""
+        for group in self._groups():
+            group.watch_folder(path)
 
     def unwatched(self) -> int:
         """Folders left unwatched for want of inotify watches, over every root."""
-        return sum(
-            emitter.unwatched for emitter in self.emitters if isinstance(emitter, TreeEmitter)
-        )
+        return sum(group.unwatched for group in self._groups())

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_workspaces import write_lines
+from daemon_workspaces import append_lines, write_lines
 from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
+from writers import line_bytes
 
 from memoryd.config import load_settings
+from memoryd.conversation import ConversationReader, Counted
 from memoryd.daemon import Supervisor
 from memoryd.daemon.folders import Seed, read_seed, tidy_step
 from memoryd.discovery import look, scan_workspaces
@@ -24,7 +26,7 @@ from memoryd.errors import UnsafePathError
 from memoryd.fsutil import create_in
 from memoryd.heartbeat import Heartbeat, render
 from memoryd.recovery import leftover
-from memoryd.state import WorkspaceState, state_bytes
+from memoryd.state import WorkspaceState, saved_counted, state_bytes
 
 CLEAN = render(Heartbeat(last_checkin="2026-01-01T00:00:00.000Z")).encode()
 
@@ -239,12 +241,88 @@ def test_create_in_never_replaces_a_file(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / "stage") == []
 
 
+def test_a_restart_takes_the_counts_of_an_unchanged_conversation_back(tmp_path: Path) -> None:
+    """state.json keeps what was counted with the file's identity, size and time; a restart
+    takes the totals back for a conversation that did not change (no line read, so no
+    per-line tokens), and counts one that did (appended while the daemon was stopped), as
+    it does any conversation of a rolling workspace."""
+    root = tmp_path / "root"
+    for name in ("same", "grown", "rolling"):
+        write_lines(root / name, "w", 3)
+    (root / "rolling" / ".memoryd").mkdir()
+    (root / "rolling" / ".memoryd" / "config.toml").write_text('strategy = "rolling"\n')
+    started(tmp_path, root).close()
+    saved = json.loads((root / "same" / ".memoryd" / "state.json").read_bytes())
+    assert saved["counted"]["messages"] == 3
+    assert saved["counted"]["size"] == (root / "same" / "conversation.jsonl").stat().st_size
+    append_lines(root / "grown", "w", 3, 2)
+    supervisor = started(tmp_path, root)
+    try:
+        tallies = {}
+        for name in ("same", "grown", "rolling"):
+            tracked = supervisor.scheduler.get(root / name)
+            assert tracked is not None
+            tallies[name] = tracked.reader.tally
+    finally:
+        supervisor.close()
+    assert (tallies["same"].messages, tallies["same"].per_line) == (3, False)
+    assert (tallies["grown"].messages, tallies["grown"].per_line) == (5, True)
+    assert tallies["grown"].tokens == sum(tallies["grown"].line_tokens)
+    assert (tallies["rolling"].messages, tallies["rolling"].per_line) == (3, True)
+
+
+def test_counts_taken_back_go_on_counting_what_is_appended(tmp_path: Path) -> None:
+    """A reader that resumed from saved counts reads only what is appended next, and its
+    totals are a full count's; a torn last line is not counted, so nothing is saved then."""
+    path = tmp_path / "conversation.jsonl"
+    path.write_bytes(b"".join(line_bytes("w", n) for n in range(4)))
+    first = ConversationReader(path)
+    first.update()
+    counted = first.counted()
+    assert counted is not None
+    assert counted.holds(os.lstat(path), first.max_line_bytes)
+    again = ConversationReader(path)
+    again.resume(counted)
+    with path.open("ab") as file:
+        file.write(line_bytes("w", 4) + b'{"role": "us')
+    update = again.update()
+    assert [line.index for line in update.new_lines] == [4]
+    full = ConversationReader(path)
+    full.update()
+    assert (again.tally.messages, again.tally.tokens) == (full.tally.messages, full.tally.tokens)
+    assert again.counted() is None
+    assert not counted.holds(os.lstat(path), first.max_line_bytes)
+
+
 scalars: Any = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text()
 )
 
 
-@given(values=st.tuples(*[scalars] * 13))
-def test_state_bytes_is_the_indented_json_of_the_state(values: tuple[Any, ...]) -> None:
+counts: Any = st.builds(
+    Counted,
+    *[st.integers(0, 2**63)] * 7,
+    starts_with_summary=st.booleans(),
+    max_line_bytes=st.integers(1, 2**30),
+)
+
+
+@given(values=st.tuples(*[scalars] * 13), counted=st.none() | counts)
+def test_state_bytes_is_the_indented_json_of_the_state(
+    values: tuple[Any, ...], counted: Counted | None
+) -> None:
+    """state.json is the indented JSON it always was, plus what was counted, read back
+    as it was written."""
     state = WorkspaceState(*values)
-    assert state_bytes(state) == json.dumps(asdict(state), indent=2).encode() + b"\n"
+    expected = asdict(state) | ({"counted": asdict(counted)} if counted else {})
+    text = state_bytes(state, counted)
+    assert text == json.dumps(expected, indent=2).encode() + b"\n"
+    assert saved_counted(json.loads(text)) == counted
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, [1, 2], {"device": 1}, {**asdict(Counted(1, 2, 3, 4, 5, 6, 7, True, 9)), "size": "3"}],
+)
+def test_a_saved_count_that_is_not_exactly_one_is_not_taken_back(value: object) -> None:
+    assert saved_counted({"counted": value}) is None

@@ -9,6 +9,7 @@ import pytest
 
 from memoryd.fsutil import temp_name
 from memoryd.watch import classify, own_file
+from memoryd.watch_tree import own_name
 
 ROOT = Path("/agents")
 WS = ROOT / "team" / "ws"
@@ -42,3 +43,11 @@ def test_memoryd_own_files_are_dropped_and_classify_ignores_them(path: Path) -> 
 @pytest.mark.parametrize("path", NOT_OWN, ids=str)
 def test_conversations_stores_and_folders_still_reach_the_loop(path: Path) -> None:
     assert not own_file(str(path))
+
+
+@pytest.mark.parametrize("path", [*OWN, *NOT_OWN], ids=str)
+def test_the_watch_drops_by_name_only_what_the_handler_drops_by_path(path: Path) -> None:
+    """The watch drops the events of a name in a watched folder before watchdog builds
+    them (own_name); it must never drop one that own_file would let through."""
+    if own_name(path.name.encode()):
+        assert own_file(str(path))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
+from memoryd.discovery import scan_workspaces
 from memoryd.fsutil import atomic_write, create_in, replace_in
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.watch import WATCHED_EVENTS, FsChange, start_observer
@@ -80,7 +81,7 @@ def inotify_watches() -> int:
 def test_hidden_folders_are_not_watched_and_writes_there_raise_nothing(tmp_path: Path) -> None:
     """The root, the workspace and its memory/ are watched; .memoryd and .git are not, a
     first start's writes in .memoryd reach watchdog as nothing, and a .memoryd made while
-    watching adds no watch and raises one event (its own creation)."""
+    watching adds no watch and reaches watchdog as nothing either, while a .git does."""
     root = tmp_path / "root"
     for folder in ("ws/.memoryd/archive", "ws/memory", "ws/.git/objects", "new"):
         (root / folder).mkdir(parents=True)
@@ -100,17 +101,20 @@ def test_hidden_folders_are_not_watched_and_writes_there_raise_nothing(tmp_path:
             os.close(meta)
         assert handler.drained() == []
         (root / "new" / ".memoryd").mkdir()
-        assert handler.drained() == [f"created {root / 'new' / '.memoryd'}"]
+        (root / "new" / ".git").mkdir()
+        assert handler.drained() == [f"created {root / 'new' / '.git'}"]
         assert inotify_watches() - before == 4
     finally:
         observer.stop()
         observer.join(timeout=10)
 
 
-def test_a_first_start_costs_the_watcher_two_events_per_workspace(tmp_path: Path) -> None:
+def test_a_first_start_costs_the_watcher_nothing(tmp_path: Path) -> None:
     """A first start's writes in a workspace (make .memoryd, HEARTBEAT.md staged in it and
-    linked into place, state.json) reach watchdog as two events: the folder made and the
-    heartbeat linked. Its temp files and renames stay in the unwatched .memoryd."""
+    linked into place, state.json) reach watchdog as nothing: the temp files and renames
+    stay in the unwatched .memoryd, and the two events in the workspace's folder (the
+    folder made, the heartbeat linked) are dropped as they are read. An agent's file
+    beside them still comes through."""
     root = tmp_path / "root"
     (root / "ws").mkdir(parents=True)
     handler = Counting()
@@ -129,18 +133,19 @@ def test_a_first_start_costs_the_watcher_two_events_per_workspace(tmp_path: Path
                 os.close(meta)
         finally:
             os.close(workspace)
-        assert sorted(handler.drained()) == [
-            f"created {root / 'ws' / '.memoryd'}",
-            f"created {root / 'ws' / 'HEARTBEAT.md'}",
+        (root / "ws" / "notes.md").write_text("an agent's\n")
+        assert handler.drained() == [
+            f"created {root / 'ws' / 'notes.md'}",
+            f"modified {root / 'ws' / 'notes.md'}",
         ]
     finally:
         observer.stop()
         observer.join(timeout=10)
 
 
-def test_a_heartbeat_update_costs_the_watcher_one_event(tmp_path: Path) -> None:
-    """HEARTBEAT.md is replaced with its temp file staged in .memoryd: a check-in reaches
-    watchdog as the one rename into the workspace."""
+def test_a_heartbeat_update_costs_the_watcher_nothing(tmp_path: Path) -> None:
+    """HEARTBEAT.md is replaced with its temp file staged in .memoryd: a check-in raises
+    one event, the rename into the workspace, dropped as it is read."""
     root = tmp_path / "root"
     (root / "ws" / ".memoryd").mkdir(parents=True)
     manager = HeartbeatManager(root / "ws")
@@ -151,7 +156,7 @@ def test_a_heartbeat_update_costs_the_watcher_one_event(tmp_path: Path) -> None:
     observer.start()
     try:
         manager.checkin()
-        assert handler.drained() == [f"created {root / 'ws' / 'HEARTBEAT.md'}"]
+        assert handler.drained() == []
     finally:
         observer.stop()
         observer.join(timeout=10)
@@ -196,3 +201,47 @@ def test_what_an_agent_does_still_reaches_the_loop(
     drained(changes)
     (root / "ws" / "memory" / "todos.jsonl").write_text('{"text": "x"}\n')
     assert FsChange(str(root / "ws" / "memory" / "todos.jsonl"), False) in drained(changes)
+
+
+def test_the_watch_stops_one_level_below_the_deepest_workspace(tmp_path: Path) -> None:
+    """max_depth 1: the root (0), its folders (1) and theirs (2: a workspace's memory/)
+    are watched, deeper ones are not, nor are they when made later."""
+    root = tmp_path / "root"
+    (root / "ws" / "memory" / "deep").mkdir(parents=True)
+    changes: queue.SimpleQueue[object] = queue.SimpleQueue()
+    before = inotify_watches()
+    observer, polling = start_observer(root, changes, max_depth=1)
+    try:
+        assert not polling
+        assert inotify_watches() - before == 3
+        (root / "new" / "memory" / "deep").mkdir(parents=True)
+        drained(changes)
+        assert inotify_watches() - before == 5
+    finally:
+        observer.stop()
+        observer.join(timeout=10)
+
+
+def test_the_first_scan_adds_the_watches_of_the_folders_it_lists(tmp_path: Path) -> None:
+    """Without its own walk the watch holds only the root; the first scan watches each
+    folder before listing it (and a workspace's memory/ without listing it)."""
+    root = tmp_path / "root"
+    for name in ("a/ws", "b"):
+        (root / name).mkdir(parents=True)
+    (root / "a" / "ws" / "conversation.jsonl").write_text("{}\n")
+    (root / "a" / "ws" / "memory").mkdir()
+    changes: queue.SimpleQueue[object] = queue.SimpleQueue()
+    before = inotify_watches()
+    observer, _ = start_observer(root, changes, max_depth=2, walk=False)
+    try:
+        assert inotify_watches() - before == 1
+        assert isinstance(observer, TreeObserver)
+        found = scan_workspaces(root, 2, observer.watch_folder)
+        assert [f.path for f in found] == [root / "a" / "ws"]
+        assert inotify_watches() - before == 5  # root, a, b, a/ws, a/ws/memory
+        (root / "a" / "ws" / "memory" / "todos.jsonl").write_text("{}\n")
+        store = FsChange(str(root / "a" / "ws" / "memory" / "todos.jsonl"), False)
+        assert store in drained(changes)
+    finally:
+        observer.stop()
+        observer.join(timeout=10)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from memoryd.conversation import Counted
 from memoryd.discovery import Found
 from memoryd.draining import FOLDER as DRAINING
 from memoryd.errors import UnsafePathError
@@ -64,7 +65,7 @@ def read_seed(found: Found) -> Seed:
     heartbeat = None
     if found.heartbeat:
         try:
-            heartbeat = _read(None, f"{path}/{HEARTBEAT}") or b""
+            heartbeat = _read(None, f"{path}/{HEARTBEAT}", path) or b""
         except (OSError, UnsafePathError):
             heartbeat = b""  # garbled: replaced by a clean one
     leftovers = found.temp or (found.memory and _holds_leftovers(None, "memory", path))
@@ -73,18 +74,18 @@ def read_seed(found: Found) -> Seed:
         return Seed(None, {}, heartbeat, leftovers)
     try:
         names = os.listdir(meta)
-        config = _read(meta, CONFIG, path) if CONFIG in names else None
+        config = _read(meta, CONFIG, f"{path}/{META}") if CONFIG in names else None
         state: Any = {}
         if STATE in names:
             try:
-                state = json.loads(_read(meta, STATE, path) or b"")
+                state = json.loads(_read(meta, STATE, f"{path}/{META}") or b"")
             except (OSError, ValueError, UnsafePathError):
                 state = {}
         leftovers = (
             leftovers
             or any(leftover(META, name) for name in names)
-            or ("archive" in names and _holds_leftovers(meta, "archive", path))
-            or (DRAINING in names and _holds_leftovers(meta, DRAINING, path))
+            or ("archive" in names and _holds_leftovers(meta, "archive", f"{path}/{META}"))
+            or (DRAINING in names and _holds_leftovers(meta, DRAINING, f"{path}/{META}"))
         )
     finally:
         os.close(meta)
@@ -140,14 +141,16 @@ class Folders:
         created). Staged in ``.memoryd``, which is not watched: the watcher sees one event."""
         return create_in(self.fd, HEARTBEAT, text.encode(), staging=self.ensure_meta())
 
-    def write_state(self, state: WorkspaceState) -> None:
+    def write_state(self, state: WorkspaceState, counted: Counted | None = None) -> None:
         """Replace state.json atomically, not fsynced (derived: rebuilt at start)."""
-        replace_in(self.ensure_meta(), STATE, state_bytes(state), durable=False)
+        replace_in(self.ensure_meta(), STATE, state_bytes(state, counted), durable=False)
 
 
 def _open_folder(parent: int | None, path: str) -> int | None:
-    """A descriptor of the folder ``path`` (its last name relative to ``parent``, or the
-    whole path when None), never through a symlink; None when it does not exist."""
+    """A descriptor of the folder ``path`` (by its last name relative to the open
+    ``parent``, or whole when None), never through a symlink; None when it does not
+    exist. The workspace itself may be reached through symlinks (the user named its
+    root): ``O_NOFOLLOW`` holds for the last name only."""
     try:
         if parent is None:
             return os.open(path, FOLDER_FLAGS)
@@ -163,13 +166,12 @@ def _open_folder(parent: int | None, path: str) -> int | None:
         raise UnsafePathError(f"{path}: is not a folder") from None
 
 
-def _holds_leftovers(meta: int | None, kind: str, workspace: str) -> bool:
-    """Whether the workspace's folder ``kind`` (``memory``; or ``archive``, ``draining``
-    of the open ``meta``) holds a file :func:`leftover` names; a folder that cannot be read
-    counts as holding one (the full recovery then says why)."""
-    where = f"{workspace}/{kind}" if meta is None else f"{workspace}/{META}/{kind}"
+def _holds_leftovers(parent: int | None, kind: str, where: str) -> bool:
+    """Whether the folder ``kind`` of ``where`` (open as ``parent``, or None) holds a file
+    :func:`leftover` names; a folder that cannot be read counts as holding one (the full
+    recovery then says why)."""
     try:
-        fd = _open_folder(meta, where)
+        fd = _open_folder(parent, f"{where}/{kind}")
     except (OSError, UnsafePathError):
         return True
     if fd is None:
@@ -182,28 +184,28 @@ def _holds_leftovers(meta: int | None, kind: str, workspace: str) -> bool:
         os.close(fd)
 
 
-def _read(folder: int | None, name: str, workspace: str = "") -> bytes | None:
-    """The bytes of ``name`` (in ``folder``, or a whole path when None); None when it is
-    missing. ``workspace`` names the folder in errors."""
+def _read(folder: int | None, name: str, where: str) -> bytes | None:
+    """The bytes of ``name`` (in the open ``folder``, or a whole path when None; ``where``
+    names the folder in errors); None when it is missing."""
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=folder)
     except FileNotFoundError:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UnsafePathError(f"{_named(workspace, name)}: {SYMLINK_REFUSED}") from None
+            raise UnsafePathError(f"{where}/{os.path.basename(name)}: {SYMLINK_REFUSED}") from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafePathError(f"{_named(workspace, name)}: is not a regular file")
-        chunks = []
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePathError(f"{where}/{os.path.basename(name)}: is not a regular file")
+        # One read for the size it has, and more only if it grew meanwhile.
+        data = os.read(fd, st.st_size + 1)
+        if len(data) <= st.st_size:
+            return data
+        chunks = [data]
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-def _named(workspace: str, name: str) -> str:
-    """The full path of ``name`` (a file of .memoryd, or already a full path)."""
-    return name if os.path.isabs(name) else f"{workspace}/{META}/{name}"

@@ -94,10 +94,13 @@ class Publisher:
         if numbers == tracked.state_numbers or now < tracked.write_retry_at:
             return
         try:
+            # What the reader counted goes with it: a restart takes it back without
+            # reading the conversation while the file is unchanged (docs/design.md#scale-start).
+            counted = tracked.reader.counted()
             if folders is not None:
-                folders.write_state(state)
+                folders.write_state(state, counted)
             else:
-                write_state(tracked.workspace, state)
+                write_state(tracked.workspace, state, counted)
         except (OSError, MemorydError) as exc:
             self.failed(tracked, "state.json", exc, now)
             return

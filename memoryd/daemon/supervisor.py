@@ -31,6 +31,7 @@ import structlog
 
 from memoryd import systemd
 from memoryd.config import LoadedSettings, load_settings, settings_for_workspace
+from memoryd.conversation import ConversationReader
 from memoryd.daemon.dispatch import JobDispatch, JobDone
 from memoryd.daemon.folders import TidyStep
 from memoryd.daemon.hooks import DaemonHooks
@@ -137,7 +138,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         # No forkserver yet: the first job starts it (docs/design.md#pool).
         self.pool.sdk = backend == "anthropic"
         for root in self.settings.roots:
-            self.watchers.watch(root)
+            self.watchers.watch(root, self.settings.max_depth)
         self.rescan(moment)
         for tracked in self.scheduler.due(math.inf):
             # Counting is what READY waits for; state.json and HEARTBEAT.md of an idle
@@ -221,7 +222,6 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             )
             self.tidy_began = None
             gc.enable()
-            gc.collect()  # whatever the start left in cycles, before it is scattered
         if self.stopping_since is None and self.scheduler.rescan_due(now):
             self.rescan(now)
             self.scheduler.rescanned(now)
@@ -282,13 +282,18 @@ class Supervisor(WorkspaceTracking, JobDispatch):
                 if tracked.root == root and not tracked.running:
                     self.scheduler.remove(tracked.workspace.path)
         for root in self.settings.roots:
-            self.watchers.watch(root)
+            self.watchers.watch(root, self.settings.max_depth)
         for tracked in self.scheduler:
             try:
                 tracked.settings = settings_for_workspace(self.settings, tracked.workspace.path)
                 tracked.config_error = None
             except MemorydError as exc:
                 tracked.config_error = str(exc)
+            if tracked.settings.strategy == "rolling" and not tracked.reader.tally.per_line:
+                # Totals taken back at start lack each line's tokens, which rolling reads.
+                tracked.reader = ConversationReader(
+                    tracked.reader.path, tracked.settings.max_line_bytes
+                )
         self.scheduler.reload(self.settings.coalesce_ms / 1000, self.settings.rescan_interval, now)
         self.pool.idle_timeout = self.settings.worker_idle_timeout
         if "workers" in changed and not self.jobs:

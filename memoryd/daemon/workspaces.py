@@ -24,7 +24,7 @@ from memoryd.heartbeat import Heartbeat, HeartbeatManager, render
 from memoryd.job import report_failure
 from memoryd.logs import debug_enabled
 from memoryd.recovery import recover
-from memoryd.state import numbers_key, read_state, saved_numbers
+from memoryd.state import numbers_key, read_state, saved_counted, saved_numbers
 from memoryd.tracked import Tracked
 from memoryd.watch import classify
 from memoryd.workspace import CONVERSATION, Workspace
@@ -105,11 +105,21 @@ class WorkspaceTracking(DaemonParts):
             log.warning("workspace_config_invalid", workspace=str(path), error=config_error)
         saved = seed.state
         level = saved.get("level")
+        reader = ConversationReader(conversation, settings.max_line_bytes)
+        counted = saved_counted(saved)
+        # The counts of a file unchanged since they were saved are taken back, not read
+        # again; rolling needs the tokens of each line, which are not saved.
+        if (
+            counted is not None
+            and counted.holds(st, settings.max_line_bytes)
+            and settings.strategy != "rolling"
+        ):
+            reader.resume(counted)
         tracked = Tracked(
             workspace=workspace,
             root=root,
             settings=settings,
-            reader=ConversationReader(conversation, settings.max_line_bytes),
+            reader=reader,
             config_error=config_error,
             level=level if level in ("normal", "warning", "critical") else None,
             last_summary_at=saved.get("last_summary_at"),
@@ -194,8 +204,12 @@ class WorkspaceTracking(DaemonParts):
         new = attention = 0
         for root in self.settings.roots:
             if root not in self.watchers:
-                self.watchers.watch(root)
-            for found in scan_workspaces(root, self.settings.max_depth):
+                self.watchers.watch(root, self.settings.max_depth)
+            visit = self.watchers.first_scan(root)
+            listed = scan_workspaces(root, self.settings.max_depth, visit)
+            if visit is not None:
+                self.watchers.scanned(root)
+            for found in listed:
                 seen.add(found.path)
                 known = self.scheduler.get(found.path)
                 if known is not None and known.reader.unchanged():
