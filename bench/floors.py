@@ -14,8 +14,7 @@ hour of a shared disk) to the next; a ratio to work measured beside it does.
 Both find the workspaces the way discovery does (``os.scandir`` down to ``max_depth``,
 hidden folders skipped) and are the plainest Python: ``Path.read_bytes``,
 ``Path.write_bytes`` and ``Path.replace``; no parsing, no locks, no fsync (the daemon
-fsyncs neither file). :func:`bare_read_floor` reads with ``os.open``/``os.read``/
-``os.close`` instead: a tighter yardstick, reported beside the other for reference.
+fsyncs neither file).
 """
 
 from __future__ import annotations
@@ -49,14 +48,6 @@ def workspaces(root: Path, max_depth: int = 4) -> list[str]:
     return found
 
 
-def _read(path: str) -> int:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return len(os.read(fd, 1 << 20))
-    finally:
-        os.close(fd)
-
-
 def _replace(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
@@ -84,14 +75,4 @@ def read_floor(root: Path) -> float:
         (workspace / CONVERSATION).read_bytes()
         (workspace / "HEARTBEAT.md").read_bytes()
         (workspace / ".memoryd" / "state.json").read_bytes()
-    return time.perf_counter() - started
-
-
-def bare_read_floor(root: Path) -> float:
-    """:func:`read_floor` with bare system calls (``os.open``, ``os.read``, ``os.close``)."""
-    started = time.perf_counter()
-    for folder in workspaces(root):
-        _read(f"{folder}/{CONVERSATION}")
-        _read(f"{folder}/HEARTBEAT.md")
-        _read(f"{folder}/.memoryd/state.json")
     return time.perf_counter() - started

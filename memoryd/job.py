@@ -114,7 +114,7 @@ def run_job(
         if not acquired:
             return JobResult(workspace.path, "busy", "another job is running on this workspace")
         # The daemon marked the job active at dispatch and has checked in for it since:
-        # from here on the job does, at once and then every interval (docs/design.md#pool).
+        # from here on the job does, at once and then every interval (docs/design.md#checkins).
         checkins: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if request.heartbeat_started:
             manager = HeartbeatManager(workspace)

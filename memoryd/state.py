@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, fields
 from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
@@ -63,6 +64,7 @@ FIELD_NAMES = tuple(f.name for f in fields(WorkspaceState))
 _KEYS = tuple(f"  {json.dumps(name)}: " for name in FIELD_NAMES)
 NUMBER_FIELDS = tuple(name for name in FIELD_NAMES if name != "updated_at")
 COUNTED_FIELDS = tuple(f.name for f in fields(Counted))
+_COUNTED_KEYS = tuple(f"    {json.dumps(name)}: " for name in COUNTED_FIELDS)
 
 
 def numbers_key(numbers: tuple[Any, ...] | None) -> int | None:
@@ -122,9 +124,8 @@ def state_bytes(state: WorkspaceState, counted: Counted | None = None) -> bytes:
     pairs = zip(FIELD_NAMES, _KEYS, strict=True)
     lines = [f"{key}{_scalar(getattr(state, name))}" for name, key in pairs]
     if counted is not None:
-        inner = ",\n".join(
-            f"    {json.dumps(name)}: {_scalar(getattr(counted, name))}" for name in COUNTED_FIELDS
-        )
+        named = zip(COUNTED_FIELDS, _COUNTED_KEYS, strict=True)
+        inner = ",\n".join(f"{key}{_scalar(getattr(counted, name))}" for name, key in named)
         lines.append(f'  "counted": {{\n{inner}\n  }}')
     body = ",\n".join(lines)
     return f"{{\n{body}\n}}\n".encode()
@@ -152,6 +153,8 @@ def _scalar(value: Any) -> str:
         return "null" if value is None else ("true" if value else "false")
     if type(value) is int:
         return int.__repr__(value)
+    if type(value) is float and math.isfinite(value):
+        return float.__repr__(value)
     return json.dumps(value)
 
 

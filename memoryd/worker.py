@@ -78,7 +78,7 @@ def compact_stores_job(workspace: Path, settings: Settings) -> CompactionReport:
     """Worker side of a memory-store compaction, with HEARTBEAT.md like any job."""
     heartbeat = HeartbeatManager(Workspace(workspace))
     try:
-        # The daemon checked in for the job until now (docs/design.md#pool).
+        # The daemon checked in for the job until now (docs/design.md#checkins).
         with heartbeat.checkins(settings.checkin_interval, immediately=True):
             report = stores.compact(
                 workspace,

@@ -226,7 +226,7 @@ class JobDispatch(DaemonParts):
         """Check in for each job marked active that no worker has taken yet: the first
         job of a burst may wait seconds for a forkserver and a worker, and an orchestrator
         that watches ``last_checkin`` must not take it for a stalled one. A worker checks
-        in as soon as it takes its job (docs/design.md#pool)."""
+        in as soon as it takes its job (docs/design.md#checkins)."""
         for path, (job_id, due) in list(self.unclaimed.items()):
             if due > now:
                 continue

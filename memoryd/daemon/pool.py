@@ -50,7 +50,7 @@ its commit (the recall index) included."""
 SDK_PRELOAD = ["anthropic", "memoryd.summarizers.anthropic", "httpcore2", "h11", "truststore"]
 """With the anthropic backend: the SDK, and the HTTP stack it imports at its first
 request. Without the latter, a burst's first round made every fresh worker import them
-at once (docs/design.md#pool). A name that cannot be imported is skipped by the
+at once (docs/design.md#burst). A name that cannot be imported is skipped by the
 forkserver."""
 KILL_WAIT = 2.0
 """Longest wait for a SIGKILLed worker to be gone."""

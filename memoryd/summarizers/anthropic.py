@@ -272,7 +272,7 @@ def _tls_context() -> ssl.SSLContext:
 
     Built once per process: loading the CA bundle took ~25 ms of CPU, half of what a
     whole job costs, and a burst's jobs paid it each, sixteen at once on two cores
-    (docs/design.md#pool).
+    (docs/design.md#burst).
     """
     global _tls
     with _tls_lock:
