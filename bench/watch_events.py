@@ -2,12 +2,13 @@
 
 ``--workspaces`` folders, each with a one-line conversation, are watched by memoryd's
 watcher (``memoryd.watch.start_observer``: watchdog's recursive inotify observer with
-memoryd's event filter and handler). Then, for every workspace, the writes a first start
-makes are done the way the daemon does them: ``.memoryd`` created, its heartbeat lock
-file created, HEARTBEAT.md and state.json renamed into place (``atomic_write`` without
-fsync). Reported: the changes that reach the daemon's loop (after the handler dropped
-memoryd's own files), and the process CPU spent on the watcher's threads (process CPU
-minus the writing thread's own).
+memoryd's event filter and handler, hidden folders unwatched). Then, for every
+workspace, the writes a first start makes are done by the daemon's own code
+(``memoryd.daemon.folders.Folders``): ``.memoryd`` created, HEARTBEAT.md staged there
+and linked into place, state.json replaced there (neither fsynced). Reported: the
+changes that reach the daemon's loop (after the handler dropped memoryd's own files),
+and the process CPU spent on the watcher's threads (process CPU minus the writing
+thread's own).
 
     python bench/watch_events.py [--workspaces 3000] [--folder /dev/shm/...]
 """
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import _common as common
 
-from memoryd.fsutil import atomic_write
+from memoryd.daemon.folders import Folders
+from memoryd.fsutil import replace_in
 from memoryd.watch import WATCHED_EVENTS, start_observer
 
 
@@ -52,13 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             cpu_start, writer_start = time.process_time(), time.thread_time()
             for workspace in workspaces:
-                meta = workspace / ".memoryd"
-                meta.mkdir()
-                os.close(os.open(meta / "heartbeat.lock", os.O_CREAT | os.O_WRONLY, 0o644))
-                heartbeat = b"# Heartbeat\n\nstatus: idle\n"
-                atomic_write(workspace / "HEARTBEAT.md", heartbeat, root=workspace, durable=False)
-                state = b'{"status": "idle"}\n'
-                atomic_write(meta / "state.json", state, root=workspace, durable=False)
+                with Folders(workspace) as folders:
+                    folders.create_heartbeat("---\nstatus: idle\n---\n")
+                    replace_in(folders.ensure_meta(), "state.json", b"{}\n", durable=False)
             writer = time.thread_time() - writer_start
             reached = 0
             quiet_since = time.monotonic()

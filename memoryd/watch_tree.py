@@ -54,7 +54,8 @@ class TreeWatchGroup(InotifyWatchGroup):
     """A recursive watch that leaves hidden folders (and symlinks) out, and those deeper
     than ``limit`` below the root; drops the events of memoryd's own files as they are
     read. Without ``walk`` it watches only the root at first: the first scan of the root
-    adds the others as it lists them (:meth:`watch_folder`)."""
+    adds the others as it lists them (:meth:`watch_folder`); a later watch of the whole
+    tree (after an inotify queue overflow) walks it."""
 
     limit: int | None = None
     """The deepest level below the root that is watched (None: every level)."""
@@ -85,7 +86,12 @@ class TreeWatchGroup(InotifyWatchGroup):
         depth = self._depth(path)
         if (self.limit is not None and depth > self.limit) or not self._watch(path):
             return
-        if not self.is_recursive or (path == self.path and not self.walk):
+        if not self.is_recursive:
+            return
+        if path == self.path and not self.walk:
+            # Only the first watch of the root leaves the walk to the caller's scan: after
+            # an inotify queue overflow watchdog watches the whole tree again, walking.
+            self.walk = True
             return
         stack = [(path, depth)]
         while stack:

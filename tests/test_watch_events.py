@@ -18,7 +18,7 @@ from memoryd.discovery import scan_workspaces
 from memoryd.fsutil import atomic_write, create_in, replace_in
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.watch import WATCHED_EVENTS, FsChange, start_observer
-from memoryd.watch_tree import TreeObserver
+from memoryd.watch_tree import TreeEmitter, TreeObserver
 
 
 @pytest.fixture
@@ -242,6 +242,11 @@ def test_the_first_scan_adds_the_watches_of_the_folders_it_lists(tmp_path: Path)
         (root / "a" / "ws" / "memory" / "todos.jsonl").write_text("{}\n")
         store = FsChange(str(root / "a" / "ws" / "memory" / "todos.jsonl"), False)
         assert store in drained(changes)
+        # After an inotify queue overflow watchdog watches the tree again: walking it.
+        for emitter in observer.emitters:
+            assert isinstance(emitter, TreeEmitter) and emitter.group is not None
+            emitter.group.on_queue_overflow()
+        assert inotify_watches() - before == 5
     finally:
         observer.stop()
         observer.join(timeout=10)
