@@ -21,6 +21,7 @@ from memoryd import stores
 from memoryd.daemon.parts import DaemonParts
 from memoryd.daemon.publisher import describe
 from memoryd.errors import MemorydError
+from memoryd.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.job import (
     JobRequest,
     JobResult,
@@ -151,7 +152,7 @@ class JobDispatch(DaemonParts):
         path = tracked.workspace.path
         tally = tracked.reader.tally
         task = f"Summarizing {tally.messages} messages (~{tracked.tokens:,} tokens)"
-        self.publisher.heartbeat(tracked, now, lambda manager: manager.start_task(task))
+        started = self.publisher.heartbeat(tracked, now, lambda manager: manager.start_task(task))
         settings, downgrade = self.telemetry.backend_for(tracked.settings, time.time())
         if downgrade is not None:
             self.publisher.emit(
@@ -175,7 +176,7 @@ class JobDispatch(DaemonParts):
         tracked.job_reason = kind
         if kind == "idle":
             tracked.idle_compacted_at = now
-        self._submit(tracked, "summarize", now, run_job, request)
+        self._submit(tracked, "summarize", now, started, run_job, request)
         if settings.summarizer.backend != "extractive" and self._uses_api(tracked):
             self.api_jobs.add(path)
         log.info(
@@ -203,39 +204,55 @@ class JobDispatch(DaemonParts):
         if not names:
             return
         task = f"Compacting memory stores: {', '.join(names)}"
-        self.publisher.heartbeat(tracked, now, lambda manager: manager.start_task(task))
-        self._submit(tracked, "stores", now, compact_stores_job, tracked.workspace.path, settings)
+        started = self.publisher.heartbeat(tracked, now, lambda manager: manager.start_task(task))
+        path = tracked.workspace.path
+        self._submit(tracked, "stores", now, started, compact_stores_job, path, settings)
         log.info(
             "memory_compaction_dispatched", workspace=str(tracked.workspace.path), stores=names
         )
         for hook in self.hooks:
             hook.dispatched(tracked, "stores", "store past its threshold", now)
 
-    def _submit(self, tracked: Tracked, kind: str, now: float, fn: Any, *args: Any) -> None:
+    def _submit(
+        self,
+        tracked: Tracked,
+        kind: str,
+        now: float,
+        started: Heartbeat | None,
+        fn: Any,
+        *args: Any,
+    ) -> None:
         path = tracked.workspace.path
         tracked.running = True
         tracked.job_kind = kind
         tracked.dirty = False
         job_id, future = self.pool.submit(fn, *args)
         self.jobs[path] = (job_id, future)
-        self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval)
+        checkin = started.last_checkin if started is not None else None
+        self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval, checkin)
         self.publisher.publish(tracked, now, time.time())
         future.add_done_callback(lambda f: self.notes.put(JobDone(path, job_id, f)))
 
     def _check_in(self, now: float) -> None:
-        """Check in for each job marked active that no worker has taken yet: the first
-        job of a burst may wait seconds for a forkserver and a worker, and an orchestrator
-        that watches ``last_checkin`` must not take it for a stalled one. A worker checks
-        in as soon as it takes its job (docs/design.md#checkins)."""
-        for path, (job_id, due) in list(self.unclaimed.items()):
+        """Check in for each job marked active until its worker does: the first job of a
+        burst may wait seconds for a forkserver and a worker, and an orchestrator that
+        watches ``last_checkin`` must not take it for a stalled one. Once a worker has
+        taken the job, HEARTBEAT.md tells whether it has checked in yet: its
+        ``last_checkin`` is no longer the daemon's (docs/design.md#checkins)."""
+        for path, (job_id, due, mine) in list(self.unclaimed.items()):
             if due > now:
                 continue
             tracked = self.scheduler.get(path)
-            if tracked is None or not tracked.running or self.pool.taken(job_id):
+            if (
+                tracked is None
+                or not tracked.running
+                or (self.pool.taken(job_id) and _checked_in(tracked, mine))
+            ):
                 del self.unclaimed[path]
                 continue
-            self.publisher.heartbeat(tracked, now, lambda manager: manager.checkin())
-            self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval)
+            written = self.publisher.heartbeat(tracked, now, lambda manager: manager.checkin())
+            checkin = written.last_checkin if written is not None else mine
+            self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval, checkin)
 
     def _on_job_done(self, note: JobDone, now: float) -> None:
         path, job_id, future = note.path, note.job_id, note.future
@@ -330,6 +347,16 @@ class JobDispatch(DaemonParts):
         # Like job_finished, logged once its effects are written (the receipt, HEARTBEAT.md,
         # the event).
         log.warning("job_failed", workspace=str(path), reason=reason)
+
+
+def _checked_in(tracked: Tracked, mine: str | None) -> bool:
+    """Whether HEARTBEAT.md shows a check-in that is not the daemon's last one (``mine``),
+    or no active job any more; a file that cannot be read says nothing."""
+    try:
+        current = HeartbeatManager(tracked.workspace).get_status()
+    except (OSError, MemorydError):
+        return False
+    return current.status != "active" or current.last_checkin != mine
 
 
 def urgency(tracked: Tracked, kind: str) -> tuple[int, float]:

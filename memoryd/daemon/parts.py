@@ -42,8 +42,9 @@ class DaemonParts(abc.ABC):
     jobs: dict[Path, tuple[int, Future[Any]]]
     backlog: dict[Path, tuple[str, str, float | None]]
     api_jobs: set[Path]
-    unclaimed: dict[Path, tuple[int, float]]
-    """Jobs no worker has taken yet (their id) and when the daemon checks in for each next."""
+    unclaimed: dict[Path, tuple[int, float, str | None]]
+    """Jobs whose worker has not checked in yet: their id, when the daemon checks in for
+    each next, and the ``last_checkin`` it wrote last."""
     pending_init: deque[tuple[Path, TidyStep]]
     """Workspaces to tidy after READY, with what their tidy must do (folders.tidy_step)."""
     untidy: set[Path]

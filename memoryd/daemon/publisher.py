@@ -17,7 +17,7 @@ import structlog
 from memoryd import events, systemd
 from memoryd.daemon.folders import Folders
 from memoryd.errors import MemorydError
-from memoryd.heartbeat import HeartbeatManager
+from memoryd.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.policy import should_emit_event
 from memoryd.state import WorkspaceState, build_state, numbers_key, write_state
 from memoryd.tracked import Tracked, write_failed, write_succeeded
@@ -118,16 +118,17 @@ class Publisher:
         return True
 
     def heartbeat(
-        self, tracked: Tracked, now: float, change: Callable[[HeartbeatManager], object]
-    ) -> bool:
-        """Apply ``change`` to the workspace's HEARTBEAT.md; False when it cannot."""
+        self, tracked: Tracked, now: float, change: Callable[[HeartbeatManager], Heartbeat]
+    ) -> Heartbeat | None:
+        """Apply ``change`` to the workspace's HEARTBEAT.md; the heartbeat written, or None
+        when it cannot be."""
         try:
-            change(HeartbeatManager(tracked.workspace))
+            written = change(HeartbeatManager(tracked.workspace))
         except (OSError, MemorydError) as exc:
             self.failed(tracked, "HEARTBEAT.md", exc, now)
-            return False
+            return None
         self.succeeded(tracked, "HEARTBEAT.md")
-        return True
+        return written
 
     def failed(self, tracked: Tracked, what: str, exc: BaseException, now: float) -> None:
         """A write for ``tracked`` failed: log it once per reason, and retry later."""

@@ -95,7 +95,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         """Workspaces whose job is due (why, kind, when the change was noticed), waiting
         for a free worker or request (see _drain)."""
         self.api_jobs: set[Path] = set()
-        self.unclaimed: dict[Path, tuple[int, float]] = {}
+        self.unclaimed: dict[Path, tuple[int, float, str | None]] = {}
         """Workspaces whose summarization job is in flight on the anthropic backend."""
         self.pending_init: deque[tuple[Path, TidyStep]] = deque()
         self.untidy: set[Path] = set()
@@ -190,7 +190,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             deadlines.append(self.next_watchdog)
         if self.pending_init:
             deadlines.append(now)
-        deadlines += [due for _job, due in self.unclaimed.values()]
+        deadlines += [due for _job, due, _mine in self.unclaimed.values()]
         return max(0.0, min(deadlines) - now)
 
     def _handle(self, note: object, now: float) -> None:
