@@ -211,6 +211,9 @@ def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
     folder = workspace(20, 1_000)
     first_lines = raw_lines(folder)
     budget_for(folder, 0.95, monkeypatch)
+    # The scripted lists do not state the first message's task: no repair request here
+    # (repairs are tested in test_job_receipts.py).
+    monkeypatch.setenv("MEMORYD_SUMMARIZER__MIN_RETENTION", "0")
     commands_llm.push(Reply.ok(json.dumps(FIRST)), Reply.ok(f"```json\n{json.dumps(SECOND)}\n```"))
 
     code, out = compact(folder)
@@ -402,10 +405,11 @@ def test_compact_at_is_configurable(
 
 
 CUED = [
-    make_message(0, "user", "The login page is done. We need to write the migration script."),
-    make_message(1, "assistant", "We are blocked on the API key from ops."),
-    make_message(2, "user", "We decided to use SQLite for storage. Thanks a lot!"),
-    make_message(3, "assistant", "I am currently working on the settings screen."),
+    make_message(0, "user", "Ship the onboarding flow of the mobile app."),
+    make_message(1, "assistant", "The login page is done. We need to write the migration script."),
+    make_message(2, "user", "We are blocked on the API key from ops. Please use SQLite."),
+    make_message(3, "assistant", "We decided to use SQLite for storage. Thanks a lot!"),
+    make_message(4, "assistant", "I am currently working on the settings screen."),
 ]
 
 
@@ -421,12 +425,50 @@ def test_extractive_checkpoint_sorts_sentences_by_their_cues() -> None:
     assert "Thanks a lot!" not in json.dumps(lists.model_dump())
 
 
+def test_extractive_checkpoint_lists_what_the_agent_reported_not_what_it_was_told() -> None:
+    """A user's instruction ("When you have completed…, submit") and tool output are
+    never work done or to do; the agent's own reports and plans are."""
+    messages = [
+        make_message(0, "user", "Fix the flaky upload test. Then the docs need to be updated."),
+        make_message(
+            1,
+            "assistant",
+            [
+                {"type": "text", "text": "I will run the tests first."},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest"}},
+            ],
+        ),
+        make_message(
+            2,
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": '{"status": "done", "fixed": true}\nAll checks completed.',
+                },
+                {
+                    "type": "text",
+                    "text": "When you have completed your work, you must submit it.",
+                },
+            ],
+        ),
+        make_message(3, "assistant", "I fixed the race in the upload test. Next I will submit."),
+    ]
+    lists = extractive_checkpoint(None, messages)
+    assert lists.completed == ["I fixed the race in the upload test."]
+    assert lists.pending == ["Next I will submit."]
+    everything = json.dumps(lists.model_dump())
+    for text in ("docs need", "run the tests first", "completed your work", "status", "checks"):
+        assert text not in everything
+
+
 def test_extractive_checkpoint_removes_a_pending_item_once_it_is_done() -> None:
     """A later "the migration script is done" removes the pending item on that topic and
     lists it as completed; the rest of the previous checkpoint stays."""
     first = extractive_checkpoint(None, CUED)
     second = extractive_checkpoint(
-        first, [make_message(4, "user", "The migration script is finished and merged.")]
+        first, [make_message(5, "assistant", "The migration script is finished and merged.")]
     )
     assert second.pending == []
     assert second.completed == [
@@ -441,7 +483,8 @@ def test_extractive_backend_produces_a_checkpoint_offline(
     workspace: WorkspaceFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no key (auto -> extractive), `memoryd summarize --strategy checkpoint --force`
-    writes checkpoint.json from the cues; a second round resolves the pending item."""
+    writes checkpoint.json from the cues; a second round resolves the pending item. The
+    task, which no list holds, is kept verbatim beside the lists."""
     monkeypatch.setenv("MEMORYD_DRAIN_SECONDS", "0")
     folder = workspace(messages=CUED)
 
@@ -452,15 +495,16 @@ def test_extractive_backend_produces_a_checkpoint_offline(
     assert saved["version"] == 1
     assert saved["pending"] == ["We need to write the migration script."]
     assert saved["blockers"] == ["We are blocked on the API key from ops."]
+    assert "Task: Ship the onboarding flow of the mobile app." in saved["details"]
 
-    append_message(folder, "user", "The migration script is done.")
+    append_message(folder, "assistant", "The migration script is done.")
     code, out = compact(folder, "--force")
     assert code == 0, out
     saved = checkpoint_file(folder)
     assert saved["version"] == 2
     assert saved["pending"] == []
     assert saved["completed"][-1] == "The migration script is done."
-    assert saved["stats"] == {"total_compactions": 2, "total_messages": 5}
+    assert saved["stats"] == {"total_compactions": 2, "total_messages": 6}
 
 
 # --- load_checkpoint ----------------------------------------------------------------------------
@@ -480,7 +524,7 @@ def test_head_copy_wins_after_a_crash_between_commit_and_checkpoint_save(
     monkeypatch.setenv("MEMORYD_SUMMARIZER__BACKEND", "extractive")
     folder = workspace(messages=CUED)
     assert compact(folder, "--force")[0] == 0
-    append_message(folder, "user", "The migration script is done.")
+    append_message(folder, "assistant", "The migration script is done.")
     settings = load_settings().settings.model_copy(update={"strategy": "checkpoint"})
 
     def crash_after_commit(step: str) -> None:
@@ -503,7 +547,7 @@ def test_head_copy_wins_after_a_crash_between_commit_and_checkpoint_save(
     saved = checkpoint_file(folder)
     assert saved["version"] == 3
     assert saved["pending"] == []
-    assert saved["stats"] == {"total_compactions": 3, "total_messages": 6}
+    assert saved["stats"] == {"total_compactions": 3, "total_messages": 7}
 
 
 def test_checkpoint_file_wins_when_it_is_as_new_as_the_head(tmp_path: Path) -> None:

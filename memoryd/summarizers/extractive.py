@@ -1,8 +1,17 @@
-"""The offline summarizer: deterministic, no network.
+"""The offline summarizer: deterministic, no network (docs/design.md#summarizers).
 
-It keeps the sentences that carry decisions, facts, preferences and action items,
-in their original order, within the summary budget. A previous summary's points are
-candidates like any others, so the result stays one summary of bounded size.
+A summary is a list of items in conversation order, within the summary budget:
+
+- ``Task: …``, the task in one line (the first user turn, or the previous summary's);
+- each tool call (or each run of the same call) as one line: the command or tool with its
+  key argument, and its outcome (exit status, first error line, exceptions);
+- the sentences of the user's turns and the agent's text that carry findings, decisions,
+  plans, preferences and action items.
+
+The items that carry the most are chosen first. Tool output is never an item; standing
+instructions (lines that several user turns repeat) and the rest of the task message are
+not copied. A previous summary's items are candidates like any others, so the result
+stays one summary of bounded size.
 """
 
 from __future__ import annotations
@@ -12,85 +21,168 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.summarizers.prompts import render_transcript
+from memoryd.summarizers.toolcalls import ToolCall
+from memoryd.summarizers.transcript import (
+    MAX_TASK_CHARS,
+    SENTENCE_END,
+    MessageView,
+    previous_task,
+    read_messages,
+    sentences,
+    shorten,
+    standing_lines,
+    task_phrase,
+    task_view,
+    without_standing,
+)
 from memoryd.tokens import estimate_text_tokens
+
+__all__ = ["SENTENCE_END", "extractive_summary", "score"]
 
 CUES: tuple[tuple[int, re.Pattern[str]], ...] = tuple(
     (weight, re.compile(pattern, re.IGNORECASE))
     for weight, pattern in (
         (6, r"\b(decided|decision|agreed|we'?ll go with|going with|settled on|chose|choose)\b"),
         (5, r"\b(action item|todo|to-do|follow[- ]up|next step|deadline|due)\b"),
+        (5, r"\b(root cause|the (bug|issue|problem|cause|fix) (is|was)|caused by|turns out)\b"),
+        (4, r"\b(fixed|resolved|implemented|tests? pass(es|ed)?|all tests|now passes|works now)\b"),
+        (4, r"\b(next,? (i|we)|i will|i'?ll|we will|going to|the plan)\b"),
         (4, r"\b(prefer|preference|always|never|please (use|keep|avoid|don'?t))\b"),
-        (3, r"\b(must|need to|needs to|should|will|remember|important|note that|key)\b"),
-        (3, r"\b(because|so that|reason)\b"),
-        (2, r"\b(is|are|was|uses?|runs?|lives? in|located)\b"),
+        (3, r"\b(must|need to|needs to|should|will|remember|important|note that|key|next)\b"),
+        (3, r"\b(because|so that|reason|instead)\b"),
+        (2, r"\b(is|are|was|uses?|runs?|lives? in|located|found)\b"),
         (2, r"\d"),
         (1, r"[/._][A-Za-z0-9]"),
     )
 )
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-ROLE_LINE = re.compile(r"^\[(?P<role>[a-z_]+)\]\s*", re.IGNORECASE)
-MAX_SENTENCE_CHARS = 400
+REPORTS = CUES[0][1], CUES[2][1], CUES[3][1], CUES[4][1]
+"""Decisions, findings, work done, plans: what an agent's statement reports."""
+FILLER = re.compile(
+    r"^(now )?(let me|let's|i'll (now )?(look|check|view|examine|read|run|start|explore|see|"
+    r"search|open|try)|great|perfect|good|okay|ok|sure|alright|hmm)\b",
+    re.IGNORECASE,
+)
+"""The agent thinking aloud ("Let me look at the file."): worth less than what it found."""
+USER_BONUS = 4
+"""A user's turn says what the user wants: it comes before the agent's doings."""
+REPORT_BONUS = 3
+"""An agent's decision, finding, report or plan comes before the tool calls behind it."""
 PREVIOUS_BONUS = 4
 MIN_SCORE = 1
+SHELL_SCORE = 5
+EDIT_SCORE = 5
+TOOL_SCORE = 2
+FAILED_BONUS = 2
+HEADERS = {"narrative": "Key points, oldest first:", "rolling": "Earlier, in brief:"}
+_VERBATIM_HEADER = "Details kept verbatim:"
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    """A sentence that may enter the summary."""
+class Item:
+    """A line that may enter the summary."""
 
-    position: int
-    speaker: str
+    position: float
     text: str
     score: int
 
 
 def score(sentence: str) -> int:
     """How much a sentence carries: the weights of the cue families it matches (pure)."""
-    return sum(weight for weight, pattern in CUES if pattern.search(sentence))
+    weight = sum(weight for weight, pattern in CUES if pattern.search(sentence))
+    return weight - 4 if FILLER.match(sentence) else weight
 
 
-def sentences(text: str) -> list[str]:
-    """Split a text into trimmed sentences (pure)."""
-    parts = (part.strip() for part in SENTENCE_END.split(text))
-    return [
-        p if len(p) <= MAX_SENTENCE_CHARS else p[: MAX_SENTENCE_CHARS - 1] + "…" for p in parts if p
-    ]
+def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
+    """One item per distinct tool call, repeats folded in with their count (pure)."""
+    groups: dict[tuple[str, bool], list[ToolCall]] = {}
+    places: dict[tuple[str, bool], float] = {}
+    for view in views:
+        for index, call in enumerate(view.calls):
+            key = (call.label, call.command is not None)
+            groups.setdefault(key, []).append(call)
+            places.setdefault(key, view.position + 0.5 + index / 1000)
+    items = []
+    for key, calls in groups.items():
+        first = calls[0]
+        outcomes = [c.outcome.text() for c in calls if c.outcome is not None]
+        shown = list(dict.fromkeys(o for o in outcomes if o))
+        outcome = shown[0] if len(shown) == 1 else f"{shown[0]}; last: {shown[-1]}" if shown else ""
+        failed = any(c.outcome is not None and c.outcome.failed for c in calls)
+        if first.command is not None:
+            action, weight = f"ran `{first.label}`", SHELL_SCORE
+        else:
+            action = first.label
+            weight = EDIT_SCORE if any(c.edits for c in calls) else TOOL_SCORE
+        if len(calls) > 1:
+            action += f" ({len(calls)} times)"
+        line = f"{action} → {outcome}" if outcome else action
+        if style == "rolling":
+            line = (
+                f"The assistant {line}"
+                if first.command is not None
+                else f"The assistant used {line}"
+            )
+        else:
+            line = line[0].upper() + line[1:]
+        items.append(Item(places[key], line, weight + (FAILED_BONUS if failed else 0)))
+    return items
 
 
-def candidates(
-    messages: Sequence[Mapping[str, Any]], previous_summary: str | None
-) -> list[Candidate]:
-    """Every sentence of the previous summary and of the messages, scored (pure)."""
-    found: list[Candidate] = []
-    if previous_summary:
-        for sentence in sentences(_strip_bullets(previous_summary)):
-            found.append(Candidate(len(found), "", sentence, score(sentence) + PREVIOUS_BONUS))
-    for message in messages:
-        rendered = render_transcript([message])
-        match = ROLE_LINE.match(rendered)
-        speaker = match["role"].lower() if match else "message"
-        body = rendered[match.end() :] if match else rendered
-        for sentence in sentences(body):
-            found.append(Candidate(len(found), speaker, sentence, score(sentence)))
-    return found
+def statement_lines(
+    views: Sequence[MessageView], style: str, skip: MessageView | None
+) -> list[Item]:
+    """The sentences of the user's turns and the agent's text, scored (pure); ``skip`` is
+    the task message, stated by the ``Task:`` line alone."""
+    standing = standing_lines(views)
+    items = []
+    for view in views:
+        if view is skip or not view.text or view.speaker not in ("user", "assistant"):
+            continue
+        said = sentences(without_standing(view.text, standing))
+        for index, sentence in enumerate(said):
+            weight = score(sentence)
+            if view.speaker == "user":
+                weight += USER_BONUS
+            elif any(cue.search(sentence) for cue in REPORTS):
+                weight += REPORT_BONUS
+            if weight >= MIN_SCORE:
+                place = view.position + index / (2 * len(said))
+                items.append(Item(place, _phrase(view.speaker, sentence, style), weight))
+    return items
 
 
-HEADERS = {"narrative": "Key points, oldest first:", "rolling": "Earlier, in brief:"}
-
-
-def _strip_bullets(text: str) -> str:
-    lines = [re.sub(r"^\s*[-*]\s+", "", line) for line in text.splitlines()]
-    return "\n".join(line for line in lines if line and line not in HEADERS.values())
-
-
-def _phrase(candidate: Candidate, style: str) -> str:
-    if not candidate.speaker:
-        return candidate.text
+def _phrase(speaker: str, text: str, style: str) -> str:
     if style == "rolling":
-        who = {"user": "The user", "assistant": "The assistant"}.get(candidate.speaker, "A message")
-        return f"{who} said: {candidate.text}"
-    return f"{candidate.speaker.capitalize()}: {candidate.text}"
+        return f"The {speaker} said: {text}"
+    return f"{speaker.capitalize()}: {text}"
+
+
+def previous_lines(previous_summary: str) -> list[Item]:
+    """The items of a summary being folded in, before every message (pure): its bullet
+    lines as they are, its prose sentence by sentence; not its header, ``Task:`` line or
+    verbatim section header."""
+    lines = []
+    for line in previous_summary.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped in HEADERS.values() or stripped == _VERBATIM_HEADER:
+            continue
+        if stripped.startswith(("- ", "* ")):
+            lines.append(stripped[2:].strip())
+        else:
+            lines.extend(s.strip() for s in SENTENCE_END.split(stripped))
+    kept = [x for x in lines if len(x) >= 2 and not x.startswith("Task:")]
+    count = len(kept)
+    return [Item(i - count, x, score(x) + PREVIOUS_BONUS) for i, x in enumerate(kept)]
+
+
+def the_task(views: Sequence[MessageView], previous_summary: str | None) -> str | None:
+    """The task as the summary states it (pure): the previous summary's ``Task:`` line,
+    else, when there is no previous summary, the first user turn's."""
+    if previous_summary:
+        stated = previous_task(previous_summary)
+        return shorten(stated, MAX_TASK_CHARS) if stated else None
+    view = task_view(views)
+    return task_phrase(view.text, standing_lines(views)) if view is not None else None
 
 
 def extractive_summary(
@@ -101,33 +193,40 @@ def extractive_summary(
 ) -> str:
     """A deterministic summary of ``messages`` (and the summary before them) (pure).
 
-    Picks the highest-scoring sentences, earlier ones first on a tie, until the budget
-    of ``max_summary_tokens`` is reached, then lists them in conversation order.
+    The ``Task:`` line first, then the highest-scoring items, later ones first on a
+    tie, until the budget of ``max_summary_tokens`` is reached, listed in conversation
+    order.
     """
     header = HEADERS["rolling" if style == "rolling" else "narrative"]
     budget = max(1, max_summary_tokens - estimate_text_tokens(header) - 1)
-    pool = candidates(messages, previous_summary)
+    views = read_messages(messages)
+    task = the_task(views, previous_summary)
+    pool = [
+        *(previous_lines(previous_summary) if previous_summary else []),
+        *call_lines(views, style),
+        *statement_lines(views, style, None if previous_summary else task_view(views)),
+    ]
     seen: set[str] = set()
-    unique: list[Candidate] = []
-    # A sentence that matches no cue ("Sounds good.") carries nothing worth the budget.
-    informative = [c for c in pool if c.score >= MIN_SCORE] or pool
-    for candidate in informative:
-        key = _phrase(candidate, style).casefold()
-        if key not in seen:
-            seen.add(key)
-            unique.append(candidate)
-    chosen: list[tuple[Candidate, str]] = []
+    chosen: list[tuple[float, str]] = []
     used = 0
-    for candidate in sorted(unique, key=lambda c: (-c.score, c.position)):
-        line = "- " + _phrase(candidate, style)
+    if task:
+        line = "- " + shorten(f"Task: {task}", max(8, budget * 4 - 8))
+        chosen.append((float("-inf"), line))
+        used += estimate_text_tokens(line) + 1
+    # On a tie the later item wins: the state the conversation reached matters most.
+    for item in sorted(pool, key=lambda c: (-c.score, -c.position)):
+        key = item.text.casefold()
+        if key in seen:
+            continue
+        seen.add(key)
+        line = "- " + item.text
         cost = estimate_text_tokens(line) + 1
         if used + cost > budget:
             continue
-        chosen.append((candidate, line))
+        chosen.append((item.position, line))
         used += cost
-    if not chosen and unique:
-        first = unique[0]
-        room = max(8, budget * 4 - 8)
-        chosen.append((first, "- " + _phrase(first, style)[:room]))
-    chosen.sort(key=lambda pair: pair[0].position)
+    if not chosen and pool:
+        first = min(pool, key=lambda c: c.position)
+        chosen.append((first.position, "- " + shorten(first.text, max(8, budget * 4 - 8))))
+    chosen.sort(key=lambda pair: pair[0])
     return "\n".join([header, *(line for _, line in chosen)])
