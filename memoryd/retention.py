@@ -28,12 +28,13 @@ from memoryd.identifiers import (
     normalise,
 )
 from memoryd.summarizers.prompts import render_transcript
-from memoryd.summarizers.toolcalls import EXCEPTION_NAME, label_key
+from memoryd.summarizers.toolcalls import EXCEPTION_HINT, EXCEPTION_NAME, label_key
 from memoryd.summarizers.transcript import (
     MessageView,
     previous_task,
     read_messages,
     standing_lines,
+    task_body,
     task_phrase,
     task_view,
     without_standing,
@@ -44,7 +45,7 @@ IDENTIFIER_KINDS = (
     "path", "url", "issue", "version", "code", "quantity", "date", "command", "error"
 )  # fmt: skip
 SENTENCE_KINDS = ("task", "decision", "preference", "action")
-TASK_KEY_WORDS = 8
+TASK_KEY_WORDS = 5
 """Content words of the task's one-line statement that make its key (the first ones)."""
 MIN_COMMAND_KEY = 4
 """A command shorter than this (``ls``) is too common a string to be a detail."""
@@ -87,14 +88,20 @@ class RetentionScore:
     missing: tuple[Detail, ...]
 
 
-def checked_texts(views: Sequence[MessageView]) -> list[str]:
+def checked_texts(
+    views: Sequence[MessageView],
+    task: MessageView | None = None,
+    standing: frozenset[str] | None = None,
+) -> list[str]:
     """The text of each message that details are found in (pure): what the user wrote
-    (without standing instructions) or the agent wrote, and the labels of its tool calls;
-    nothing of tool output."""
-    standing = standing_lines(views)
+    (without ``standing`` instructions, found when not given; of the ``task`` message, its
+    task block) or the agent wrote, and the labels of its tool calls; no tool output."""
+    if standing is None:
+        standing = standing_lines(views)
     texts = []
     for view in views:
-        text = without_standing(view.text, standing) if view.genuine else view.text
+        text = task_body(view.text) if view is task else view.text
+        text = without_standing(text, standing) if view.genuine else text
         if view.calls:
             text = "\n".join([text, *(call.label for call in view.calls)])
         texts.append(text)
@@ -129,8 +136,12 @@ def extract_details(
     if previous_summary:
         texts.append(previous_summary.replace(VERBATIM_HEADER, ""))
     shift = len(texts)
-    views = read_messages(messages)
-    texts.extend(checked_texts(views))
+    views = read_messages(messages, outcomes=False)
+    # After an earlier summary the messages do not open the conversation: only that
+    # summary can state the task.
+    opening = task_view(views) if not previous_summary else None
+    standing = standing_lines(views)
+    texts.extend(checked_texts(views, opening, standing))
     found: dict[tuple[str, str], list[Any]] = {}
     """(kind, text, key, position, mentions) of each detail so far, by its slot."""
     done_topics: list[tuple[int, frozenset[str]]] = []
@@ -147,27 +158,24 @@ def extract_details(
             known[3] = max(position, known[3])
             known[4] += 1
 
-    # After an earlier summary the messages do not open the conversation: only that
-    # summary can state the task.
-    opening = task_view(views) if not previous_summary else None
     task = previous_task(previous_summary) if previous_summary else None
     if opening is not None:
-        task = task_phrase(opening.text, standing_lines(views))
+        task = task_phrase(opening.text, standing)
     task_words = _task_words(task) if task else []
     if task and len(task_words) >= 2:
         note("task", f"Task: {task}", " ".join(sorted(task_words)), 0)
     for kind, shown, key, position in identifiers_by_position(texts):
         note(kind, shown, key, position)
     for view in views:
-        position = view.position + shift
         for call in view.calls:
             key = label_key(call.command or "")
             if len(key) >= MIN_COMMAND_KEY and "`" not in key:
-                note("command", f"`{call.command}`", key, position)
+                note("command", f"`{call.command}`", key, view.position + shift)
         for name in view.output_errors:
-            note("error", name, name.casefold(), position)
-        if "Error" in view.text or "Exception" in view.text:
-            for name in EXCEPTION_NAME.findall(view.text):
+            note("error", name, name.casefold(), view.position + shift)
+    if EXCEPTION_HINT.search("\n".join(texts)):  # one scan for the usual text without any
+        for position, text in enumerate(texts):
+            for name in EXCEPTION_NAME.findall(text) if EXCEPTION_HINT.search(text) else ():
                 note("error", name, name.casefold(), position)
     for position, text in enumerate(texts):
         for sentence_kind, sentence in cue_sentences(text):

@@ -9,9 +9,9 @@ A summary is a list of items in conversation order, within the summary budget:
   plans, preferences and action items.
 
 The items that carry the most are chosen first. Tool output is never an item; standing
-instructions (lines that several user turns repeat) and the rest of the task message are
-not copied. A previous summary's items are candidates like any others, so the result
-stays one summary of bounded size.
+instructions (lines that several user messages repeat), and what a task message says
+around its ``<task>``-like block, are not copied. A previous summary's items are
+candidates like any others, so the result stays one summary of bounded size.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from memoryd.summarizers.transcript import (
     sentences,
     shorten,
     standing_lines,
+    task_body,
     task_phrase,
     task_view,
     without_standing,
@@ -39,32 +40,51 @@ from memoryd.tokens import estimate_text_tokens
 
 __all__ = ["SENTENCE_END", "extractive_summary", "score"]
 
-CUES: tuple[tuple[int, re.Pattern[str]], ...] = tuple(
-    (weight, re.compile(pattern, re.IGNORECASE))
-    for weight, pattern in (
-        (6, r"\b(decided|decision|agreed|we'?ll go with|going with|settled on|chose|choose)\b"),
-        (5, r"\b(action item|todo|to-do|follow[- ]up|next step|deadline|due)\b"),
-        (5, r"\b(root cause|the (bug|issue|problem|cause|fix) (is|was)|caused by|turns out)\b"),
-        (4, r"\b(fixed|resolved|implemented|tests? pass(es|ed)?|all tests|now passes|works now)\b"),
-        (4, r"\b(next,? (i|we)|i will|i'?ll|we will|going to|the plan)\b"),
-        (4, r"\b(prefer|preference|always|never|please (use|keep|avoid|don'?t))\b"),
-        (3, r"\b(must|need to|needs to|should|will|remember|important|note that|key|next)\b"),
-        (3, r"\b(because|so that|reason|instead)\b"),
-        (2, r"\b(is|are|was|uses?|runs?|lives? in|located|found)\b"),
-        (2, r"\d"),
-        (1, r"[/._][A-Za-z0-9]"),
-    )
+_CUE_TABLE: tuple[tuple[int, bool, str, tuple[str, ...]], ...] = (
+    (6, True, r"\b(decided|decision|agreed|we'?ll go with|going with|settled on|chose|choose)\b",
+     ("decid", "decision", "agreed", "go with", "going with", "settled on", "chose")),
+    (5, False, r"\b(action item|todo|to-do|follow[- ]up|next step|deadline|due)\b",
+     ("action item", "todo", "to-do", "follow", "next step", "deadline", "due")),
+    (5, True, r"\b(root cause|the (bug|issue|problem|cause|fix) (is|was)|caused by|turns out)\b",
+     ("root cause", "the bug", "the issue", "the problem", "the cause", "the fix", "caused by",
+      "turns out")),
+    (4, True,
+     r"\b(fixed|resolved|implemented|tests? pass(es|ed)?|all tests|now passes|works now)\b",
+     ("fixed", "resolved", "implemented", "test", "now passes", "works now")),
+    (4, True, r"\b(next,? (i|we)|i will|i'?ll|we will|going to)\b",
+     ("next", "i will", "ill", "i'll", "we will", "going to")),
+    (4, False, r"\b(prefer|preference|always|never|please (use|keep|avoid|don'?t))\b",
+     ("prefer", "always", "never", "please")),
+    (3, False, r"\b(must|need to|needs to|should|will|remember|important|note that|key|next)\b",
+     ("must", "need", "should", "will", "remember", "important", "note that", "key", "next")),
+    (3, False, r"\b(because|so that|reason|instead)\b",
+     ("because", "so that", "reason", "instead")),
+    (2, False, r"\b(is|are|was|uses?|runs?|lives? in|located|found)\b", ()),
+    (2, False, r"\d", ()),
+    (1, False, r"[/._][A-Za-z0-9]", ()),
+)  # fmt: skip
+CUES: tuple[tuple[int, bool, re.Pattern[str], tuple[str, ...]], ...] = tuple(
+    (weight, report, re.compile(pattern, re.IGNORECASE), gates)
+    for weight, report, pattern, gates in _CUE_TABLE
 )
-REPORTS = CUES[0][1], CUES[2][1], CUES[3][1], CUES[4][1]
-"""Decisions, findings, work done, plans: what an agent's statement reports."""
+"""(weight, whether it is a report, pattern, gates) of each cue family. A report is a
+decision, a finding, work done or a plan: what an agent's statement reports. A family is
+searched for only in a sentence whose lower case holds one of its gates (none: always)."""
 FILLER = re.compile(
     r"^(now )?(let me|let's|i'll (now )?(look|check|view|examine|read|run|start|explore|see|"
     r"search|open|try)|great|perfect|good|okay|ok|sure|alright|hmm)\b",
     re.IGNORECASE,
 )
 """The agent thinking aloud ("Let me look at the file."): worth less than what it found."""
+USER_ASK = re.compile(
+    r"^(please|can you|could you|would you|let'?s|make|use|add|fix|remove|change|update|keep"
+    r"|don'?t|do not|never|always|stop|try|run|write|create|implement|rename|move|check)\b"
+    r"|\b(please|i want|i'?d like|we need|you need|must|should|instead|from now on)\b",
+    re.IGNORECASE,
+)
+"""A user's instruction or request: what the user wants comes before the agent's doings."""
+TASK_MIN_CHARS = 60
 USER_BONUS = 4
-"""A user's turn says what the user wants: it comes before the agent's doings."""
 REPORT_BONUS = 3
 """An agent's decision, finding, report or plan comes before the tool calls behind it."""
 PREVIOUS_BONUS = 4
@@ -88,8 +108,20 @@ class Item:
 
 def score(sentence: str) -> int:
     """How much a sentence carries: the weights of the cue families it matches (pure)."""
-    weight = sum(weight for weight, pattern in CUES if pattern.search(sentence))
-    return weight - 4 if FILLER.match(sentence) else weight
+    return scored(sentence)[0]
+
+
+def scored(sentence: str) -> tuple[int, bool]:
+    """:func:`score`, and whether the sentence reports something (pure)."""
+    lowered = sentence.lower()
+    weight, reports = 0, False
+    for family_weight, report, pattern, gates in CUES:
+        if gates and not any(gate in lowered for gate in gates):
+            continue
+        if pattern.search(sentence):
+            weight += family_weight
+            reports = reports or report
+    return (weight - 4 if FILLER.match(sentence) else weight), reports
 
 
 def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
@@ -129,21 +161,27 @@ def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
 
 
 def statement_lines(
-    views: Sequence[MessageView], style: str, skip: MessageView | None
+    views: Sequence[MessageView], style: str, task: MessageView | None, stated: str | None
 ) -> list[Item]:
-    """The sentences of the user's turns and the agent's text, scored (pure); ``skip`` is
-    the task message, stated by the ``Task:`` line alone."""
+    """The sentences of the user's turns and the agent's text, scored (pure).
+
+    Of the ``task`` message, only what its task block says (:func:`task_body`) counts,
+    without the sentence the ``Task:`` line already ``stated``.
+    """
     standing = standing_lines(views)
     items = []
     for view in views:
-        if view is skip or not view.text or view.speaker not in ("user", "assistant"):
+        if not view.text or view.speaker not in ("user", "assistant"):
             continue
-        said = sentences(without_standing(view.text, standing))
+        text = task_body(view.text) if view is task else view.text
+        said = sentences(without_standing(text, standing))
+        if view is task:
+            said = [x for x in said if shorten(x, MAX_TASK_CHARS) != stated]
         for index, sentence in enumerate(said):
-            weight = score(sentence)
+            weight, reports = scored(sentence)
             if view.speaker == "user":
-                weight += USER_BONUS
-            elif any(cue.search(sentence) for cue in REPORTS):
+                weight += USER_BONUS if USER_ASK.search(sentence) else 0
+            elif reports:
                 weight += REPORT_BONUS
             if weight >= MIN_SCORE:
                 place = view.position + index / (2 * len(said))
@@ -204,13 +242,15 @@ def extractive_summary(
     pool = [
         *(previous_lines(previous_summary) if previous_summary else []),
         *call_lines(views, style),
-        *statement_lines(views, style, None if previous_summary else task_view(views)),
+        *statement_lines(views, style, None if previous_summary else task_view(views), task),
     ]
     seen: set[str] = set()
     chosen: list[tuple[float, str]] = []
     used = 0
     if task:
-        line = "- " + shorten(f"Task: {task}", max(8, budget * 4 - 8))
+        # At most an eighth of a small budget: the task in a few words, not a paragraph.
+        room = max(TASK_MIN_CHARS, budget * 4 // 8)
+        line = "- " + shorten(f"Task: {task}", min(room, budget * 4 - 8))
         chosen.append((float("-inf"), line))
         used += estimate_text_tokens(line) + 1
     # On a tie the later item wins: the state the conversation reached matters most.

@@ -44,10 +44,13 @@ EXCEPTION_LINE = re.compile(
 pytest's ``E   TypeError: …``); not a name inside code such as ``raise ValueError(…)``."""
 EXCEPTION_NAME = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
 """An exception's name anywhere in prose."""
-ERROR_CODE = re.compile(
-    r"(?::\d+(?::\d+)?:?[ \t]+|\berror[ \t]*\[?|\bwarning[ \t]*\[)(?P<code>[A-Z]{1,4}\d{3,5})\b"
-)
-"""A linter's or compiler's code after ``path:line:col:`` or ``error``: E501, TS2345, E0382."""
+EXCEPTION_HINT = re.compile("Error|Exception")
+"""What every exception name holds: a text without it holds none (one fast scan)."""
+ERROR_CODE = re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]{0,3}\d{3,5}\b")
+"""A linter's or compiler's code (E501, TS2345, E0382); it counts after ``path:line:col:``
+or ``error`` (:data:`ERROR_CODE_LEAD`). Its first character is matched first, so that
+``re`` skips to capital letters."""
+ERROR_CODE_LEAD = re.compile(r"(?::\d+(?::\d+)?:?[ \t]+|\berror[ \t]*\[?|\bwarning[ \t]*\[)$")
 ERROR_LINE = re.compile(
     r"^(?:[^\s:]+:\d+(?::\d+)?:?[ \t]*(?:error|[A-Z]{1,4}\d{3,5})\b"
     r"|[ \t]*(?:error|Error|ERROR|fatal|FATAL|FAILED|FAIL|panic|npm ERR!)\b"
@@ -220,7 +223,10 @@ def _clean_line(line: str) -> str | None:
 
 def error_names(output: str) -> list[str]:
     """Exception names raised and error codes reported in a call's output (pure)."""
-    found = [m["name"] for m in EXCEPTION_LINE.finditer(output)]
-    if ":" in output or "rror" in output:
-        found += [m["code"] for m in ERROR_CODE.finditer(output)]
+    found = []
+    if EXCEPTION_HINT.search(output):
+        found = [m["name"] for m in EXCEPTION_LINE.finditer(output)]
+    for code in ERROR_CODE.finditer(output):
+        if ERROR_CODE_LEAD.search(output, max(0, code.start() - 24), code.start()):
+            found.append(code.group())
     return list(dict.fromkeys(found))

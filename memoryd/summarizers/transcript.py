@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from memoryd.summarizers.toolcalls import (
     ToolCall,
@@ -31,9 +31,14 @@ from memoryd.summarizers.toolcalls import (
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 MAX_SENTENCE_CHARS = 400
 MAX_TASK_CHARS = 160
+TASK_READ_CHARS = 2_000
 STANDING_MIN_CHARS = 24
-"""A line this long or longer, written in two user messages or more, is a standing
-instruction (a system prompt pasted into every turn), not something said once."""
+STANDING_MAX_CHARS = 1_000
+STANDING_EDGE_LINES = 20
+"""A line of 24 to 1,000 characters written in two user messages or more (in what the
+user wrote, or in the first or last 20 lines of tool output, where harnesses add their
+reminders) is a standing instruction (a system prompt pasted into every turn), not
+something said once."""
 
 _HOOK_BLOCK = re.compile(
     r"<(?P<tag>system-reminder|[a-z-]*hook[a-z-]*|command-[a-z]+|local-command-[a-z]+)\b[^>]*>"
@@ -58,12 +63,11 @@ _LEAD = re.compile(
 )
 """What leads a sentence without being part of it: a bullet, a number, a heading mark,
 emphasis, a text-mode agent's ``THOUGHT:``."""
-_WORD_CHARS = re.compile(r"\w")
+_TWO_WORD_CHARS = re.compile(r"\w\W*\w")
 
 
-@dataclass(frozen=True, slots=True)
-class MessageView:
-    """One message as a summary reads it."""
+class MessageView(NamedTuple):
+    """One message as a summary reads it (a named tuple: thousands are made per job)."""
 
     position: int
     speaker: str
@@ -76,10 +80,13 @@ class MessageView:
     """Exception names and error codes that the tool output in this message reports."""
     genuine: bool = False
     """A user turn that someone wrote (not only tool results, not pasted command output)."""
+    output: str = ""
+    """The tool output the message carries (results, or a text-mode agent's pasted output)."""
 
 
 @dataclass(slots=True)
 class _Reader:
+    outcomes: bool
     views: list[MessageView] = field(default_factory=list)
     open_calls: dict[str, tuple[int, int]] = field(default_factory=dict)
     """tool_use id -> (index of the view, index of the call in it)."""
@@ -87,79 +94,93 @@ class _Reader:
     """The view whose last shell fence waits for its output (a text-mode agent)."""
 
     def settle(self, view: int, call: int, output: str, failed: bool) -> None:
+        if not self.outcomes:
+            return
         before = self.views[view]
         calls = list(before.calls)
         made = calls[call]
         calls[call] = replace(
             made, outcome=outcome_of(output, failed, shell=made.command is not None)
         )
-        self.views[view] = replace(before, calls=tuple(calls))
+        self.views[view] = before._replace(calls=tuple(calls))
 
 
-def read_messages(messages: Sequence[Mapping[str, Any]]) -> list[MessageView]:
-    """Every message as a :class:`MessageView`, each call paired with its outcome (pure)."""
-    reader = _Reader()
+def read_messages(
+    messages: Sequence[Mapping[str, Any]], outcomes: bool = True
+) -> list[MessageView]:
+    """Every message as a :class:`MessageView`, each call paired with its outcome (pure);
+    ``outcomes=False`` leaves the outcomes out, for a reader that needs none."""
+    reader = _Reader(outcomes=outcomes)
     for position, message in enumerate(messages):
         role = message.get("role")
         speaker = role if isinstance(role, str) and role else "unknown"
         content = message.get("content")
-        blocks: Iterable[object] = (
-            [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        )
-        if not isinstance(blocks, list):
-            blocks = []
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        errors: list[str] = []
-        results = False
-        for block in blocks:
-            if isinstance(block, str):
-                texts.append(block)
-            if not isinstance(block, Mapping):
-                continue
-            kind = block.get("type")
-            if kind == "text" and isinstance(block.get("text"), str):
-                texts.append(block["text"])
-            elif kind == "tool_use":
-                call = tool_use_call(position, block)
-                if isinstance(block.get("id"), str):
-                    reader.open_calls[block["id"]] = (len(reader.views), len(calls))
-                calls.append(call)
-            elif kind == "tool_result":
-                results = True
-                output = result_text(block.get("content"))
-                errors.extend(error_names(output))
-                opened = reader.open_calls.pop(str(block.get("tool_use_id")), None)
-                if opened is not None and opened[0] < len(reader.views):
-                    reader.settle(*opened, output, block.get("is_error") is True)
-        written = "\n".join(texts)
+        calls: list[ToolCall]
+        errors: list[str]
+        if isinstance(content, str):
+            written, output, calls, errors = content, "", [], []
+        else:
+            written, output, calls, errors = _read_blocks(reader, position, content)
         if speaker == "assistant":
-            fences = fenced_commands(written)
+            fences = fenced_commands(written) if "```" in written else []
             calls.extend(
                 ToolCall(position, "shell", label, label)
                 for label in (command_label(body) for body in fences)
                 if label
             )
             reader.fenced_from = len(reader.views) if fences else None
-            reader.views.append(
-                MessageView(position, speaker, without_fences(written).strip(), tuple(calls))
-            )
+            said = without_fences(written) if "```" in written else written
+            reader.views.append(MessageView(position, speaker, said.strip(), tuple(calls)))
             continue
-        if speaker == "user" and reader.fenced_from is not None and not results:
+        if speaker == "user" and reader.fenced_from is not None and not output:
             # A text-mode agent's command output, pasted back as the next user turn.
             origin = reader.fenced_from
             if reader.views[origin].calls:
                 reader.settle(origin, len(reader.views[origin].calls) - 1, written, False)
             reader.fenced_from = None
-            reader.views.append(MessageView(position, speaker, "", (), tuple(error_names(written))))
+            errors = error_names(written)
+            reader.views.append(
+                MessageView(position, speaker, "", (), tuple(errors), output=written)
+            )
             continue
         reader.fenced_from = None
-        said = _HOOK_BLOCK.sub("", written) if "<" in written else written
-        genuine = speaker == "user" and bool(said.strip())
+        said = (_HOOK_BLOCK.sub("", written) if "<" in written else written).strip()
+        genuine = speaker == "user" and bool(said)
         reader.views.append(
-            MessageView(position, speaker, said.strip(), tuple(calls), tuple(errors), genuine)
+            MessageView(position, speaker, said, tuple(calls), tuple(errors), genuine, output)
         )
     return reader.views
+
+
+def _read_blocks(
+    reader: _Reader, position: int, content: object
+) -> tuple[str, str, list[ToolCall], list[str]]:
+    """The text, the tool output, the calls and the error names of the tool output of a
+    list of content blocks; each result settles the call it answers."""
+    texts: list[str] = []
+    outputs: list[str] = []
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, str):
+            texts.append(block)
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "tool_use":
+            if isinstance(block.get("id"), str):
+                reader.open_calls[block["id"]] = (len(reader.views), len(calls))
+            calls.append(tool_use_call(position, block))
+        elif kind == "tool_result":
+            output = result_text(block.get("content"))
+            outputs.append(output or "[no output]")
+            errors.extend(error_names(output))
+            opened = reader.open_calls.pop(str(block.get("tool_use_id")), None)
+            if opened is not None and opened[0] < len(reader.views):
+                reader.settle(*opened, output, block.get("is_error") is True)
+    return "\n".join(texts), "\n".join(outputs), calls, errors
 
 
 def result_text(content: object) -> str:
@@ -181,12 +202,24 @@ def line_key(line: str) -> str:
 
 
 def standing_lines(views: Sequence[MessageView]) -> frozenset[str]:
-    """Keys of the long lines that two user turns or more repeat word for word (pure)."""
+    """Keys of the long lines that two user messages or more repeat word for word, in
+    what the user wrote or at the start or end of tool output (pure)."""
     counts: Counter[str] = Counter()
     for view in views:
-        if view.genuine:
+        lines: list[str] = []
+        if view.genuine and "\n" in view.text:
+            lines = view.text.splitlines()
+        if view.output:
+            output = view.output.splitlines()
+            edges = (
+                output
+                if len(output) <= 2 * STANDING_EDGE_LINES
+                else (output[:STANDING_EDGE_LINES] + output[-STANDING_EDGE_LINES:])
+            )
+            lines.extend(edges)
+        if lines:
             counts.update(
-                {line_key(x) for x in view.text.splitlines() if len(x) >= STANDING_MIN_CHARS}
+                {line_key(x) for x in lines if STANDING_MIN_CHARS <= len(x) <= STANDING_MAX_CHARS}
             )
     return frozenset(key for key, seen in counts.items() if seen >= 2)
 
@@ -210,17 +243,24 @@ def task_view(views: Sequence[MessageView]) -> MessageView | None:
     return None
 
 
+def task_body(text: str) -> str:
+    """What the task message says of the task (pure): the body of its ``<task>``- or
+    ``<issue>``-like block when it has one (the rest is instructions), else all of it."""
+    block = _TASK_BLOCK.search(text) if "<" in text else None
+    return block["body"] if block else text
+
+
 def task_phrase(text: str, standing: frozenset[str] = frozenset()) -> str | None:
     """The task in one short line (pure): a ``<task>``/``<issue>``-like block's first
     sentence, a ``Task:`` line, else the first sentence of three words or more that is
     not a standing instruction, table or markup."""
-    block = _TASK_BLOCK.search(text) if "<" in text else None
-    body = without_standing(block["body"] if block else text, standing)
+    # The task is stated at the start: a long message is not read to its end.
+    body = without_standing(task_body(text)[:TASK_READ_CHARS], standing)
     named = _TASK_LINE.search(body)
     if named:
         return shorten(_TAG.sub("", named["task"]).strip(), MAX_TASK_CHARS) or None
-    found = [s for s in sentences(body) if len(s.split()) >= 3]
-    return shorten(found[0], MAX_TASK_CHARS) if found else None
+    first = next((s for s in iter_sentences(body) if len(s.split()) >= 3), None)
+    return shorten(first, MAX_TASK_CHARS) if first else None
 
 
 def previous_task(summary: str) -> str | None:
@@ -236,7 +276,11 @@ def sentences(text: str) -> list[str]:
     """The sentences of a person's or an agent's text (pure): no table, numbered listing,
     JSON, lone marker or markup line; tags, bullets and emphasis taken off; at least two
     words and two letters or digits each, at most 400 characters."""
-    found = []
+    return list(iter_sentences(text))
+
+
+def iter_sentences(text: str) -> Iterator[str]:
+    """:func:`sentences`, one at a time."""
     for line in text.splitlines():
         if not line.strip() or _NOISE_LINE.match(line):
             continue
@@ -244,10 +288,11 @@ def sentences(text: str) -> list[str]:
             line = _TAG.sub(" ", line)
         for part in SENTENCE_END.split(line):
             sentence = _LEAD.sub("", part.strip()).strip().strip("*_").strip()
-            if len(sentence.split()) < 2 or len(_WORD_CHARS.findall(sentence)) < 2:
+            if " " not in sentence or not _TWO_WORD_CHARS.search(sentence):
                 continue
-            found.append(shorten(sentence, MAX_SENTENCE_CHARS))
-    return found
+            if len(sentence) > MAX_SENTENCE_CHARS:
+                sentence = shorten(sentence, MAX_SENTENCE_CHARS)
+            yield sentence
 
 
 def shorten(text: str, limit: int) -> str:
