@@ -87,6 +87,8 @@ TASK_MIN_CHARS = 60
 USER_BONUS = 4
 REPORT_BONUS = 3
 """An agent's decision, finding, report or plan comes before the tool calls behind it."""
+AGENT_BONUS = 1
+"""What the agent says without a cue still beats nothing, when there is room."""
 PREVIOUS_BONUS = 4
 MIN_SCORE = 1
 SHELL_SCORE = 5
@@ -125,14 +127,15 @@ def scored(sentence: str) -> tuple[int, bool]:
 
 
 def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
-    """One item per distinct tool call, repeats folded in with their count (pure)."""
+    """One item per distinct tool call, repeats folded in with their count, where the
+    last of them was made (pure)."""
     groups: dict[tuple[str, bool], list[ToolCall]] = {}
     places: dict[tuple[str, bool], float] = {}
     for view in views:
         for index, call in enumerate(view.calls):
             key = (call.label, call.command is not None)
             groups.setdefault(key, []).append(call)
-            places.setdefault(key, view.position + 0.5 + index / 1000)
+            places[key] = view.position + 0.5 + index / 1000
     items = []
     for key, calls in groups.items():
         first = calls[0]
@@ -181,8 +184,8 @@ def statement_lines(
             weight, reports = scored(sentence)
             if view.speaker == "user":
                 weight += USER_BONUS if USER_ASK.search(sentence) else 0
-            elif reports:
-                weight += REPORT_BONUS
+            else:
+                weight += REPORT_BONUS if reports else AGENT_BONUS
             if weight >= MIN_SCORE:
                 place = view.position + index / (2 * len(said))
                 items.append(Item(place, _phrase(view.speaker, sentence, style), weight))
