@@ -4,11 +4,13 @@ line, no tool output, no standing instruction, no raw JSON, no fragment."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 
 import pytest
 from agent_transcripts import STANDING, Transcript, interactive, text_mode, tool_loop
+from conftest import make_message
 
 from memoryd.checkpoint import SECTIONS
 from memoryd.retention import extract_details, score
@@ -140,3 +142,41 @@ def test_checkpoint_lists_hold_what_the_agent_reported_never_instructions(
         assert "submit your changes" not in item and "MUST" not in item
         assert not any(noise in item for noise in NOISE), item
     assert transcript.task not in every
+
+
+def test_extractive_checkpoint_lists_what_the_agent_reported_not_what_it_was_told() -> None:
+    """A user's instruction ("When you have completed…, submit") and tool output are
+    never work done or to do; the agent's own reports and plans are."""
+    messages = [
+        make_message(0, "user", "Fix the flaky upload test. Then the docs need to be updated."),
+        make_message(
+            1,
+            "assistant",
+            [
+                {"type": "text", "text": "I will run the tests first."},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "pytest"}},
+            ],
+        ),
+        make_message(
+            2,
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": '{"status": "done", "fixed": true}\nAll checks completed.',
+                },
+                {
+                    "type": "text",
+                    "text": "When you have completed your work, you must submit it.",
+                },
+            ],
+        ),
+        make_message(3, "assistant", "I fixed the race in the upload test. Next I will submit."),
+    ]
+    lists = extractive_checkpoint(None, messages)
+    assert lists.completed == ["I fixed the race in the upload test."]
+    assert lists.pending == ["Next I will submit."]
+    everything = json.dumps(lists.model_dump())
+    for text in ("docs need", "run the tests first", "completed your work", "status", "checks"):
+        assert text not in everything

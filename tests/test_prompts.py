@@ -177,6 +177,26 @@ def test_narrative_prompt_asks_for_decisions_facts_actions_preferences_within_bu
     assert "1024 tokens" in system
 
 
+@pytest.mark.parametrize("build", PROMPTS)
+def test_prompts_ask_for_what_an_agent_did(build: object) -> None:
+    """The task and its status, commands with their outcomes, errors by name, files
+    changed, next steps; not raw output or repeated standing instructions."""
+    assert callable(build)
+    system, _ = build("x", None, 1024)
+    for wanted in (
+        '"Task:"',
+        "current status",
+        "commands run",
+        "outcome (exit status",
+        "exact names",
+        "files created or changed",
+        "next steps",
+        "raw tool output",
+        "standing instructions",
+    ):
+        assert wanted in system, wanted
+
+
 def test_rolling_prompt_asks_for_third_person_topics_tone_under_500_words() -> None:
     system, _ = rolling_prompt("x", None, 1024)
 
