@@ -19,11 +19,13 @@ MAX_LABEL_CHARS = 100
 MAX_ERROR_CHARS = 140
 MAX_OTHER_EXCEPTIONS = 3
 ARGUMENT_KEYS = (
-    "command", "cmd", "file_path", "path", "notebook_path", "pattern", "glob", "url", "query",
+    "command", "cmd", "file_path", "notebook_path", "pattern", "query", "url", "path", "glob",
     "description", "name",
 )  # fmt: skip
 """The inputs that say what a call did, the first one present winning."""
 SHELL_KEYS = ("command", "cmd")
+FILE_KEYS = ("file_path", "path", "notebook_path")
+_EDIT_NAME = re.compile(r"edit|write|create|replace|patch", re.I)
 SHELL_LANGUAGES = frozenset(("bash", "sh", "shell", "console", "zsh", "terminal", ""))
 
 SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.S)
@@ -110,12 +112,6 @@ class ToolCall:
     edits: bool = False
     """Whether the call changes a file (an edit, a write, a create)."""
 
-    def line(self) -> str:
-        """The call as one line: ``Ran `pytest -x`: exit 1, TypeError: …``."""
-        action = f"Ran `{self.label}`" if self.command is not None else self.label
-        outcome = self.outcome.text() if self.outcome is not None else ""
-        return f"{action}: {outcome}" if outcome else action
-
 
 def command_label(command: str) -> str:
     """A shell command as a summary shows it (pure): its first line, without a leading
@@ -146,7 +142,9 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
         None,
     )
     edits = any(key in given for key in ("old_string", "new_string", "old_str", "file_text"))
-    edits = edits or bool(re.search(r"edit|write|create|replace|patch", name, re.I))
+    # A tool named for writing changes a file when it names one (a to-do list tool does not).
+    named_file = any(isinstance(given.get(key), str) for key in FILE_KEYS)
+    edits = edits or (named_file and bool(_EDIT_NAME.search(name)))
     shell = next((given[k] for k in SHELL_KEYS if isinstance(given.get(k), str)), None)
     if isinstance(shell, str) and shell.strip():
         path = given.get("path")

@@ -122,15 +122,18 @@ def read_messages(
         else:
             written, output, calls, errors = _read_blocks(reader, position, content)
         if speaker == "assistant":
-            fences = fenced_commands(written) if "```" in written else []
-            calls.extend(
-                ToolCall(position, "shell", label, label)
-                for label in (command_label(body) for body in fences)
-                if label
-            )
+            fences = fenced_commands(written) if "```" in written else None
+            if fences is not None:
+                calls.extend(
+                    ToolCall(position, "shell", label, label)
+                    for label in (command_label(body) for body in fences)
+                    if label
+                )
+                written = without_fences(written)
             reader.fenced_from = len(reader.views) if fences else None
-            said = without_fences(written) if "```" in written else written
-            reader.views.append(MessageView(position, speaker, said.strip(), tuple(calls)))
+            reader.views.append(
+                MessageView(position, speaker, written.strip(), tuple(calls) if calls else ())
+            )
             continue
         if speaker == "user" and reader.fenced_from is not None and not output:
             # A text-mode agent's command output, pasted back as the next user turn.
@@ -145,9 +148,16 @@ def read_messages(
             continue
         reader.fenced_from = None
         said = (_HOOK_BLOCK.sub("", written) if "<" in written else written).strip()
-        genuine = speaker == "user" and bool(said)
         reader.views.append(
-            MessageView(position, speaker, said, tuple(calls), tuple(errors), genuine, output)
+            MessageView(
+                position,
+                speaker,
+                said,
+                tuple(calls) if calls else (),
+                tuple(errors) if errors else (),
+                speaker == "user" and bool(said),
+                output,
+            )
         )
     return reader.views
 
