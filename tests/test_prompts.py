@@ -110,6 +110,25 @@ def test_render_transcript_shows_images_as_a_marker_and_unknown_blocks_as_compac
     assert rendered == '[user] [image]\n{"type":"mystery","value":1}'
 
 
+def test_thinking_is_shown_as_text_and_opaque_blocks_as_markers() -> None:
+    rendered = render_transcript(
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "The parser is wrong.", "signature": "s1g"},
+                    {"type": "redacted_thinking", "data": "QUJD"},
+                    {"type": "document", "source": {"type": "base64", "data": "QUJD"}},
+                ],
+            }
+        ]
+    )
+
+    assert rendered == (
+        "[assistant] (thinking) The parser is wrong.\n[redacted thinking]\n[document]"
+    )
+
+
 @pytest.mark.parametrize("build", PROMPTS)
 def test_transcript_sits_between_delimiters_in_the_user_prompt(build: object) -> None:
     assert callable(build)

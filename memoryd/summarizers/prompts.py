@@ -105,8 +105,9 @@ def render_transcript(
     Content may be a string or a list of Anthropic content blocks: text blocks give their
     text, ``tool_use`` gives one line, ``tool_use Bash: pytest -x`` (the command, or the
     tool with its key argument; never its JSON input), ``tool_result`` gives its text (or
-    JSON), cut to ``max_output_chars`` when given (:func:`trim_output`), images give
-    ``[image]`` and any other block its compact JSON. Nothing is escaped here; the prompt
+    JSON), cut to ``max_output_chars`` when given (:func:`trim_output`), as is the agent's
+    thinking; images, documents and redacted thinking give a marker (``[image]``) and any
+    other block its compact JSON. Nothing is escaped here; the prompt
     builders do that.
     """
     return "\n\n".join(_render_message(message, max_output_chars) for message in messages)
@@ -324,8 +325,11 @@ def _render_block(block: object, limit: int | None) -> str:
         label = "tool_result (error)" if block.get("is_error") else "tool_result"
         output = _render_content(block.get("content"), None)
         return f"{label}: {trim_output(output, limit) if limit else output}"
-    if kind == "image":
-        return "[image]"
+    if kind == "thinking" and isinstance(block.get("thinking"), str):
+        thought = str(block["thinking"])
+        return f"(thinking) {trim_output(thought, limit) if limit else thought}"
+    if kind in ("image", "document", "redacted_thinking"):
+        return f"[{str(kind).replace('_', ' ')}]"
     return _compact_json(block)
 
 
