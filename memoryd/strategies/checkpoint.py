@@ -30,7 +30,7 @@ from memoryd.errors import SummarizerError
 from memoryd.fsutil import atomic_write
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
 from memoryd.receipts import RetentionFigures
-from memoryd.retention import Detail, extract_details, score
+from memoryd.retention import Beside, Detail, extract_details, score
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
     billed_on_failure,
@@ -109,10 +109,11 @@ def _repaired_lists(
     lists: CheckpointSummary,
     details: Sequence[Detail],
     min_retention: float,
+    beside: Beside | None = None,
 ) -> tuple[CheckpointSummary, float]:
     """The lists, after one repair request when they kept less than ``min_retention`` of
     ``details`` (and the score before it). A failed or worse repair keeps the lists."""
-    first = score(details, _lists_text(lists))
+    first = score(details, _lists_text(lists), beside)
     if min_retention <= 0 or first.score >= min_retention:
         return lists, first.score
     try:
@@ -120,7 +121,7 @@ def _repaired_lists(
     except SummarizerError as exc:
         log.warning("checkpoint_repair_failed", backend=summarizer.name, reason=str(exc))
         return lists, first.score
-    if repaired is None or score(details, _lists_text(repaired)).score <= first.score:
+    if repaired is None or score(details, _lists_text(repaired), beside).score <= first.score:
         return lists, first.score
     return repaired, first.score
 
@@ -131,6 +132,7 @@ def retain_in_lists(
     budget: int,
     min_retention: float,
     before: float | None = None,
+    beside: Beside | None = None,
 ) -> tuple[list[str], RetentionFigures]:
     """The retention check over a checkpoint's lists (pure): the details they lost, to
     keep verbatim beside them within ``budget`` tokens, and the scores.
@@ -138,15 +140,16 @@ def retain_in_lists(
     As for summaries: below ``min_retention`` the missing details may take up to the
     whole budget; at or above it they are kept as well while they fit; 0 switches the
     check's repair off (docs/design.md#retention). ``before`` is the score before an
-    earlier repair request, when there was one.
+    earlier repair request, when there was one; what stays ``beside`` the checkpoint (the
+    pinned messages) counts as kept.
     """
     text = _lists_text(lists)
-    first = score(details, text)
+    first = score(details, text, beside)
     start = first.score if before is None else before
     if min_retention <= 0 or not first.missing:
         return [], RetentionFigures(start, first.score, len(first.missing))
     chosen = [d.text for d in fit(first.missing, budget)]
-    final = score(details, "\n".join([text, *chosen]))
+    final = score(details, "\n".join([text, *chosen]), beside)
     return chosen, RetentionFigures(start, final.score, len(final.missing))
 
 
@@ -195,8 +198,9 @@ class CheckpointStrategy:
                 summarizer, previous, messages, request.settings.summarizer.max_input_tokens
             )
             details = extract_details(messages, _previous_text(previous))
+            beside = Beside(transcript_messages(request.kept), details)
             lists, before = _repaired_lists(
-                summarizer, lists, details, request.settings.summarizer.min_retention
+                summarizer, lists, details, request.settings.summarizer.min_retention, beside
             )
         kept_verbatim, retention = retain_in_lists(
             lists,
@@ -204,6 +208,7 @@ class CheckpointStrategy:
             request.settings.summarizer.max_summary_tokens,
             request.settings.summarizer.min_retention,
             before,
+            beside,
         )
         now = time.time()
         timestamps = [

@@ -175,7 +175,7 @@ class LLMSummarizer:
         style: str,
         final: bool = True,
     ) -> Summary:
-        transcript = prompts.render_transcript(messages)
+        transcript = prompts.render_transcript(messages, prompts.TOOL_OUTPUT_CHARS)
         system, _user = PROMPTS[style](transcript, previous, budget)
         parts = prompts.user_prompt_parts(transcript, previous, prompts.TASKS[style])
         return self._complete(system, parts, budget, final)
