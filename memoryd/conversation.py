@@ -22,7 +22,13 @@ from typing import Any
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError, UnsafePathError
-from memoryd.fsutil import append_all_or_nothing, check_workspace, flocked, open_in
+from memoryd.fsutil import (
+    append_all_or_nothing,
+    check_workspace,
+    flocked,
+    fsync_folder_in,
+    open_in,
+)
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
 from memoryd.workspace import Workspace
 
@@ -331,7 +337,9 @@ def append_message(
                     raise InputError(
                         f"{ws.conversation}: ends with an incomplete line; nothing appended"
                     )
-                append_all_or_nothing(fd, line)
+                if append_all_or_nothing(fd, line) == 0:
+                    # Maybe a new file: its name must be as durable as its first line.
+                    fsync_folder_in(ws.path, ws.path)
             finally:
                 os.close(fd)
     except OSError as exc:
