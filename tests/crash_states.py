@@ -270,7 +270,7 @@ class Model:
         optional = set(self.optional(cut))
         names = dict(self.recording.names)
         units = dict(self.recording.units)
-        acknowledged = []
+        acknowledged = [(-1, op) for op in self.recording.acknowledged]
         unit_indices = [i for i in self._units if i < cut]
         if choices.unit_lost:
             unit_indices = unit_indices[:-1]

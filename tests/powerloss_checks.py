@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -297,11 +298,15 @@ class Checker:
         )
         self._next_log_write(".memoryd/events.jsonl", lambda: emit(self.ws, "after_the_cut"))
         if job and self.ws.conversation.is_file():
-            self._next_log_write(
-                ".memoryd/receipts.jsonl",
-                lambda: run_job(JobRequest(self.ws.path, settings, force=True)),
-            )
+            self._next_log_write(".memoryd/receipts.jsonl", lambda: self._job(settings))
         self._check_index()
+
+    def _job(self, settings: Settings) -> None:
+        """A forced job, and its drain thread to its end (a worker waits for it too)."""
+        run_job(JobRequest(self.ws.path, settings, force=True))
+        for thread in threading.enumerate():
+            if thread.name == "memoryd-drain":
+                thread.join()
 
     def _next_log_write(self, home: str, write: Callable[[], object]) -> None:
         """Run ``write``, which appends one line to ``home``: a torn tail stays a line."""

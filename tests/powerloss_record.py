@@ -144,6 +144,9 @@ class Recording:
     units: dict[str, bytes]
     """The ignored (SQLite) files at the start."""
     ops: list[Op] = field(default_factory=list)
+    acknowledged: list[Returned] = field(default_factory=list)
+    """Writes acknowledged before the record began that the files at the start may not
+    show as such (a line in a replaced file that recovery is to carry)."""
 
     def fids(self) -> set[int]:
         """Every file id the recording knows."""
@@ -411,6 +414,10 @@ class Recorder:
         caller was told so: from here on it must survive a power cut."""
         with self._state.guard:
             self._state.add(Returned(path, data, replaced))
+
+    def acknowledged_before(self, path: str, data: bytes) -> None:
+        """``data`` was acknowledged as appended to ``path`` before the record began."""
+        self._state.recording.acknowledged.append(Returned(path, data))
 
     @contextlib.contextmanager
     def acknowledged(self, path: str) -> Iterator[None]:

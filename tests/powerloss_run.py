@@ -6,9 +6,12 @@ Used by tests/test_powerloss.py and bench/power_cut.py.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pickle
 import random
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +24,7 @@ from powerloss_scenarios import Scenario
 
 from memoryd.config import Settings
 
+SHM = Path("/dev/shm")
 ENUMERATE_UP_TO = 50_000
 """A recording with at most this many crash states has every one of them checked."""
 
@@ -42,6 +46,19 @@ class Report:
     """Of those, how many also ran a job as their next command."""
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+
+@contextlib.contextmanager
+def scratch_folder(fallback: Path) -> Iterator[Path]:
+    """Where crash states are laid out: a tmpfs when there is one (fsync costs nothing
+    there, and every state is thrown away after its check), else ``fallback``."""
+    base = SHM if SHM.is_dir() and os.access(SHM, os.W_OK) else fallback
+    base.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(dir=base, prefix="memoryd-power-cut-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def crash_states(model: Model, *, samples: int, seed: int, limit: int) -> Iterator[CrashState]:
@@ -66,20 +83,23 @@ def check_recording(
     samples: int = 10_000,
     seed: int = 0,
     limit: int = ENUMERATE_UP_TO,
-    job_every: int = 10,
+    job_every: int | None = None,
     failures: Path | None = None,
 ) -> Report:
     """Check the crash states of ``recording`` (or the given ``states``) in ``scratch``.
 
     Every ``job_every``-th distinct state also runs a job as its next command (a job
-    costs tens of milliseconds; recovery and the other commands a few). Each state that
-    fails is saved in ``failures`` with its recording, for :func:`replay`.
+    costs tens of milliseconds; recovery and the other commands a few); by default every
+    state when they are all enumerated, every 10th when sampled. Each state that fails is
+    saved in ``failures`` with its recording, for :func:`replay`.
     """
     started = time.monotonic()
     model = Model(recording)
     total = model.count()
     report = Report(name, len(recording.ops), total, total <= limit)
     expected = expectations(recording)
+    if job_every is None:
+        job_every = 1 if report.enumerated else 10
     chosen = (
         states
         if states is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -18,8 +19,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
-from powerloss_checks import WORKSPACE
-from powerloss_record import Recorder, Recording, recording
+from crash_states import Model, materialize
+from powerloss_checks import WORKSPACE, expectations
+from powerloss_record import Recorder, Recording, Rename, recording
 
 from memoryd import cli, commit
 from memoryd.config import Settings, load_settings
@@ -29,6 +31,7 @@ from memoryd.heartbeat import HeartbeatManager
 from memoryd.job import JobRequest, run_job
 from memoryd.recall_index import update_index
 from memoryd.receipts import append_receipt, build_receipt
+from memoryd.recovery import recover
 from memoryd.state import build_state, write_state
 from memoryd.stores import compact, write_entry
 from memoryd.workspace import Workspace
@@ -321,6 +324,35 @@ def busy_workspace(root: Path, settings: Settings) -> Recording:
     return rec.recording
 
 
+def recovery_after_a_cut(root: Path, settings: Settings) -> Recording:
+    """Recovery's own writes. A power cut in :func:`commit_unlocked` left the rename on
+    disk but not the archive's final name, and the drain mark holding lines past its
+    offset; recovery finalises the archive and carries the lines."""
+    first_root = root.with_name(f"{root.name}-commit")
+    first_root.mkdir()
+    try:
+        first = commit_unlocked(first_root, settings)
+    finally:
+        shutil.rmtree(first_root)
+    model = Model(first)
+    cut = next(
+        i
+        for i, op in enumerate(first.ops)
+        if isinstance(op, Rename) and op.dst.startswith(f"{WORKSPACE}/.memoryd/archive/")
+    )
+    state = model.build(model.least(cut))
+    materialize(state, root)
+    with recording(root, is_index_file) as rec:
+        for home, lines in expectations(first).baseline.items():
+            for line in lines:
+                rec.acknowledged_before(f"{WORKSPACE}/{home}", line)
+        for _, op in state.acknowledged:
+            if not op.replaced:
+                rec.acknowledged_before(op.path, op.data)
+        recover(Workspace(root / WORKSPACE))
+    return rec.recording
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """A named run to record; ``job``: the next commands include a job."""
@@ -337,5 +369,6 @@ SCENARIOS = (
     Scenario("receipts and events", receipts_and_events),
     Scenario("HEARTBEAT.md and state.json", heartbeat_and_state),
     Scenario("recall index update", recall_index),
+    Scenario("recovery after a power cut in a commit", recovery_after_a_cut),
     Scenario("a busy workspace", busy_workspace),
 )

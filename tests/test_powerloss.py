@@ -12,8 +12,6 @@ each missing fsync and the duplicated carry.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -36,7 +34,7 @@ from powerloss_record import (
     Write,
     recording,
 )
-from powerloss_run import check_recording, record, sampled
+from powerloss_run import check_recording, record, sampled, scratch_folder
 from powerloss_scenarios import (
     CONVERSATION,
     EVENTS,
@@ -60,17 +58,9 @@ SEED = 22
 
 @pytest.fixture
 def scratch(tmp_path: Path) -> Iterator[Path]:
-    """Where crash states are laid out: a tmpfs when there is one (fsync costs nothing
-    there, and the states are thrown away), else ``tmp_path``."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        folder = Path(tempfile.mkdtemp(dir=shm, prefix="memoryd-powerloss-"))
-        try:
-            yield folder
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-    else:
-        yield tmp_path / "scratch"
+    """Where crash states are laid out (a tmpfs when there is one; see scratch_folder)."""
+    with scratch_folder(tmp_path) as folder:
+        yield folder
 
 
 @pytest.fixture
