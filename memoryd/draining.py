@@ -345,9 +345,7 @@ def _drain(
         time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
-def _carry(
-    snapshot: Snapshot, lock: Path, data: bytes, mark: DrainMark | None, upto: int
-) -> None:
+def _carry(snapshot: Snapshot, lock: Path, data: bytes, mark: DrainMark | None, upto: int) -> None:
     """Append ``data`` (the replaced file's bytes up to ``upto``) to the live file under
     the writers' lock, all or nothing; the mark names the carry durably before it and its
     new offset after it, so that a crash anywhere in between carries it once."""
