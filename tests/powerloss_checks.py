@@ -30,6 +30,7 @@ from memoryd.events import emit
 from memoryd.fsutil import TEMP_MARK
 from memoryd.heartbeat import HeartbeatManager, parse
 from memoryd.job import JobRequest, run_job
+from memoryd.job_report import report_failure
 from memoryd.recall_index import update_index
 from memoryd.recovery import recover
 from memoryd.state import read_state
@@ -168,13 +169,20 @@ class Checker:
 
     def daemon_start(self) -> None:
         """What a daemon does first in a workspace (``_tidy`` in memoryd/daemon/workspaces.py)."""
-        if self.ws.meta.is_dir():
+        manager = HeartbeatManager(self.ws)
+        if not self.ws.meta.is_dir():
+            self.check_replaced()
+            manager.ensure_clean(durable=False)
+        else:
             recover(self.ws)
-        self.check_replaced()
-        HeartbeatManager(self.ws).ensure_clean(durable=False)
+            self.check_replaced()
+            state = read_state(self.ws) or {}  # never raises: a torn state.json reads as None
+            if manager.get_status().status == "active" and state.get("summarizing"):
+                report_failure(self.ws, "interrupted: the daemon stopped during the job")
+            else:
+                manager.ensure_clean(durable=False)
         if parse(self.ws.heartbeat.read_text(encoding="utf-8", errors="replace")) is None:
-            self.problem("start: HEARTBEAT.md is not a heartbeat after ensure_clean")
-        read_state(self.ws)  # never raises: a torn state.json reads as None
+            self.problem("start: HEARTBEAT.md is not a heartbeat after the daemon's start")
 
     def check(self, stage: str) -> None:
         """Every log and archive, the conversation's ids and head, and no leftovers."""
