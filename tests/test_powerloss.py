@@ -93,6 +93,7 @@ def test_a_seeded_sample_of_crash_states_is_recovered_with_nothing_lost(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the busy workspace's 10,000 samples: 1-3 minutes on 2 cores
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
 def test_every_crash_state_is_recovered_with_nothing_lost(
     scenario: Scenario, scratch: Path, settings: Settings, tmp_path: Path
