@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -70,13 +70,12 @@ class DrainMark:
     token: str
     ino: int
     offset: int
-    pid: int = field(default_factory=os.getpid)
     carrying: tuple[int, int] | None = None
     """(upto, at) while bytes up to ``upto`` are being appended at ``at`` of the live file."""
 
     @property
     def name(self) -> str:
-        name = f"{self.token}.{self.pid}.{self.ino}.{self.offset}"
+        name = f"{self.token}.{os.getpid()}.{self.ino}.{self.offset}"
         return name if self.carrying is None else f"{name}.{self.carrying[0]}.{self.carrying[1]}"
 
     @property
@@ -97,9 +96,13 @@ class DrainMark:
         try:
             with folder_in(root, mark.folder, create=True) as marks:
                 os.link(path.name, mark.name, src_dir_fd=folder, dst_dir_fd=marks)
-                # Durable before the rename: a writer that fsyncs a line into the replaced
-                # inode after it must find that line again after a power cut.
-                os.fsync(marks)
+                try:
+                    # Durable before the rename: a writer that fsyncs a line into the
+                    # replaced inode after it must find it again after a power cut.
+                    os.fsync(marks)
+                except OSError:
+                    os.unlink(mark.name, dir_fd=marks)
+                    raise
         except (OSError, UnsafePathError) as exc:
             log.warning("drain_mark_failed", path=str(path), error=str(exc))
             return None
@@ -126,10 +129,9 @@ class DrainMark:
             os.rename(old, self.name, src_dir_fd=marks, dst_dir_fd=marks)
             if sync:
                 os.fsync(marks)
-        if self.pid == os.getpid():
-            with _live_guard:
-                _live.discard((self.workspace.path, old))
-                _live.add((self.workspace.path, self.name))
+        with _live_guard:
+            _live.discard((self.workspace.path, old))
+            _live.add((self.workspace.path, self.name))
 
     def abandon(self) -> None:
         """The drain failed: leave the link for the next recovery to salvage."""
@@ -216,12 +218,9 @@ def _carry_rest(
         offset = int(match["offset"])
         if match["upto"] is not None:
             offset = _settle(out, old, offset, int(match["upto"]), int(match["at"]))
-        plain = f"{match['file']}.{match['pid']}.{match['ino']}.{offset}"
-        if name != plain:
-            os.rename(name, plain, src_dir_fd=marks, dst_dir_fd=marks)
         size = os.fstat(old).st_size
         if size <= offset:
-            return 0, plain
+            return 0, name
         data = os.pread(old, size - offset, offset)
         end = os.fstat(out).st_size
         starts_line = offset == 0 or os.pread(old, 1, offset - 1) == b"\n"
@@ -229,8 +228,8 @@ def _carry_rest(
             # A line cut short by the crash ends the live file: it stays a line of its own.
             append_all_or_nothing(out, b"\n")
             end += 1
-        carrying = f"{plain}.{size}.{end}"
-        os.rename(plain, carrying, src_dir_fd=marks, dst_dir_fd=marks)
+        carrying = f"{match['file']}.{match['pid']}.{match['ino']}.{offset}.{size}.{end}"
+        os.rename(name, carrying, src_dir_fd=marks, dst_dir_fd=marks)
         os.fsync(marks)
         if append_all_or_nothing(out, data) == 0:
             fsync_folder_in(workspace.path, target.parent)

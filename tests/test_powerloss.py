@@ -11,6 +11,7 @@ each missing fsync and the duplicated carry.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,8 +49,13 @@ from powerloss_scenarios import (
     receipts_and_events,
 )
 
+from memoryd import conversation
+from memoryd.commit import rewrite
 from memoryd.config import Settings
+from memoryd.conversation import append_message
+from memoryd.errors import MemorydError
 from memoryd.recovery import recover
+from memoryd.snapshot import read_snapshot
 from memoryd.workspace import Workspace
 
 FAST_SAMPLE = 40
@@ -236,6 +242,43 @@ def test_recovery_keeps_a_torn_line_ending_the_live_file_apart_from_the_lines_it
     old.unlink()
     recover(ws)
     assert ws.conversation.read_bytes() == message_line(0) + torn + b"\n" + message_line(2)
+    assert list((ws.meta / "draining").iterdir()) == []
+
+
+def test_an_append_whose_new_file_name_cannot_be_synced_says_the_message_was_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first line is written and fsynced; when the folder's fsync then fails the error
+    says so instead of "nothing was written"."""
+
+    def broken(root: Path, folder: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(conversation, "fsync_folder_in", broken)
+    with pytest.raises(MemorydError, match="the message was appended, but the folder"):
+        append_message(tmp_path, "user", "hello")
+    assert b'"content":"hello"' in (tmp_path / "conversation.jsonl").read_bytes()
+
+
+def test_a_drain_mark_whose_folder_cannot_be_synced_is_removed_and_the_commit_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unsynced mark could outlive its drain and be carried twice: it goes, the commit
+    drains unmarked (as when a mark cannot be made at all)."""
+    ws = Workspace(tmp_path)
+    ws.conversation.write_bytes(message_line(0) + message_line(1))
+    snapshot, _ = read_snapshot(ws.conversation, root=ws.path)
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/draining"):
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    result = rewrite(snapshot, [message_line(9)], lock=ws.lock, archive=None, drain_seconds=0)
+    assert result.new_size == len(message_line(9))
+    assert ws.conversation.read_bytes() == message_line(9)
     assert list((ws.meta / "draining").iterdir()) == []
 
 
