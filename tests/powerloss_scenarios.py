@@ -272,7 +272,8 @@ def busy_workspace(root: Path, settings: Settings) -> Recording:
     for n in range(6):
         write_entry(ws.path, "bookmarks", {"task": f"task {n}", "status": "completed"}, now=n)
     heartbeat = HeartbeatManager(ws)
-    agent_line = iter(message_line(200 + n, size=120) for n in range(100))
+    # Longer than a sector: each of the agent's writes can be cut short by the power.
+    agent_line = iter(message_line(200 + n, size=560) for n in range(100))
     with recording(root, is_index_file) as rec:
 
         def agent_append() -> None:
@@ -296,8 +297,9 @@ def busy_workspace(root: Path, settings: Settings) -> Recording:
                 line = next(agent_line)
                 os.write(late[-1], line)
                 os.fsync(late[-1])
-                os.close(late[-1])
                 rec.returned(CONVERSATION, line)
+                os.write(late[-1], next(agent_line))  # and one more, never fsynced
+                os.close(late[-1])
 
         for round_ in range(3):
             for n in range(2):
