@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from powerloss_record import (
+from powerloss_ops import (
     DIR,
     TEMPLATE_RE,
     Create,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 from crash_states import CrashState, Model
-from powerloss_record import DIR, Fsync, Recording, Rename, Returned
+from powerloss_ops import DIR, Fsync, Recording, Rename, Returned
 
 from memoryd import strict_json
 from memoryd.config import Settings

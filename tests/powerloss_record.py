@@ -24,91 +24,25 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DIR = -1
-"""The file id of a folder in a namespace."""
-
-
-@dataclass(frozen=True, slots=True)
-class Create:
-    """A new, empty regular file ``path`` (a change to its folder)."""
-
-    path: str
-    fid: int
-
-
-@dataclass(frozen=True, slots=True)
-class Mkdir:
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    fid: int
-    offset: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Truncate:
-    fid: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class Fsync:
-    fid: int
-
-
-@dataclass(frozen=True, slots=True)
-class FsyncDir:
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class Rename:
-    src: str
-    dst: str
-    fid: int
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    """A second name ``dst`` for file ``fid``."""
-
-    dst: str
-    fid: int
-
-
-@dataclass(frozen=True, slots=True)
-class Unlink:
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class Returned:
-    """A write the caller was told is done: ``data`` appended to ``path`` (whole lines), or,
-    with ``replaced``, ``path`` replaced by ``data``."""
-
-    path: str
-    data: bytes
-    replaced: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """The files SQLite keeps (the recall index) after a transaction: one unit, as SQLite
-    makes its own writes atomic and durable; ``None`` for a file that is not there."""
-
-    files: tuple[tuple[str, bytes | None], ...]
-
-
-Op = Create | Mkdir | Write | Truncate | Fsync | FsyncDir | Rename | Link | Unlink | Returned | Unit
-DATA_OPS = (Write, Truncate)
-META_OPS = (Create, Mkdir, Rename, Link, Unlink)
+from powerloss_ops import (
+    DIR,
+    Create,
+    Fsync,
+    FsyncDir,
+    Link,
+    Mkdir,
+    Op,
+    Recording,
+    Rename,
+    Returned,
+    Truncate,
+    Unit,
+    Unlink,
+    Write,
+)
 
 _INODE_NAMES = (
     # .memoryd/archive/<name>.<pid>.<inode of the temp file>.pending
@@ -131,28 +65,6 @@ WRAPPED = (
     "mkdir",
 )
 """The ``os`` functions a record wraps: every one memoryd changes files with."""
-TEMPLATE_RE = re.compile(r"\{ino:(?P<fid>\d+)\}")
-
-
-@dataclass(slots=True)
-class Recording:
-    """The folder as it was when the record started (all of it durable), and the ops since."""
-
-    names: dict[str, int]
-    """Path (relative to the recorded folder) to file id, or DIR."""
-    data: dict[int, bytes]
-    units: dict[str, bytes]
-    """The ignored (SQLite) files at the start."""
-    ops: list[Op] = field(default_factory=list)
-    acknowledged: list[Returned] = field(default_factory=list)
-    """Writes acknowledged before the record began that the files at the start may not
-    show as such (a line in a replaced file that recovery is to carry)."""
-
-    def fids(self) -> set[int]:
-        """Every file id the recording knows."""
-        found = set(self.data)
-        found.update(op.fid for op in self.ops if isinstance(op, Create))
-        return found
 
 
 class _Recorder:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from crash_states import CrashState, Model, materialize
 from powerloss_checks import check_after_cut, expectations
-from powerloss_record import Recording
+from powerloss_ops import Recording
 from powerloss_scenarios import Scenario
 
 from memoryd.config import Settings

@@ -21,7 +21,8 @@ from unittest import mock
 
 from crash_states import Model, materialize
 from powerloss_checks import WORKSPACE, expectations
-from powerloss_record import Recorder, Recording, Rename, recording
+from powerloss_ops import Recording, Rename
+from powerloss_record import Recorder, recording
 
 from memoryd import cli, commit
 from memoryd.config import Settings, load_settings

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from crash_states import Choices, DataChoice, Model, materialize, pieces
 from powerloss_checks import check_after_cut, expectations
-from powerloss_record import (
+from powerloss_ops import (
     DIR,
     Create,
     Fsync,
@@ -33,8 +33,8 @@ from powerloss_record import (
     Truncate,
     Unlink,
     Write,
-    recording,
 )
+from powerloss_record import recording
 from powerloss_run import check_recording, record, sampled, scratch_folder
 from powerloss_scenarios import (
     CONVERSATION,
