@@ -93,6 +93,9 @@ def _walk(root: Path, parts: tuple[str, ...], create: bool) -> int:
                     raise
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o755, dir_fd=fd)
+                    # The new folder's entry must outlive a power cut before anything is
+                    # put in it (docs/design.md#power-cut).
+                    os.fsync(fd)
                 try:
                     child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
@@ -215,6 +218,13 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def fsync_folder_in(root: Path, folder: Path) -> None:
+    """fsync ``folder`` (``root`` or below it, no symlink followed): a file just created
+    in it keeps its name after a power cut (docs/design.md#power-cut)."""
+    with folder_in(root, folder) as fd:
+        os.fsync(fd)
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte of ``data`` to ``fd`` (os.write may write less than asked)."""
     view = memoryview(data)
@@ -301,7 +311,8 @@ def append_all_or_nothing(fd: int, data: bytes, *, seal_torn_tail: bool = False)
 
 def append_line(path: Path, line: bytes, *, root: Path) -> int:
     """Append one complete line to ``path`` below ``root`` (created, with its folders,
-    if missing), all or nothing, and fsync; returns its offset.
+    if missing), all or nothing, and fsync (the folder too, for the first line); returns
+    its offset.
 
     A torn last line is sealed first (see :func:`append_all_or_nothing`). Raises
     UnsafePathError for a symlink on the way, OSError when the write fails (the file is
@@ -312,7 +323,10 @@ def append_line(path: Path, line: bytes, *, root: Path) -> int:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePathError(f"{path}: is not a regular file")
-        return append_all_or_nothing(fd, line, seal_torn_tail=True)
+        start = append_all_or_nothing(fd, line, seal_torn_tail=True)
+        if start == 0:  # maybe a new file: its name must be as durable as its line
+            fsync_folder_in(root, path.parent)
+        return start
     except OSError as exc:
         raise named(exc, path) from None
     finally:
