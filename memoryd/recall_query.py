@@ -4,7 +4,7 @@ Plain words: a question as a model would ask it. Stop words are left out; the pa
 that hold every remaining word come first, then those that hold any, each group ranked
 by BM25. ``"a phrase"`` matches the phrase; ``word*`` matches a prefix; a camelCase word
 also matches its parts, and a few common abbreviations their long form. Each term is
-quoted for FTS5, so no input is ever read as FTS5 syntax (docs/design.md#recall).
+quoted for FTS5, so no input is ever read as FTS5 syntax (docs/design.md#recall-ranking).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Ranking recall's hits: messages with a passage that holds every word first, then those
 with any word; within each group, passages that hold the query's identifiers exactly as
-written, then BM25 (docs/design.md#recall).
+written, then BM25 (docs/design.md#recall-ranking).
 
 FTS5's ``bm25()`` scores every row that matches before the best can be chosen, so the
 cost of a word grows with the passages that hold it. Two bounds keep a query fast on a

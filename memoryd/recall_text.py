@@ -3,7 +3,7 @@
 A message is indexed as passages of about ``PASSAGE_CHARS`` characters that overlap, so
 that a long message ranks for what each part of it says, not diluted by its length, and
 a phrase that crosses a cut is still whole in one passage. camelCase identifiers are also
-indexed by their parts (docs/design.md#recall).
+indexed by their parts (docs/design.md#recall-ranking).
 """
 
 from __future__ import annotations
