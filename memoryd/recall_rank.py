@@ -97,9 +97,9 @@ def _group(
 ) -> list[Ranked]:
     """The best messages among the newest ``SCORED`` passages ``match`` finds: BM25's best
     ``limit`` (``CANDIDATES`` when the query has identifiers), exact identifiers first."""
-    join = "JOIN messages m ON m.rowid = passages.rowid >> ? " if role else ""
+    join = f"JOIN messages m ON m.rowid = passages.rowid >> {PASSAGE_BITS} " if role else ""
     where = "passages MATCH ?" + (" AND m.role = ?" if role else "")
-    params: list[object] = [*([PASSAGE_BITS] if role else []), match, *([role] if role else [])]
+    params: list[object] = [match, *([role] if role else [])]
     wanted = max(limit, CANDIDATES) if query.exact else limit
     rows = conn.execute(
         f"SELECT rowid >> {PASSAGE_BITS} AS message, rowid, min(score) FROM ("
