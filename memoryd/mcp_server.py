@@ -66,6 +66,8 @@ class StatusOut(TypedDict):
     messages: int
     tokens: int
     token_limit: int
+    budget_source: str
+    """Where token_limit comes from: daemon, workspace or config."""
     usage_ratio: float
     level: str
     action: str
@@ -141,8 +143,9 @@ WorkspaceArg = Annotated[
 ]
 
 
-def build_server(scope: Scope, settings: Settings) -> MCPServer:
-    """An MCP server with memoryd's tools for ``scope``."""
+def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) -> MCPServer:
+    """An MCP server with memoryd's tools for ``scope``; with ``daemon_budget``,
+    ``context_status`` counts a workspace against the budget the daemon recorded for it."""
     server: MCPServer = MCPServer("memoryd", instructions=INSTRUCTIONS)
 
     @server.tool(name="recall")
@@ -150,8 +153,8 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
         query: Annotated[
             str,
             Field(
-                description='Words to find; every word must occur. "Quote a phrase"; '
-                "end a word with * to match a prefix."
+                description="Words or a question. Messages with every word come first, "
+                'then those with any. "Quote a phrase"; end a word with * to match a prefix.'
             ),
         ],
         workspace: WorkspaceArg = None,
@@ -198,7 +201,8 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
     def context_status(workspace: WorkspaceArg = None) -> StatusOut:
         """How full a workspace's context is, and what memoryd advises.
 
-        `usage_ratio` is tokens / token_limit; `level` is normal, warning (from 70%) or
+        `usage_ratio` is tokens / token_limit, the budget the daemon counts it against
+        (`budget_source` says where that came from); `level` is normal, warning (from 70%) or
         critical (from 85%); `action` is none, prepare_handoff or force_return. The
         heartbeat says whether a summarization is running or how the last one ended.
         """
@@ -206,7 +210,7 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
 
         path = scope.path(workspace, workspace=True)
         try:
-            row = workspace_status(path, settings, time.time())
+            row = workspace_status(path, settings, time.time(), daemon_budget=daemon_budget)
         except (MemorydError, OSError) as exc:
             raise ToolError(str(exc)) from None
         return {key: row[key] for key in StatusOut.__annotations__}  # type: ignore[return-value]
@@ -293,6 +297,6 @@ def _hit(hit: Hit) -> HitOut:
     )
 
 
-def serve(scope: Scope, settings: Settings) -> None:
+def serve(scope: Scope, settings: Settings, daemon_budget: bool = False) -> None:
     """Serve MCP on stdin/stdout until the client closes the connection."""
-    build_server(scope, settings).run("stdio")
+    build_server(scope, settings, daemon_budget).run("stdio")

@@ -40,6 +40,8 @@ class WorkspaceState:
     messages: int
     tokens: int
     token_limit: int
+    warning_at: float
+    critical_at: float
     usage_ratio: float
     level: Level
     action: Action
@@ -95,6 +97,8 @@ def build_state(
         messages=messages,
         tokens=tokens,
         token_limit=settings.token_limit,
+        warning_at=settings.warning_at,
+        critical_at=settings.critical_at,
         usage_ratio=ratio,
         level=level,
         action=get_threshold_action(level).action,
@@ -105,6 +109,20 @@ def build_state(
         malformed_lines=malformed_lines,
         calibration=calibration,
     )
+
+
+BUDGET_FIELDS = ("token_limit", "warning_at", "critical_at", "strategy")
+"""What a state records of the settings that counted it: the budget, its level thresholds
+and the strategy (docs/design.md#state)."""
+
+
+def recorded_budget(saved: dict[str, Any]) -> dict[str, Any]:
+    """The budget fields a state.json read back records; {} without a token limit (pure).
+
+    The values are as written: whoever uses them checks them."""
+    if "token_limit" not in saved:
+        return {}
+    return {name: saved[name] for name in BUDGET_FIELDS if name in saved}
 
 
 def write_state(workspace: Workspace, state: WorkspaceState) -> None:

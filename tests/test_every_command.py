@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,6 +233,7 @@ def _demo_folder(scene: Scene, tmp_path: Path) -> Path:
     if (scene.ws / ".memoryd").is_symlink():
         folder = tmp_path / "demo"
         prepare_demo(folder)
+        shutil.rmtree(folder / "example-agent" / ".memoryd")
         (folder / "example-agent" / ".memoryd").symlink_to(scene.outside)
         return folder
     return scene.root.parent / "spare"

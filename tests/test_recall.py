@@ -126,8 +126,7 @@ def test_content_blocks_are_searched_as_text_and_images_by_a_placeholder() -> No
         {"type": "thinking", "thinking": "hmm"},
     ]
     text = content_text(content)
-    for expected in ("look at this", "read_file", '"/etc/hosts"', "ok", "[image]", "hmm"):
-        assert expected in text
+    assert text == "look at this\nread_file\n/etc/hosts\nok\n[image]\nhmm"
     assert "AAAA" not in text
 
 
@@ -321,10 +320,11 @@ def test_plain_queries_are_quoted_terms() -> None:
         '"deploy"',
         '"vault key"',
         '"abc"*',
-        '"NEAR("',
+        '"NEAR"',
         '"open"',
     ]
-    assert to_match("a b") == '"a" AND "b"'
+    assert to_match("x y").all_words == '"x" AND "y"'
+    assert to_match("x y").any_word(('"x"', '"y"')) == '"x" OR "y"'
     with pytest.raises(UsageError, match="no words"):
         to_match('-- !! "" *')
 
@@ -384,6 +384,7 @@ def test_the_command_line_prints_blocks_json_and_exact_bytes(history: Path) -> N
         "length",
         "snippet",
         "score",
+        "all_words",
     }
     assert cli("recall", str(history), "zzzznothing") == (
         0,
@@ -414,7 +415,10 @@ def test_root_wide_recall_over_fifty_workspaces(
         (folder / "conversation.jsonl").write_bytes(encode_lines(messages))
         assert run_job(JobRequest(folder, job, force=True)).outcome == "completed"
     hits = recall(root, "ws37tag mark0003q")
-    assert [(hit.workspace.name, hit.id) for hit in hits] == [("agent37", "msg-0003")]
+    assert [(hit.workspace.name, hit.id) for hit in hits if hit.all_words] == [
+        ("agent37", "msg-0003")
+    ]
+    assert hits[0].all_words and len(hits) == 10, "then messages with one of the words"
     everywhere = recall(root, "mark0005q", limit=100)
     assert sorted(hit.workspace.name for hit in everywhere) == [f"agent{n:02d}" for n in range(50)]
     code, text = cli("recall", str(root), "mark0005q", "--json", "--limit", "7")

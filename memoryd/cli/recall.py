@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "path", type=Path, help="a workspace, or a folder to search every workspace below"
     )
     parser.add_argument(
-        "query", help='plain words (all must match); "a phrase"; word* for a prefix'
+        "query",
+        help='words or a question (hits with every word first); "a phrase"; word* for a prefix',
     )
     parser.add_argument("--limit", type=count, default=10, help="at most this many hits (10)")
     parser.add_argument("--role", choices=("user", "assistant"), help="only this role's messages")

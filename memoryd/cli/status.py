@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from memoryd.cli.common import load_config
+from memoryd.cli.common import config_given, load_config
 from memoryd.errors import MemorydError, UsageError
 
 if TYPE_CHECKING:
@@ -31,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    """Print a table (or JSON rows) of usage, level, strategy and heartbeat."""
+    """Print a table (or JSON rows) of usage, level, strategy and heartbeat. Without
+    ``--config`` (or ``$MEMORYD_CONFIG``) each workspace is counted against the budget the
+    daemon recorded for it (docs/design.md#state)."""
     from memoryd.status import collect_status, render_status_table
 
     settings, for_workspace = _settings(args)
@@ -43,9 +45,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         for root in settings.roots:
             if not root.is_dir():
                 print(f"memoryd: root {root} does not exist (yet)", file=sys.stderr)
+    daemon_budget = not config_given(args)
     if args.watch:
-        return _watch_status(args, paths, load_config(args).settings, out)
-    rows = collect_status(paths, settings, for_workspace)
+        return _watch_status(args, paths, load_config(args).settings, out, daemon_budget)
+    rows = collect_status(paths, settings, for_workspace, daemon_budget=daemon_budget)
     if args.json:
         json.dump(rows, out, indent=2)
         out.write("\n")
@@ -82,7 +85,11 @@ def _settings(args: argparse.Namespace) -> tuple[StatusConfig, ForWorkspace]:
 
 
 def _watch_status(
-    args: argparse.Namespace, paths: list[Path], settings: Settings, out: TextIO
+    args: argparse.Namespace,
+    paths: list[Path],
+    settings: Settings,
+    out: TextIO,
+    daemon_budget: bool,
 ) -> int:
     from memoryd.status import collect_status
     from memoryd.status_watch import watch
@@ -91,12 +98,13 @@ def _watch_status(
         raise UsageError("status: --watch and --json cannot be combined")
     if not args.interval > 0:
         raise UsageError(f"status: --interval must be above 0 (got {args.interval:g})")
-    last = [collect_status(paths, settings)]  # a bad PATH is refused before the screen is taken
+    # A bad PATH is refused before the screen is taken.
+    last = [collect_status(paths, settings, daemon_budget=daemon_budget)]
 
     def rows() -> list[dict[str, Any]]:
         # A workspace removed between two frames must not end the watch: keep the last frame.
         with contextlib.suppress(MemorydError, OSError):
-            last[0] = collect_status(paths, settings)
+            last[0] = collect_status(paths, settings, daemon_budget=daemon_budget)
         return last[0]
 
     return watch(
