@@ -26,6 +26,7 @@ import structlog
 
 from memoryd.errors import UnsafePathError
 from memoryd.fsutil import append_all_or_nothing, flocked, folder_in, open_in, pid_alive
+from memoryd.regular_files import open_for_reading
 from memoryd.snapshot import Snapshot
 from memoryd.workspace import Workspace
 
@@ -154,7 +155,10 @@ def _in_use(root: Path, name: str, pid: int) -> bool:
 
 def _salvage_one(workspace: Workspace, marks: int, name: str, match: re.Match[str]) -> int:
     target = _target(workspace, match["file"])
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=marks)
+    try:
+        fd = open_for_reading(name, dir_fd=marks, follow_symlinks=False)
+    except UnsafePathError:
+        return 0  # a FIFO, socket or symlink named like a mark: not one memoryd made
     carried = 0
     try:
         offset = int(match["offset"])

@@ -13,7 +13,13 @@ from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.monitor import read_monitors
-from memoryd.state import BudgetSettings, build_state, read_state
+from memoryd.state import (
+    BudgetSettings,
+    build_state,
+    read_state,
+    saved_calibration,
+    saved_time,
+)
 from memoryd.workspace import Workspace
 
 
@@ -70,14 +76,14 @@ def workspace_status(
     reader = ConversationReader(workspace.conversation, effective.max_line_bytes)
     reader.update()
     saved = read_state(workspace) or {}
-    calibration = float(saved.get("calibration", 1.0))
+    calibration = saved_calibration(saved)
     state = build_state(
         workspace,
         effective,
         messages=reader.tally.messages,
         tokens=round(reader.tally.tokens * calibration),
-        summarizing=bool(saved.get("summarizing", False)),
-        last_summary_at=saved.get("last_summary_at"),
+        summarizing=saved.get("summarizing") is True,
+        last_summary_at=saved_time(saved),
         now=now,
         malformed_lines=reader.tally.malformed,
         calibration=calibration,

@@ -1,16 +1,31 @@
 """JSON as other languages read it: no NaN or Infinity, no number beyond a double or
-Python's digit limit, and a reason in words when a text is refused.
+Python's digit limit, no nesting deeper than :data:`MAX_DEPTH`, and a reason in words when
+a text is refused.
 
 Python's ``json`` accepts ``NaN`` and ``Infinity`` and turns ``1e400`` into infinity;
 a line memoryd writes must parse in every JSON parser, so these are refused on the way in
-and never written (docs/design.md#cli).
+and never written (docs/design.md#cli). It also raises ``RecursionError``, not
+``ValueError``, on deeply nested input, at a depth that depends on how deep the caller's
+stack already is, and a value nested just below that depth still overflows the stack of
+whatever walks it next. This module is the one JSON reader of everything memoryd parses
+from disk or the wire: every failure is a :class:`JSONProblem` (a ``ValueError``), and
+what it returns can be walked and written again (docs/design.md#one-json-reader).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+from itertools import accumulate
 from typing import Any
+
+MAX_DEPTH = 200
+"""The deepest nesting of arrays and objects taken; deeper is "too deeply nested"."""
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 class JSONProblem(ValueError):
@@ -36,11 +51,27 @@ def _no_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
 
 
+def too_deep(text: str, max_depth: int = MAX_DEPTH) -> bool:
+    """True when the arrays and objects of the JSON ``text`` nest deeper than ``max_depth``
+    (pure; exact for valid JSON, and never parses).
+
+    A text with no more brackets than ``max_depth`` cannot nest deeper, which one count
+    at C speed tells for almost every line; otherwise the strings are cut out and the
+    brackets left are summed.
+    """
+    if text.count("[") + text.count("{") <= max_depth:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > max_depth
+
+
 def loads(data: str | bytes) -> Any:
     """Parse ``data``; raise JSONProblem naming the problem: "not UTF-8", "not valid JSON",
     "too deeply nested", "number out of range", "NaN is not JSON"."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
+        if too_deep(text):
+            raise JSONProblem("too deeply nested")
         return _DECODER.decode(text)
     except JSONProblem:
         raise
@@ -54,6 +85,18 @@ def loads(data: str | bytes) -> Any:
     except ValueError:
         # int() refuses more than sys.get_int_max_str_digits() digits.
         raise JSONProblem("number out of range (too many digits)") from None
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as ASCII JSON text (compact, or indented by ``indent``: for files people
+    read); JSONProblem for NaN, Infinity or nesting too deep to write."""
+    separators = None if indent is not None else (",", ":")
+    try:
+        return json.dumps(value, allow_nan=False, indent=indent, separators=separators)
+    except RecursionError:
+        raise JSONProblem("too deeply nested") from None
+    except ValueError:
+        raise JSONProblem("NaN and Infinity are not JSON") from None
 
 
 def dumps_line(value: Any) -> bytes:
