@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +19,15 @@ from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
 from memoryd.history import context, is_summary, parse_message, read_lines
 from memoryd.recall_index import update_index, update_index_in_background, with_index
-from memoryd.recall_query import ROLES, check_limit, to_match
+from memoryd.recall_query import (
+    QUERY_SECONDS,
+    ROLES,
+    QueryStopped,
+    budget,
+    check_limit,
+    check_timeout,
+    to_match,
+)
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = structlog.get_logger()
@@ -61,18 +71,36 @@ class Hit:
 
 
 def _search(
-    conn: sqlite3.Connection, *, folder: Path, match: str, role: str | None, limit: int
+    conn: sqlite3.Connection,
+    *,
+    folder: Path,
+    match: str,
+    role: str | None,
+    limit: int,
+    deadline: float,
+    cancelled: Callable[[], bool] | None,
 ) -> list[Hit]:
     where = "bodies MATCH ?" + (" AND m.role = ?" if role else "")
     params: list[object] = [match, *([role] if role else []), limit]
-    rows = conn.execute(
-        "SELECT m.message_id, m.role, m.timestamp, a.name, m.byte_offset, m.byte_length, "
-        f"snippet(bodies, 0, '**', '**', '…', {SNIPPET_TOKENS}), bm25(bodies) "
-        "FROM bodies JOIN messages m ON m.rowid = bodies.rowid "
-        "JOIN archives a ON a.id = m.archive_id "
-        f"WHERE {where} ORDER BY bm25(bodies), m.timestamp DESC, m.rowid DESC LIMIT ?",
-        params,
-    ).fetchall()
+    with budget(conn, deadline, cancelled):
+        # Ranked first, snippets after for the hits only: a snippet of a long message
+        # costs milliseconds, and the sort would make one for every match.
+        ranked: list[tuple[int, float]] = conn.execute(
+            "SELECT bodies.rowid, bm25(bodies) FROM bodies JOIN messages m "
+            f"ON m.rowid = bodies.rowid WHERE {where} "
+            "ORDER BY bm25(bodies), m.timestamp DESC, m.rowid DESC LIMIT ?",
+            params,
+        ).fetchall()
+        marks = ", ".join("?" * len(ranked))
+        rows = conn.execute(
+            "SELECT bodies.rowid, m.message_id, m.role, m.timestamp, a.name, m.byte_offset, "
+            f"m.byte_length, snippet(bodies, 0, '**', '**', '…', {SNIPPET_TOKENS}) "
+            "FROM bodies JOIN messages m ON m.rowid = bodies.rowid "
+            "JOIN archives a ON a.id = m.archive_id "
+            f"WHERE bodies MATCH ? AND bodies.rowid IN ({marks})",
+            [match, *(rowid for rowid, _ in ranked)],
+        ).fetchall()
+    found = {row[0]: row[1:] for row in rows}
     return [
         Hit(
             folder,
@@ -85,7 +113,9 @@ def _search(
             snippet,
             round(-score, 6),
         )
-        for ident, who, stamp, name, offset, length, snippet, score in rows
+        for rowid, score in ranked
+        if rowid in found
+        for ident, who, stamp, name, offset, length, snippet in [found[rowid]]
     ]
 
 
@@ -109,26 +139,41 @@ def recall(
     *,
     raw: bool = False,
     max_depth: int = 4,
+    timeout: float = QUERY_SECONDS,
+    cancelled: Callable[[], bool] | None = None,
 ) -> list[Hit]:
     """The archived messages that match ``query``, best first (BM25, newer first on ties).
 
     ``path`` is a workspace or a folder of them. ``query`` is plain words (all must
     match; ``"a phrase"``; ``word*`` a prefix), or FTS5 syntax with ``raw=True``. Raises
-    UsageError (exit 2) for a query with nothing to search or bad FTS5 syntax, a bad
-    ``limit`` or ``role``; MemorydError when a single workspace's index cannot be used.
+    UsageError (exit 2) for a query with nothing to search, too long, with too many
+    terms, a one-letter prefix or bad FTS5 syntax, a bad ``limit``, ``role`` or
+    ``timeout``; QueryStopped (exit 1) when the search runs past ``timeout`` seconds or
+    ``cancelled()`` turns true; MemorydError when a single workspace's index cannot be
+    used.
     """
     if role is not None and role not in ROLES:
         raise UsageError(f"role {role!r} is not one of {', '.join(ROLES)}")
     check_limit(limit)
+    check_timeout(timeout)
     match = to_match(query, raw)
+    deadline = time.monotonic() + timeout
     folders = workspaces_under(Path(path), max_depth)
     hits: list[Hit] = []
     for folder in folders:
+        search = functools.partial(
+            _search,
+            folder=folder,
+            match=match,
+            role=role,
+            limit=limit,
+            deadline=deadline,
+            cancelled=cancelled,
+        )
         try:
-            found = with_index(
-                Workspace(folder),
-                functools.partial(_search, folder=folder, match=match, role=role, limit=limit),
-            )
+            found = with_index(Workspace(folder), search)
+        except QueryStopped:
+            raise
         except MemorydError as exc:
             if len(folders) == 1:
                 raise
