@@ -6,6 +6,9 @@ start), and whatever a reader takes it can walk and write again."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +201,66 @@ def test_deep_configuration_is_refused_in_one_line(
     ws.config.write_text("token_limit = " + "[" * 100_000 + "\n")
     with pytest.raises(ConfigError, match="nested too deeply"):
         settings_for_workspace(load_settings(env={}).settings, ws.path)
+
+
+def memoryd(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memoryd", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_history_never_prints_infinity_or_nan(ws: Workspace) -> None:
+    """A receipt with ``"cost_usd": Infinity`` (or 1e400, or NaN in its retention) made
+    ``history`` print ``$inf`` and ``history --json`` print NaN, which is not JSON."""
+    good = build_receipt(
+        job="good",
+        strategy="narrative",
+        started=0,
+        finished=0,
+        outcome="completed",
+        reason="ok",
+        before=(1, 1),
+        after=(1, 1),
+        prices={},
+        model="claude-haiku-4-5",
+        llm=LLMUsage(1, 1000, 100),
+    )
+    line = receipt_line(good)
+    lines = [
+        line.replace(b'"job":"good"', b'"job":"inf"').replace(
+            b'"cost_usd":0.0015', b'"cost_usd":Infinity'
+        ),
+        line.replace(b'"job":"good"', b'"job":"big"').replace(
+            b'"cost_usd":0.0015', b'"cost_usd":1e400'
+        ),
+        line.replace(b'"job":"good"', b'"job":"nan"').replace(
+            b'"retention":null', b'"retention":{"before":NaN}'
+        ),
+        line,
+    ]
+    assert all(b"good" not in x for x in lines[:3]) and len(set(lines)) == 4
+    (ws.meta / "receipts.jsonl").write_bytes(b"".join(lines))
+    table = memoryd("history", str(ws.path))
+    assert table.returncode == 0, table.stderr
+    assert "inf" not in table.stdout and "nan" not in table.stdout.lower()
+    as_json = memoryd("history", str(ws.path), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    shown = strict_json.loads(as_json.stdout)
+    assert [r["job"] for r in shown["receipts"]] == ["good"]
+
+
+def test_a_price_of_1e308_is_refused_before_a_job_writes_infinity(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    config = tmp_path / "memoryd.toml"
+    config.write_text('[prices."claude-haiku-4-5"]\ninput = 1e308\noutput = 1.0\n')
+    result = memoryd("summarize", str(ws.path), "--force", "--config", str(config))
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert "prices.claude-haiku-4-5.input" in line and "less than or equal to 1000000" in line
