@@ -5,12 +5,14 @@ treats it as missing where the file is only derived data."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import cli
 from fs_helpers import SPECIAL_KINDS, make_special
 
 from memoryd.api import SummaryGenerator
@@ -18,7 +20,7 @@ from memoryd.config import load_settings
 from memoryd.config_fast import fast_status_settings
 from memoryd.daemon.telemetry import salvaged_since
 from memoryd.draining import salvage
-from memoryd.errors import UnsafePathError
+from memoryd.errors import ConfigError, UnsafePathError
 from memoryd.events import read_events
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.monitor import read_monitors
@@ -153,3 +155,27 @@ def test_the_index_is_never_opened_when_it_is_not_a_file(
         (ws.meta / INDEX).write_bytes(b"SQLite format 3\x00" + b"\x00" * 84)
         special(ws.meta / f"{INDEX}-wal")
         assert not _is_wal(ws.meta / INDEX)
+
+
+def test_status_of_a_root_shows_the_workspace_it_cannot_read_as_a_row(
+    tmp_path: Path, special: Callable[[Path], None], clean_environment: Path
+) -> None:
+    root = tmp_path / "root"
+    for name in ("good", "odd"):
+        (root / name).mkdir(parents=True)
+        (root / name / "conversation.jsonl").write_bytes(b'{"role":"user","content":"x"}\n')
+    special(root / "odd" / "HEARTBEAT.md")
+    code, out = cli("status", str(root), "--json")
+    assert code == 0
+    rows = {Path(row["workspace"]).name: row for row in json.loads(out)}
+    assert rows["good"]["messages"] == 1
+    assert rows["odd"]["error"].endswith("HEARTBEAT.md: is not a regular file")
+
+
+def test_a_configuration_file_that_is_not_a_file_is_refused(
+    special: Callable[[Path], None], clean_environment: Path
+) -> None:
+    """At the default place too (it was silently ignored): one line, never a wait."""
+    special(clean_environment / "memoryd" / "config.toml")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_settings(env={"XDG_CONFIG_HOME": str(clean_environment)})
