@@ -62,10 +62,21 @@ def nest(value: Any, levels: int) -> Any:
 
 
 @given(JSON, st.integers(0, 12), st.integers(0, 12))
-def test_too_deep_is_exactly_the_nesting_depth(value: Any, levels: int, limit: int) -> None:
-    """Brackets inside strings do not count; the fast path (few brackets) agrees."""
+def test_nested_deeper_is_exactly_the_nesting_depth(value: Any, levels: int, limit: int) -> None:
     nested = nest(value, levels)
-    assert strict_json.too_deep(json.dumps(nested), limit) == (depth(nested) > limit)
+    assert strict_json.nested_deeper(nested, limit) == (depth(nested) > limit)
+
+
+@given(JSON, st.integers(0, 250))
+def test_loads_refuses_exactly_what_nests_deeper_than_the_limit(value: Any, levels: int) -> None:
+    """Whatever the brackets inside strings (the keys here hold some)."""
+    nested = nest(value, levels)
+    text = json.dumps(nested)
+    if depth(nested) > strict_json.MAX_DEPTH:
+        with pytest.raises(strict_json.JSONProblem, match="too deeply nested"):
+            strict_json.loads(text)
+    else:
+        assert strict_json.loads(text) == nested
 
 
 def test_nesting_up_to_the_limit_is_taken_and_deeper_is_refused() -> None:
