@@ -28,6 +28,9 @@ from memoryd.config_files import (
     WORKSPACE_KEYS,
     find_config_file,
 )
+from memoryd.errors import MemorydError
+from memoryd.fsutil import read_in
+from memoryd.regular_files import read_file
 from memoryd.workspace import Workspace
 
 Bounds = tuple[tuple[str, float], ...]
@@ -129,11 +132,11 @@ class StatusSettings:
         """These settings with ``<workspace>/.memoryd/config.toml`` applied; None when the
         full loader must decide (a bad or unusual file), as ``settings_for_workspace``."""
         try:
-            with Workspace(workspace).config.open("rb") as file:
-                data = tomllib.load(file)
+            # As the full loader reads it: never through a symlink, never a FIFO.
+            data = tomllib.loads(read_in(workspace, Workspace(workspace).config).decode())
         except FileNotFoundError:
             return self
-        except (OSError, ValueError):
+        except (OSError, MemorydError, ValueError, RecursionError):
             return None
         if not data:
             return self
@@ -159,9 +162,8 @@ def fast_status_settings(
     data: dict[str, Any] = {}
     if config_path is not None:
         try:
-            with config_path.open("rb") as file:
-                data = tomllib.load(file)
-        except (OSError, ValueError):
+            data = tomllib.loads(read_file(config_path).decode())
+        except (OSError, MemorydError, ValueError, RecursionError):
             return None
     try:
         values = {key: default for key, (_, default, _) in FIELDS.items()}

@@ -36,6 +36,7 @@ from memoryd.fsutil import (
     open_in,
     pid_alive,
 )
+from memoryd.regular_files import open_for_reading
 from memoryd.snapshot import Snapshot
 from memoryd.workspace import Workspace
 
@@ -189,7 +190,10 @@ def _in_use(root: Path, name: str, pid: int) -> bool:
 def _salvage_one(workspace: Workspace, marks: int, name: str, match: re.Match[str]) -> int:
     """Settle and carry one dead process's mark, then remove it; returns the lines carried."""
     target = _target(workspace, match["file"])
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=marks)
+    try:
+        fd = open_for_reading(name, dir_fd=marks, follow_symlinks=False)
+    except UnsafePathError:
+        return 0  # a FIFO, socket or symlink named like a mark: not one memoryd made
     carried = 0
     try:
         with flocked(workspace.lock, root=workspace.path):

@@ -159,12 +159,23 @@ def open_in(
         os.close(parent)
 
 
+def _open_file_in(root: Path, path: Path, flags: int, *, make_parents: bool = False) -> int:
+    """:func:`open_in` for a file that must be a regular one: a socket there (ENXIO) is
+    refused in the words a FIFO is (the caller checks the rest with ``fstat``)."""
+    try:
+        return open_in(root, path, flags, 0o644, make_parents=make_parents)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UnsafePathError(f"{path}: is not a regular file") from None
+        raise
+
+
 def read_in(root: Path, path: Path) -> bytes:
     """The bytes of ``path`` below ``root``, read without following a symlink.
 
     FileNotFoundError (and other OSErrors) pass through; a symlink is UnsafePathError.
     """
-    fd = open_in(root, path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = _open_file_in(root, path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePathError(f"{path}: is not a regular file")
@@ -319,7 +330,7 @@ def append_line(path: Path, line: bytes, *, root: Path) -> int:
     then as it was).
     """
     flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
-    fd = open_in(root, path, flags, 0o644, make_parents=True)
+    fd = _open_file_in(root, path, flags, make_parents=True)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePathError(f"{path}: is not a regular file")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memoryd import strict_json
 from memoryd.errors import MemorydError
 from memoryd.fsutil import resolve_inside
 from memoryd.workspace import CONVERSATION, Workspace
@@ -110,8 +111,8 @@ def parse_message(line: RawLine) -> dict[str, Any] | None:
     if len(line.data) > MAX_PARSED_LINE:
         return None
     try:
-        value = json.loads(line.data)
-    except (ValueError, RecursionError):
+        value = strict_json.loads(line.data)
+    except strict_json.JSONProblem:
         return None
     return value if isinstance(value, dict) else None
 

@@ -8,11 +8,14 @@ outside them (docs/design.md#recall).
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -122,17 +125,30 @@ class Scope:
                 return self.roots[0]
             served = ", ".join(str(base) for base in self.bases)
             raise ToolError(f"name the workspace: this server serves the workspaces below {served}")
-        candidate = Path(given).expanduser()
-        if not candidate.is_absolute():
-            candidate = self.bases[0] / candidate if len(self.bases) == 1 else candidate.absolute()
-        real = candidate.resolve()
-        if not any(real == base or base in real.parents for base in self.bases):
-            served = ", ".join(str(base) for base in self.bases)
-            raise ToolError(f"{given}: is outside what this server serves ({served})")
-        if workspace and not (real / CONVERSATION).is_file():
-            raise ToolError(f"{given}: is not a workspace (no {CONVERSATION})")
+        if "\x00" in given:
+            raise ToolError("the workspace path contains a NUL character")
+        if len(given.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+            raise ToolError(f"the workspace path is longer than {MAX_PATH_BYTES} bytes")
+        try:
+            candidate = Path(given).expanduser()
+            if not candidate.is_absolute():
+                base = self.bases[0] if len(self.bases) == 1 else Path.cwd()
+                candidate = base / candidate
+            real = candidate.resolve()
+            if not any(real == base or base in real.parents for base in self.bases):
+                served = ", ".join(str(base) for base in self.bases)
+                raise ToolError(f"{given}: is outside what this server serves ({served})")
+            if workspace and not (real / CONVERSATION).is_file():
+                raise ToolError(f"{given}: is not a workspace (no {CONVERSATION})")
+        except (OSError, ValueError, RuntimeError) as exc:
+            # A name too long for the file system, a loop of symlinks, ~user unknown.
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise ToolError(f"the workspace path cannot be used: {reason}") from None
         return real
 
+
+MAX_PATH_BYTES = 4096
+"""The longest workspace path taken (Linux's PATH_MAX); longer is refused in words."""
 
 WorkspaceArg = Annotated[
     str | None,
@@ -149,7 +165,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
     server: MCPServer = MCPServer("memoryd", instructions=INSTRUCTIONS)
 
     @server.tool(name="recall")
-    def recall_tool(
+    async def recall_tool(
         query: Annotated[
             str,
             Field(
@@ -169,10 +185,12 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         need. Returns the best hits with the message id, role, time and a snippet where
         the matched words are between ** **; pass an id to `expand` to read it in full.
         Without `workspace`, a server over a root searches every workspace below it.
+        A search has a time budget; a cancelled call stops its search.
         """
         path = scope.path(workspace, workspace=False)
+        search = functools.partial(recall, path, query, limit, role, max_depth=scope.max_depth)
         try:
-            hits = recall(path, query, limit, role, max_depth=scope.max_depth)
+            hits = await run_cancellable(search)
         except MemorydError as exc:
             raise ToolError(str(exc)) from None
         return {"hits": [_hit(hit) for hit in hits]}
@@ -281,6 +299,20 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         return {"store": store, "entries": entries}
 
     return server
+
+
+async def run_cancellable(search: functools.partial[list[Hit]]) -> list[Hit]:
+    """``search(cancelled=...)`` in a worker thread; when the call is cancelled (the client
+    sent ``notifications/cancelled``), the search is told to stop at once, instead of the
+    thread running on to the end of its query (docs/design.md#recall-budget)."""
+    stop = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(
+            functools.partial(search, cancelled=stop.is_set), abandon_on_cancel=True
+        )
+    except anyio.get_cancelled_exc_class():
+        stop.set()
+        raise
 
 
 def _hit(hit: Hit) -> HitOut:

@@ -14,14 +14,12 @@ import contextlib
 import platform
 import socket
 import threading
+import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from socketserver import ThreadingMixIn
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -29,6 +27,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from memoryd.fsutil import atomic_write
+from memoryd.metrics_server import BoundedServer, only_metrics
 from memoryd.strategies import STRATEGIES
 
 LEVELS = ("normal", "warning", "critical")
@@ -93,21 +92,6 @@ def build_version() -> str:
         return metadata.version("memoryd")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No access log: the daemon's stdout carries its JSON log lines only."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
 
 
 class _ViewCollector(Collector):
@@ -273,7 +257,7 @@ class Metrics:
             self.job_duration.labels(strategy)
             self.failures.labels(strategy)
         registry.register(_ViewCollector(view, per_workspace))
-        self._server: WSGIServer | None = None
+        self._server: BoundedServer | None = None
         self._thread: threading.Thread | None = None
         self._closing = False
 
@@ -305,13 +289,11 @@ class Metrics:
 
         The thread sleeps in ``accept`` until a scrape comes: prometheus_client's own
         ``start_http_server`` wakes twice a second to check for shutdown, which an idle
-        daemon should not (docs/design.md#metrics).
+        daemon should not (docs/design.md#metrics). Connections are bounded in number
+        and time (:mod:`memoryd.metrics_server`).
         """
-        server_class = _Server6 if ":" in host else _Server
-        self._server = make_server(
-            host, port, make_wsgi_app(self.registry), server_class, _QuietHandler
-        )
-        self._server.timeout = None
+        self._server = BoundedServer((host, port))
+        self._server.set_app(only_metrics(make_wsgi_app(self.registry)))
         self._thread = threading.Thread(
             target=self._serve_until_closed, name="memoryd-metrics", daemon=True
         )
@@ -322,7 +304,9 @@ class Metrics:
     def _serve_until_closed(self) -> None:
         server = self._server
         while server is not None and not self._closing:
+            server.timeout = server.next_wake(time.monotonic())
             server.handle_request()
+            server.reap(time.monotonic())
 
     def render(self) -> bytes:
         """The exposition text, as a scrape would get it."""
@@ -344,4 +328,5 @@ class Metrics:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        server.cut_all()
         server.server_close()

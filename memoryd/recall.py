@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +19,16 @@ from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
 from memoryd.history import context, is_summary, parse_message, read_lines
 from memoryd.recall_index import update_index, update_index_in_background, with_index
-from memoryd.recall_query import ROLES, Query, check_limit, to_match
+from memoryd.recall_query import (
+    QUERY_SECONDS,
+    ROLES,
+    Query,
+    QueryStopped,
+    budget,
+    check_limit,
+    check_timeout,
+    to_match,
+)
 from memoryd.recall_rank import rank
 from memoryd.workspace import CONVERSATION, Workspace
 
@@ -67,18 +78,26 @@ class Hit:
 
 
 def _search(
-    conn: sqlite3.Connection, *, folder: Path, query: Query, role: str | None, limit: int
+    conn: sqlite3.Connection,
+    *,
+    folder: Path,
+    query: Query,
+    role: str | None,
+    limit: int,
+    deadline: float,
+    cancelled: Callable[[], bool] | None,
 ) -> list[Hit]:
-    ranked = rank(conn, query, role, limit)
-    where = {
-        row[0]: row[1:]
-        for row in conn.execute(
-            "SELECT m.rowid, m.message_id, m.role, m.timestamp, a.name, m.byte_offset, "
-            "m.byte_length FROM messages m JOIN archives a ON a.id = m.archive_id "
-            f"WHERE m.rowid IN ({', '.join('?' * len(ranked))})",
-            [found.message for found in ranked],
-        )
-    }
+    with budget(conn, deadline, cancelled):
+        ranked = rank(conn, query, role, limit)
+        where = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                "SELECT m.rowid, m.message_id, m.role, m.timestamp, a.name, m.byte_offset, "
+                "m.byte_length FROM messages m JOIN archives a ON a.id = m.archive_id "
+                f"WHERE m.rowid IN ({', '.join('?' * len(ranked))})",
+                [found.message for found in ranked],
+            )
+        }
     hits = []
     for found in ranked:
         ident, who, stamp, name, offset, length = where[found.message]
@@ -120,27 +139,42 @@ def recall(
     *,
     raw: bool = False,
     max_depth: int = 4,
+    timeout: float = QUERY_SECONDS,
+    cancelled: Callable[[], bool] | None = None,
 ) -> list[Hit]:
     """The archived messages that match ``query``, best first: those with a passage that
     holds every word, then those with any, each by BM25 (newer first on ties).
 
     ``path`` is a workspace or a folder of them. ``query`` is plain words (stop words
     left out; ``"a phrase"``; ``word*`` a prefix), or FTS5 syntax with ``raw=True``. Raises
-    UsageError (exit 2) for a query with nothing to search or bad FTS5 syntax, a bad
-    ``limit`` or ``role``; MemorydError when a single workspace's index cannot be used.
+    UsageError (exit 2) for a query with nothing to search, too long, with too many
+    terms, a one-letter prefix or bad FTS5 syntax, a bad ``limit``, ``role`` or
+    ``timeout``; QueryStopped (exit 1) when the search runs past ``timeout`` seconds or
+    ``cancelled()`` turns true; MemorydError when a single workspace's index cannot be
+    used.
     """
     if role is not None and role not in ROLES:
         raise UsageError(f"role {role!r} is not one of {', '.join(ROLES)}")
     check_limit(limit)
+    check_timeout(timeout)
     parsed = to_match(query, raw)
+    deadline = time.monotonic() + timeout
     folders = workspaces_under(Path(path), max_depth)
     hits: list[Hit] = []
     for folder in folders:
+        search = functools.partial(
+            _search,
+            folder=folder,
+            query=parsed,
+            role=role,
+            limit=limit,
+            deadline=deadline,
+            cancelled=cancelled,
+        )
         try:
-            found = with_index(
-                Workspace(folder),
-                functools.partial(_search, folder=folder, query=parsed, role=role, limit=limit),
-            )
+            found = with_index(Workspace(folder), search)
+        except QueryStopped:
+            raise
         except MemorydError as exc:
             if len(folders) == 1:
                 raise

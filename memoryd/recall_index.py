@@ -38,6 +38,7 @@ from memoryd.recall_schema import (
     passage_rows,
     schema_problem,
 )
+from memoryd.regular_files import open_for_reading
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
@@ -73,7 +74,7 @@ def _create_file(path: Path) -> None:
     for name in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILES)):
         # A symlink or a stray entry is ours to replace, never to follow (nor to write into
         # through SQLite's own -wal/-shm files).
-        if name.is_symlink() or (name == path and name.exists() and not name.is_file()):
+        if name.is_symlink() or (name.exists() and not name.is_file()):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
     with contextlib.suppress(FileExistsError):
@@ -245,15 +246,20 @@ def _bring_up_to_date(workspace: Workspace, path: Path) -> int:
 def _is_wal(path: Path) -> bool:
     """True when ``path`` is an SQLite file in WAL mode (header bytes 18-19 are 2).
 
-    A symlink at the index or its side files is never followed (see _create_file).
+    A symlink at the index or its side files is never followed (see _create_file), and a
+    FIFO, socket or device there is never opened: SQLite would wait on it.
     """
-    if any(Path(f"{path}{suffix}").is_symlink() for suffix in ("", *SIDE_FILES)):
+    for name in (Path(f"{path}{suffix}") for suffix in ("", *SIDE_FILES)):
+        if name.is_symlink() or (name.exists() and not name.is_file()):
+            return False
+    try:
+        fd = open_for_reading(path)
+    except (OSError, MemorydError):
         return False
     try:
-        with open(path, "rb") as file:
-            header = file.read(20)
-    except OSError:
-        return False
+        header = os.pread(fd, 20, 0)
+    finally:
+        os.close(fd)
     return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x02\x02"
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Protocol
 
+from memoryd import strict_json
+from memoryd.errors import MemorydError
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write
 from memoryd.policy import (
@@ -16,6 +17,8 @@ from memoryd.policy import (
     get_threshold_action,
     usage_ratio,
 )
+from memoryd.regular_files import read_file
+from memoryd.tokens import CALIBRATION_BOUNDS
 from memoryd.workspace import Workspace
 
 
@@ -69,10 +72,31 @@ def numbers_key(numbers: tuple[Any, ...] | None) -> int | None:
 
 
 def saved_numbers(saved: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The numbers of a state.json read back, to skip rewriting it unchanged (None if partial)."""
+    """The numbers of a state.json read back, to skip rewriting it unchanged (None if
+    partial, or if a field is not a scalar: a list or object there was not written by
+    memoryd, and could not be hashed)."""
     if not all(name in saved for name in NUMBER_FIELDS):
         return None
-    return tuple(saved[name] for name in NUMBER_FIELDS)
+    numbers = tuple(saved[name] for name in NUMBER_FIELDS)
+    if not all(value is None or isinstance(value, (str, int, float)) for value in numbers):
+        return None
+    return numbers
+
+
+def saved_calibration(saved: dict[str, Any]) -> float:
+    """The calibration factor of a state.json read back: 1.0 unless it is a number within
+    the calibration's bounds (the file may have been edited by hand)."""
+    value = saved.get("calibration")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 1.0
+    low, high = CALIBRATION_BOUNDS
+    return float(value) if low <= value <= high else 1.0  # NaN compares False
+
+
+def saved_time(saved: dict[str, Any]) -> str | None:
+    """``last_summary_at`` of a state.json read back, when it is text (else None)."""
+    value = saved.get("last_summary_at")
+    return value if isinstance(value, str) else None
 
 
 def build_state(
@@ -127,14 +151,20 @@ def recorded_budget(saved: dict[str, Any]) -> dict[str, Any]:
 
 def write_state(workspace: Workspace, state: WorkspaceState) -> None:
     """Rewrite state.json atomically (not fsynced: it is derived, and rebuilt at start)."""
-    data = json.dumps(asdict(state), indent=2).encode() + b"\n"
+    data = strict_json.dumps(asdict(state), indent=2).encode() + b"\n"
     atomic_write(workspace.state, data, root=workspace.path, durable=False)
 
 
+STATE_MAX_BYTES = 1 << 20
+"""A state.json larger than this is not one memoryd wrote (it holds a few hundred bytes)."""
+
+
 def read_state(workspace: Workspace) -> dict[str, Any] | None:
-    """The last state.json written, or None when there is none (or it is unreadable)."""
+    """The last state.json written, or None when there is none or it cannot be used: not
+    a regular file (never waited on), too large, not strict JSON, not an object. It is
+    derived data, rebuilt from the conversation (docs/design.md#state)."""
     try:
-        value = json.loads(workspace.state.read_bytes())
-    except (OSError, ValueError):
+        value = strict_json.loads(read_file(workspace.state, STATE_MAX_BYTES))
+    except (OSError, MemorydError, ValueError):
         return None
     return value if isinstance(value, dict) else None

@@ -16,7 +16,15 @@ from memoryd.errors import InputError, MemorydError
 from memoryd.fsutil import read_in
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.monitor import read_monitors
-from memoryd.state import BUDGET_FIELDS, BudgetSettings, build_state, read_state, recorded_budget
+from memoryd.state import (
+    BUDGET_FIELDS,
+    BudgetSettings,
+    build_state,
+    read_state,
+    recorded_budget,
+    saved_calibration,
+    saved_time,
+)
 from memoryd.workspace import Workspace
 
 
@@ -146,14 +154,14 @@ def workspace_status(
     saved = read_state(workspace) or {}
     recorded = recorded_budget(saved) if daemon_budget else None
     budget = budget_of(effective, workspace_keys(workspace), recorded)
-    calibration = float(saved.get("calibration", 1.0))
+    calibration = saved_calibration(saved)
     state = build_state(
         workspace,
         budget,
         messages=reader.tally.messages,
         tokens=round(reader.tally.tokens * calibration),
-        summarizing=bool(saved.get("summarizing", False)),
-        last_summary_at=saved.get("last_summary_at"),
+        summarizing=saved.get("summarizing") is True,
+        last_summary_at=saved_time(saved),
         now=now,
         malformed_lines=reader.tally.malformed,
         calibration=calibration,

@@ -95,6 +95,26 @@ def test_watch_with_json_or_a_bad_interval_is_refused(workspace: WorkspaceFactor
     assert cli("status", str(folder / "nope"), "--watch")[0] == 2
 
 
+@pytest.mark.parametrize("interval", ["inf", "nan", "-1", "3601", "1e400", "soon"])
+def test_an_interval_that_is_not_a_finite_number_of_seconds_is_one_line(
+    workspace: WorkspaceFactory, tmp_path: Path, interval: str
+) -> None:
+    """``--interval inf`` passed the check and overflowed the wait with a traceback."""
+    folder = workspace(2, 10)
+    result = subprocess.run(
+        [sys.executable, "-m", "memoryd", "status", str(folder), "--watch", "--interval", interval],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("memoryd: status: argument --interval:"), line
+
+
 def _watch_argv(folder: Path) -> list[str]:
     return [sys.executable, "-m", "memoryd", "status", str(folder), "--watch", "--interval", "0.2"]
 

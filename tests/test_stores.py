@@ -304,7 +304,7 @@ def test_a_write_appends_and_never_rewrites_the_store(ws: Path) -> None:
         ("bookmarks", "not json", "not valid JSON"),
         ("bookmarks", "[1, 2]", "got an array"),
         ("bookmarks", '"text"', "got a string"),
-        ("bookmarks", '{"x": NaN}', "cannot be stored as JSON"),
+        ("bookmarks", '{"x": NaN}', "NaN is not JSON"),
         ("notes", '{"x": 1}', "unknown memory store 'notes'"),
     ],
 )

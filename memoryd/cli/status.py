@@ -26,8 +26,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--watch", action="store_true", help="refresh the table until Ctrl-C (live on a terminal)"
     )
     parser.add_argument(
-        "--interval", type=float, default=2.0, help="seconds between refreshes (default: 2)"
+        "--interval",
+        type=interval,
+        default=2.0,
+        help=f"seconds between refreshes, above 0 and at most {MAX_INTERVAL:g} (default: 2)",
     )
+
+
+MAX_INTERVAL = 3600.0
+"""The longest refresh interval of ``--watch`` (an hour); longer is refused, as infinity
+is (a wait that long overflowed)."""
+
+
+def interval(text: str) -> float:
+    """A refresh interval for argparse: a number of seconds above 0, at most an hour."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < seconds <= MAX_INTERVAL:  # NaN and infinity fail here too
+        raise argparse.ArgumentTypeError(
+            f"must be above 0 and at most {MAX_INTERVAL:g} seconds (got {text})"
+        )
+    return seconds
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -96,8 +117,6 @@ def _watch_status(
 
     if args.json:
         raise UsageError("status: --watch and --json cannot be combined")
-    if not args.interval > 0:
-        raise UsageError(f"status: --interval must be above 0 (got {args.interval:g})")
     # A bad PATH is refused before the screen is taken.
     last = [collect_status(paths, settings, daemon_budget=daemon_budget)]
 

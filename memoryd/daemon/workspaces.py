@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -20,7 +18,13 @@ from memoryd.job import (
     report_failure,
 )
 from memoryd.recovery import recover
-from memoryd.state import numbers_key, read_state, saved_numbers
+from memoryd.state import (
+    numbers_key,
+    read_state,
+    saved_calibration,
+    saved_numbers,
+    saved_time,
+)
 from memoryd.tracked import Tracked
 from memoryd.watch import classify
 from memoryd.workspace import Workspace
@@ -87,8 +91,8 @@ class WorkspaceTracking(DaemonParts):
             reader=ConversationReader(workspace.conversation, settings.max_line_bytes),
             config_error=config_error,
             level=level if level in ("normal", "warning", "critical") else None,
-            last_summary_at=saved.get("last_summary_at"),
-            calibration=_calibration(saved.get("calibration")),
+            last_summary_at=saved_time(saved),
+            calibration=saved_calibration(saved),
             state_numbers=numbers_key(saved_numbers(saved)),
             changed_at=time.monotonic() - _age(workspace.conversation),
         )
@@ -177,11 +181,3 @@ def _age(path: Path) -> float:
         return max(0.0, time.time() - path.stat().st_mtime)
     except OSError:
         return 0.0
-
-
-def _calibration(value: Any) -> float:
-    try:
-        factor = float(value)
-    except (TypeError, ValueError):
-        return 1.0
-    return factor if math.isfinite(factor) and factor > 0 else 1.0

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import structlog
 from pydantic import ValidationError
 
-from memoryd import events
+from memoryd import events, strict_json
 from memoryd.checkpoint import (
     CHECKPOINT_PREFIX,
     SECTIONS,
@@ -26,10 +26,11 @@ from memoryd.checkpoint import (
 )
 from memoryd.config import Settings
 from memoryd.conversation import Line
-from memoryd.errors import SummarizerError
+from memoryd.errors import MemorydError, SummarizerError
 from memoryd.fsutil import atomic_write
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
 from memoryd.receipts import RetentionFigures
+from memoryd.regular_files import read_file
 from memoryd.retention import Beside, Detail, extract_details, score
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
@@ -55,10 +56,10 @@ def load_checkpoint(workspace: Workspace, head: Line | None = None) -> Checkpoin
     """
     stored: Checkpoint | None = None
     try:
-        stored = Checkpoint.model_validate_json(workspace.checkpoint.read_bytes())
+        stored = Checkpoint.model_validate(strict_json.loads(read_file(workspace.checkpoint)))
     except FileNotFoundError:
         pass
-    except (OSError, ValidationError) as exc:
+    except (OSError, MemorydError, ValueError) as exc:  # ValidationError is a ValueError
         log.warning(
             "checkpoint_unreadable", workspace=str(workspace.path), error=type(exc).__name__
         )

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from memoryd import strict_json
 from memoryd.checkpoint import MAX_ITEMS, SECTIONS, Checkpoint, CheckpointSummary
 from memoryd.errors import CheckpointParseError
 from memoryd.summarizers.prompts import TOOL_OUTPUT_CHARS, escape_delimiters, render_transcript
@@ -121,11 +122,10 @@ def parse_compaction_result(text: str) -> CheckpointSummary:
     if not body:
         raise CheckpointParseError("checkpoint answer is empty")
     try:
-        value = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise CheckpointParseError(
-            f"checkpoint answer is not valid JSON ({exc.msg} at line {exc.lineno})"
-        ) from None
+        value = strict_json.loads(body)
+    except strict_json.JSONProblem as problem:
+        where = problem.detail or str(problem)
+        raise CheckpointParseError(f"checkpoint answer is not valid JSON ({where})") from None
     if not isinstance(value, dict):
         raise CheckpointParseError(
             f"checkpoint answer is a JSON {type(value).__name__}, not an object"
