@@ -91,6 +91,7 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "prices": ("table", {}, ()),
     "memory.threshold": ("int", 50, (("gt", 0),)),
     "memory.keep_bookmarks": ("int", 10, (("ge", 0),)),
+    "memory.max_entry_bytes": ("int", 16384, (("ge", 256), ("le", 1048576))),
 }
 MODEL_CHECKS: dict[str, tuple[str, ...]] = {
     "_levels_in_order": (),  # checked here too: warning_at <= summarize_at <= critical_at

@@ -21,11 +21,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
 
-from memoryd import stores
+from memoryd import __version__, stores
 from memoryd.config import Settings
 from memoryd.errors import MemorydError
 from memoryd.fsutil import check_workspace
+from memoryd.mcp_tools import APPENDS, READS, UNSERVED, ToolServer, tool
 from memoryd.recall import Hit, expand, recall
+from memoryd.recall_query import MAX_LIMIT
 from memoryd.workspace import CONVERSATION
 
 INSTRUCTIONS = (
@@ -161,10 +163,17 @@ WorkspaceArg = Annotated[
 
 def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) -> MCPServer:
     """An MCP server with memoryd's tools for ``scope``; with ``daemon_budget``,
-    ``context_status`` counts a workspace against the budget the daemon recorded for it."""
-    server: MCPServer = MCPServer("memoryd", instructions=INSTRUCTIONS)
+    ``context_status`` counts a workspace against the budget the daemon recorded for it.
 
-    @server.tool(name="recall")
+    It advertises tools only: no prompts, no resources, no list changes (the tools are
+    fixed)."""
+    server = ToolServer(
+        "memoryd", instructions=INSTRUCTIONS, version=__version__, subscriptions=False
+    )
+    for method in UNSERVED:
+        server._lowlevel_server._request_handlers.pop(method)
+
+    @tool(server, "recall", READS)
     async def recall_tool(
         query: Annotated[
             str,
@@ -174,7 +183,9 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
             ),
         ],
         workspace: WorkspaceArg = None,
-        limit: Annotated[int, Field(ge=1, le=100, description="At most this many hits.")] = 10,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_LIMIT, description="At most this many hits.")
+        ] = 10,
         role: Annotated[
             Literal["user", "assistant"] | None, Field(description="Only this role's messages.")
         ] = None,
@@ -195,7 +206,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
             raise ToolError(str(exc)) from None
         return {"hits": [_hit(hit) for hit in hits]}
 
-    @server.tool(name="expand")
+    @tool(server, "expand", READS)
     def expand_tool(
         id: Annotated[str, Field(description="A message id, as returned by recall.")],
         workspace: WorkspaceArg = None,
@@ -215,7 +226,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         text = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
         return {"workspace": str(path), "id": id, "lines": text}
 
-    @server.tool(name="context_status")
+    @tool(server, "context_status", READS)
     def context_status(workspace: WorkspaceArg = None) -> StatusOut:
         """How full a workspace's context is, and what memoryd advises.
 
@@ -233,7 +244,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
             raise ToolError(str(exc)) from None
         return {key: row[key] for key in StatusOut.__annotations__}  # type: ignore[return-value]
 
-    @server.tool(name="conversation_messages")
+    @tool(server, "conversation_messages", READS)
     def conversation_messages(workspace: WorkspaceArg = None) -> MessagesOut:
         """The workspace's conversation as a Messages-API `messages` list, ready to send.
 
@@ -252,7 +263,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
             raise ToolError(str(exc)) from None
         return {"workspace": str(path), "messages": messages}
 
-    @server.tool(name="memory_write")
+    @tool(server, "memory_write", APPENDS)
     def memory_write(
         store: Annotated[
             Literal["bookmarks", "todos", "decisions", "lessons"],
@@ -268,15 +279,24 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
 
         Memory stores outlive summaries: write what must not be forgotten (a decision, a
         lesson, a todo, a bookmark of where you are). A timestamp is added if missing.
+        Keep an entry short (a path or message id rather than the text itself): an empty
+        entry, or one longer than the server's memory.max_entry_bytes (16 KiB unless
+        configured), is refused.
         """
         path = scope.path(workspace, workspace=True)
         try:
-            result = stores.write_entry(path, store, entry, settings.memory.threshold)
+            result = stores.write_entry(
+                path,
+                store,
+                entry,
+                settings.memory.threshold,
+                max_entry_bytes=settings.memory.max_entry_bytes,
+            )
         except MemorydError as exc:
             raise ToolError(str(exc)) from None
         return dict(result)
 
-    @server.tool(name="memory_read")
+    @tool(server, "memory_read", READS)
     def memory_read(
         store: Annotated[
             Literal["bookmarks", "todos", "decisions", "lessons"],

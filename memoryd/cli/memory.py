@@ -63,7 +63,11 @@ def handle_write(args: argparse.Namespace, out: TextIO) -> int:
     check_store(args.store)
     entry = parse_entry(args.entry)
     threshold = memory_setting(args, "threshold")
-    _write_json(out, stores.write_entry(args.workspace, args.store, entry, threshold))
+    largest = memory_setting(args, "max_entry_bytes")
+    result = stores.write_entry(
+        args.workspace, args.store, entry, threshold, max_entry_bytes=largest
+    )
+    _write_json(out, result)
     return 0
 
 
