@@ -5,7 +5,8 @@ Counters and histograms are fed by the supervisor loop as jobs end; gauges that 
 the workspaces are computed at scrape time from a :class:`DaemonView` the daemon hands
 over, so an idle daemon does no metrics work at all (docs/design.md#metrics).
 Names follow the Prometheus conventions: base units, ``_total`` on counters,
-``_seconds`` and ``_usd`` suffixes.
+``_seconds`` and ``_usd`` suffixes. No ``*_created`` series (a counter's start time is
+``process_start_time_seconds``); the endpoint adds the standard ``process_*`` metrics.
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, make_wsgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+    make_wsgi_app,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
@@ -178,8 +188,14 @@ class Metrics:
     """The daemon's metrics in a private registry; fed by the loop, read by scrapes."""
 
     def __init__(self, view: Callable[[], DaemonView], per_workspace: bool = False) -> None:
+        disable_created_metrics()  # process-wide; only the daemon imports this module
         self.registry = CollectorRegistry(auto_describe=False)
         registry = self.registry
+        self.served = CollectorRegistry(auto_describe=False)
+        """What the endpoint serves: memoryd's metrics and the process's (``process_*``).
+        The textfile leaves the latter out: node_exporter has its own ``process_*``."""
+        self.served.register(registry)
+        ProcessCollector(registry=self.served)
         Info("memoryd_build", "The running memoryd.", registry=registry).info(
             {"version": build_version(), "python": platform.python_version()}
         )
@@ -293,7 +309,7 @@ class Metrics:
         and time (:mod:`memoryd.metrics_server`).
         """
         self._server = BoundedServer((host, port))
-        self._server.set_app(only_metrics(make_wsgi_app(self.registry)))
+        self._server.set_app(only_metrics(make_wsgi_app(self.served)))
         self._thread = threading.Thread(
             target=self._serve_until_closed, name="memoryd-metrics", daemon=True
         )
@@ -310,11 +326,13 @@ class Metrics:
 
     def render(self) -> bytes:
         """The exposition text, as a scrape would get it."""
-        return generate_latest(self.registry)
+        return generate_latest(self.served)
 
     def write_textfile(self, path: Path) -> None:
-        """Rewrite a node_exporter textfile atomically (readers never see half a file)."""
-        atomic_write(path, self.render(), root=path.parent, durable=False)
+        """Rewrite a node_exporter textfile atomically (readers never see half a file), with
+        memoryd's metrics only."""
+        text = generate_latest(self.registry)
+        atomic_write(path, text, root=path.parent, durable=False)
 
     def close(self) -> None:
         """Stop serving (a scrape in progress is cut off)."""
