@@ -188,7 +188,8 @@ class Metrics:
     """The daemon's metrics in a private registry; fed by the loop, read by scrapes."""
 
     def __init__(self, view: Callable[[], DaemonView], per_workspace: bool = False) -> None:
-        disable_created_metrics()  # process-wide; only the daemon imports this module
+        # process-wide; only the daemon imports this module
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=False)
         registry = self.registry
         self.served = CollectorRegistry(auto_describe=False)
