@@ -215,7 +215,8 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
     Byte for byte as appended (each ends with ``\\n``), from the live conversation when
     the message is still there, else from the archive (its newest copy). Context follows
     the history across archive files; summaries are skipped. Raises MemorydError (exit 1)
-    for an unknown id, UsageError for a negative count or a folder that is no workspace.
+    for an unknown id, UsageError for a negative count or a folder that is no workspace
+    (neither a conversation nor an archive).
     """
     for name, value in (("before", before), ("after", after)):
         if not isinstance(value, int) or value < 0:
@@ -224,6 +225,8 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
     if not folder.is_dir():
         raise InputError(f"{folder}: no such workspace folder")
     ws = Workspace(folder.absolute())
+    if not (ws.conversation.exists() or ws.archive_dir.exists()):
+        raise InputError(f"{folder}: not a workspace (no {CONVERSATION} and no archive)")
     where = _live_line(ws, id) or next(
         filter(None, with_index(ws, lambda conn: _archived_line(conn, id))), None
     )

@@ -82,7 +82,8 @@ def render_frame(
     widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
     level_at = sum(widths[:3]) + 2 * 3  # where the LEVEL column starts
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
-    lines = [f"memoryd status: {len(rows)} workspaces, {stamp}"]
+    counted = "1 workspace" if len(rows) == 1 else f"{len(rows)} workspaces"
+    lines = [f"memoryd status: {counted}, {stamp}"]
     for index, line in enumerate(table):
         cells = [cell.ljust(w) for cell, w in zip(line, widths, strict=False)] + [line[-1]]
         text = "  ".join(cells).rstrip()[:width]

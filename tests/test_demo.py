@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from cli_helpers import cli
 
+from memoryd.cli.demo import demo_log_format
 from memoryd.config import load_settings, settings_for_workspace
 from memoryd.demo import DEMO_TOKEN_LIMIT, prepare_demo
 
@@ -140,3 +141,10 @@ def test_a_second_prepare_resets_the_example(tmp_path: Path) -> None:
     assert prepare_demo(folder) == config
     assert conversation.read_bytes() == original
     assert [p.name for p in (folder / "example-agent" / ".memoryd").iterdir()] == ["config.toml"]
+
+
+def test_the_demo_logs_for_a_person_on_a_terminal_unless_a_format_was_chosen() -> None:
+    assert demo_log_format("default", terminal=True) == "console"
+    assert demo_log_format("default", terminal=False) is None
+    assert demo_log_format("flag", terminal=True) is None
+    assert demo_log_format("env MEMORYD_LOG_FORMAT", terminal=True) is None

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.errors import MemorydError, UnsafePathError, UsageError
+from memoryd.errors import InputError, MemorydError, UnsafePathError, UsageError
 from memoryd.history import content_text
 from memoryd.job import JobRequest, run_job
 from memoryd.recall import Hit, expand, recall, update_index
@@ -143,6 +143,24 @@ def test_expand_returns_the_appended_bytes_with_context_across_archives_and_live
         message_id = json.loads(history_lines[index])["id"]
         got = expand(history, message_id, before=4, after=4)
         assert got == history_lines[max(0, index - 4) : index + 5]
+
+
+def test_expand_in_a_folder_that_is_no_workspace_says_so(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not a workspace") as caught:
+        expand(tmp_path, "msg-1")
+    assert caught.value.exit_code == 2
+
+
+def test_recall_and_history_word_a_limit_of_0_the_same_way(
+    history: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("recall", str(history), "x", "--limit", "0")[0] == 2
+    recall_error = capsys.readouterr().err
+    assert cli("history", str(history), "--limit", "0")[0] == 2
+    history_error = capsys.readouterr().err
+    for error in (recall_error, history_error):
+        assert error.startswith("memoryd: --limit must be a whole number ")
+        assert error.endswith(" (got 0)\n")
 
 
 def test_expand_refuses_unknown_ids_and_explains_a_summary_id(history: Path) -> None:

@@ -72,6 +72,9 @@ def test_frame_has_one_line_per_workspace_cut_to_the_width() -> None:
     assert all(len(line) <= 60 for line in lines)
     coloured = render_frame(rows, NOW, 200, fancy=True, colour=True)
     assert "\x1b[31mcritical\x1b[0m" in coloured[3]
+    assert render_frame(rows[:1], NOW, 60, fancy=False)[0].startswith(
+        "memoryd status: 1 workspace, "
+    )
 
 
 def test_watch_redraws_in_place_on_a_terminal_and_in_blocks_otherwise() -> None:
