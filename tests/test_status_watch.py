@@ -162,7 +162,9 @@ def test_on_a_terminal_the_table_follows_appends_and_ctrl_c_exits_0(
             "a frame showing the new usage",
         )
         process.send_signal(signal.SIGINT)
-        assert process.wait(20) == 0
+        # Keep reading: a terminal nobody reads blocks the last frame's write, and the exit.
+        wait_until(lambda: read_some() is not None and process.poll() is not None, 20, "exit")
+        assert process.returncode == 0
         assert process.stderr is not None and b"Traceback" not in process.stderr.read()
         output = bytes(seen)
         assert output.count(b"\x1b[H") >= 2 and b"\xe2\x96\x88" in output  # redrawn, bars
@@ -199,3 +201,42 @@ def test_on_a_pipe_each_refresh_is_plain_text(workspace: WorkspaceFactory, tmp_p
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_ctrl_c_ends_the_watch_of_a_process_started_with_sigint_ignored(
+    workspace: WorkspaceFactory, tmp_path: Path
+) -> None:
+    """A background job of a shell without job control starts with SIGINT ignored, and
+    Python then installs no handler: the watch must still end on SIGINT, with 0."""
+    workspace(4, 100, name="root/alpha")
+    ignoring = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "os.execv(sys.executable, sys.argv[1:])"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", ignoring, *_watch_argv(tmp_path / "root")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(tmp_path),
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith(b"memoryd status: 1 workspace, ")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=20)
+        assert process.returncode == 0, stderr
+        assert b"Traceback" not in stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_the_watch_puts_back_the_sigint_handler_it_found() -> None:
+    frames = iter([[row("/a", 0.1, "normal")]])
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        watch(lambda: next(frames), io.StringIO(), 0, is_tty=False, frames=1)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
