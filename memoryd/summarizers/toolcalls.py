@@ -64,6 +64,25 @@ ERROR_LINE = re.compile(
 _TEST_TALLY = re.compile(
     r"^[= \t]*(?P<tally>\d+ (?:passed|failed|errors?|error)\b[^=\n]*?)[= \t]*$", re.M
 )
+_FAILED_TEST = re.compile(r"^FAILED [^\s:]+::(?:[^\s:]+::)*(?P<test>[^\s:]+)", re.M)
+"""A failing test in pytest's short summary (``FAILED tests/t.py::test_x - AssertionError``)."""
+_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<where>[^\s]+))?')
+"""A frame of a Python traceback."""
+_FRAME_LINES = 4
+"""The frame that raised comes at most this many lines before the exception (its code
+line and the markers under it in between)."""
+MAX_FAILURES = 8
+_EDITOR_VERBS = {
+    "view": "viewed", "create": "created", "str_replace": "edited", "insert": "edited",
+    "edit": "edited", "write": "wrote", "undo_edit": "undid an edit of",
+}  # fmt: skip
+"""What an editor tool's sub-command did to its file."""
+_TOOL_VERBS = (
+    (re.compile(r"read|view|open", re.I), "read"),
+    (re.compile(r"grep|search|glob|find", re.I), "searched for"),
+    (re.compile(r"fetch", re.I), "fetched"),
+)
+"""What a tool did, by its name (the first that matches)."""
 _SCANNED_CHARS = 60_000
 """Output scanned for an outcome: its start and its end (a huge output's middle is
 rarely where its error is, and its tail is kept)."""
@@ -78,6 +97,11 @@ class Outcome:
     exceptions: tuple[str, ...] = ()
     failed: bool = False
     tally: str | None = None
+    location: tuple[str, str, str] | None = None
+    """Where the last exception was raised: the file, line and function of the frame
+    above it (``("/src/a.py", "12", "load")``; the function may be "")."""
+    failures: tuple[str, ...] = ()
+    """The failing tests pytest's short summary names."""
 
     def text(self) -> str:
         """The outcome in a few words, or "" when the output shows nothing of note."""
@@ -111,6 +135,8 @@ class ToolCall:
     outcome: Outcome | None = None
     edits: bool = False
     """Whether the call changes a file (an edit, a write, a create)."""
+    action: str | None = None
+    """What another tool did, as a note says it (``edited src/a.py``); None: its label."""
 
 
 def command_label(command: str) -> str:
@@ -151,14 +177,22 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
         if len(shell.split()) == 1 and isinstance(path, str):
             # An editor's sub-command ({"command": "view", "path": …}), not a shell command.
             edits = shell in ("create", "str_replace", "insert", "write", "edit")
-            return ToolCall(position, name, f"{name} {shell} {_short(path)}", None, edits=edits)
+            verb = _EDITOR_VERBS.get(shell)
+            action = f"{verb} {_short(path)}" if verb else None
+            label = f"{name} {shell} {_short(path)}"
+            return ToolCall(position, name, label, None, edits=edits, action=action)
         if not edits:
             label = command_label(shell)
             if label:
                 return ToolCall(position, name, label, label)
     if argument is None:
         return ToolCall(position, name, name, None, edits=edits)
-    return ToolCall(position, name, f"{name} {_short(str(argument))}", None, edits=edits)
+    shown = _short(str(argument))
+    verb = next((v for pattern, v in _TOOL_VERBS if pattern.search(name)), None)
+    if edits:
+        verb = "edited" if any(k in given for k in ("old_string", "old_str")) else "wrote"
+    action = f"{verb} {shown}" if verb else None
+    return ToolCall(position, name, f"{name} {shown}", None, edits=edits, action=action)
 
 
 def _short(text: str) -> str:
@@ -196,19 +230,32 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         output = output[:_SCANNED_CHARS] + "\n" + output[-_SCANNED_CHARS:]
     status_match = _EXIT_STATUS.search(output)
     status = int(status_match[1]) if status_match else None
-    raised = EXCEPTION_LINE.search(output)
-    line = raised or ERROR_LINE.search(output)
+    raised = list(EXCEPTION_LINE.finditer(output)) if EXCEPTION_HINT.search(output) else []
+    line = raised[0] if raised else ERROR_LINE.search(output)
     error_line = None
     if line is not None:
         end = output.find("\n", line.start())
         error_line = _clean_line(output[line.start() : end if end >= 0 else None])
+    location: tuple[str, str, str] | None = None
+    if raised:
+        last = raised[-1].start()
+        frame_at = output.rfind('File "', 0, last)
+        near = frame_at >= 0 and output.count("\n", frame_at, last) <= _FRAME_LINES
+        frame = _FRAME.match(output, frame_at) if near else None
+        if frame is not None:
+            location = (frame["file"], frame["line"], frame["where"] or "")
     tally = _TEST_TALLY.search(output)
+    failures: tuple[str, ...] = ()
+    if "FAILED " in output:
+        failures = tuple(dict.fromkeys(m["test"] for m in _FAILED_TEST.finditer(output)))
     return Outcome(
         status=status,
         error_line=error_line,
-        exceptions=tuple(dict.fromkeys(m["name"] for m in EXCEPTION_LINE.finditer(output))),
+        exceptions=tuple(dict.fromkeys(m["name"] for m in raised)),
         failed=failed or bool(status),
         tally=tally["tally"].strip() if tally else None,
+        location=location,
+        failures=failures[:MAX_FAILURES],
     )
 
 
