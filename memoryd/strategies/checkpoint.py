@@ -48,7 +48,7 @@ from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
 
-LISTS_SHARE = 0.9
+LISTS_SHARE = 0.95
 """Of ``summarizer.max_summary_tokens``, the room of the lists the offline builder fills;
 the details kept verbatim get what the lists leave, and never less than the rest
 (docs/design.md#checkpoint)."""

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memoryd.summarizers.toolcalls import Outcome, ToolCall
+from memoryd.summarizers.toolcalls import Outcome, ToolCall, definitions
 from memoryd.summarizers.transcript import MessageView, sentences, shorten
 
 MAX_LINE_CHARS = 200
@@ -25,22 +25,33 @@ MAX_BOTH_CHARS = 60
 """A call run several times shows its first and its last outcome when both are this
 short together, else its last."""
 SHOWN_FAILURES = 4
-OK = "ok"
+SHOWN_DEFINITIONS = 4
+OK = ""
 LAST_STEP = "Last step: "
 """What starts the ``in_progress`` item that states the agent's last step."""
 SHELL_SCORE = 5
-EDIT_SCORE = 5
+EDIT_SCORE = 3
+SHOW_SCORE = 4
 TOOL_SCORE = 2
 FAILED_BONUS = 2
+FULL_PENALTY = 2
+"""How much less telling a call in full counts than listing it."""
 _TIMING = re.compile(r"\s+in [\d.]+\s*s(?:econds)?\b.*$")
+_WRITES = re.compile(r"(?:>>?|\|\s*tee)\s*[^\s|&;<>]+\s*$")
+"""A shell command that ends by writing a file (``cat <<'EOF' > x.py``): an edit."""
+_SHOWS = re.compile(
+    r"(?:cat|nl|head|tail|less|more|sed -n|ls|tree|wc|find|git (?:diff|show|log|status))\b"
+)
+"""A shell command that only shows something (a file, a folder, a diff): a read."""
 _ASSERTION = "AssertionError"
 """What a failing test raises: a tally does not repeat it."""
 _FAILED_COUNT = re.compile(r"^(\d+ failed)\b.*$")
-_CALL_KEY = re.compile(
+_CALL_LINE = re.compile(
     r"^(?P<key>`[^`]+`|(?:edited|created|wrote|viewed|read|searched for|fetched"
-    r"|undid an edit of) \S+)(?= \(\d+ times\)|: |$)"
+    r"|undid an edit of) .+?)(?: \(\d+x\))?(?=: |$)"
 )
-"""The call a line of :func:`call_line` stands for: its command or what the tool did."""
+"""A line of :func:`call_line`: the call it stands for (its command or what the tool
+did), how often it was made, its outcome."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,8 @@ class Candidate:
     """Items with the same key are the same item (the call a call line stands for)."""
     brief: str = ""
     """The item in fewer words, when there is room for no more ("" : the text)."""
+    full_score: int = 0
+    """The score of telling the item in full rather than briefly."""
 
 
 @dataclass(slots=True)
@@ -85,6 +98,10 @@ def outcome_phrase(outcome: Outcome | None, brief: bool = False) -> str:
         return f"exit {outcome.status}" if outcome.status else "failed"
     if brief and not outcome.failed:
         return ""
+    defined = definitions(outcome.listing) if outcome.listing else ()
+    if defined:
+        shown = ", ".join(defined[:SHOWN_DEFINITIONS])
+        return shown + (", …" if len(defined) > SHOWN_DEFINITIONS else "")
     if outcome.tally:
         said = _TIMING.sub("", outcome.tally)
         if outcome.failures:
@@ -126,9 +143,9 @@ def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
     (the first and the last when they differ); ``brief``: in fewer words."""
     line = call_name(calls[0])
     if len(calls) > 1:
-        line += f" ({len(calls)} times)"
-    outcomes = (outcome_phrase(c.outcome, brief) for c in calls)
-    said = list(dict.fromkeys(p for p in outcomes if p))
+        line += f" ({len(calls)}x)"
+    ends = (calls[0], calls[-1]) if len(calls) > 1 else (calls[0],)
+    said = list(dict.fromkeys(p for p in (outcome_phrase(c.outcome, brief) for c in ends) if p))
     if len(said) == 1:
         line += f": {said[0]}"
     elif said and len(said[0]) + len(said[-1]) <= MAX_BOTH_CHARS:
@@ -139,8 +156,8 @@ def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
 
 
 def call_key(item: str) -> str | None:
-    """The call a line made by :func:`call_line` stands for, else None (pure)."""
-    found = _CALL_KEY.match(item)
+    """The call a line made by :func:`call_line` stands for; None for another item (pure)."""
+    found = _CALL_LINE.match(item)
     return found["key"] if found else None
 
 
@@ -150,8 +167,10 @@ def _failed(call: ToolCall) -> bool:
 
 def _score(calls: Sequence[ToolCall]) -> int:
     first = calls[0]
-    if first.command is not None:
-        weight = SHELL_SCORE
+    if first.command is not None and _WRITES.search(first.command):
+        weight = EDIT_SCORE
+    elif first.command is not None:
+        weight = SHOW_SCORE if _SHOWS.match(first.command) else SHELL_SCORE
     else:
         weight = EDIT_SCORE if any(c.edits for c in calls) else TOOL_SCORE
     return weight + (FAILED_BONUS if any(_failed(c) for c in calls) else 0)
@@ -189,7 +208,9 @@ def loop_items(views: Sequence[MessageView], fixed: int) -> Loop:
     step_keys = {call_name(c) for c in last.calls} if stepping and last is not None else set()
     for name, calls in groups.items():
         line, brief = call_line(calls), call_line(calls, brief=True)
-        candidate = Candidate("completed", places[name], _score(calls), line, name, brief)
+        score = _score(calls)
+        full = score - FULL_PENALTY
+        candidate = Candidate("completed", places[name], score, line, name, brief, full)
         if name == blocker:
             loop.blockers.append(_fixed(candidate, "blockers", fixed))
         elif name in step_keys:

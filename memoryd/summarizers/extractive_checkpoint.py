@@ -70,8 +70,6 @@ FIXED_SCORE = 20
 """The last step and the blocker: always there."""
 STATEMENT_SCORE = 10
 """What the agent reported, plans, decided; what blocks it."""
-FULL_PENALTY = 2
-"""How much less telling a call in full counts than listing it (:func:`_fit`)."""
 PREVIOUS_CALL_SCORE = 4
 """A call of the previous checkpoint: after the calls of these messages (the statements,
 the step and the blocker it kept score as they did)."""
@@ -155,20 +153,20 @@ def _previous_items(previous: CheckpointSummary | Checkpoint | None, loop: Loop)
     for name in SECTIONS:
         items = [x for x in getattr(previous, name) if _is_item(x)]
         for index, item in enumerate(items):
-            called = call_key(item)
-            if called in loop.keys:
-                continue
+            call = call_key(item)
+            if call in loop.keys:
+                continue  # made again: its new line tells it
             section = name
-            score = STATEMENT_SCORE if called is None else PREVIOUS_CALL_SCORE
-            if item.startswith(LAST_STEP) or (called and name in ("in_progress", "blockers")):
+            score = STATEMENT_SCORE if call is None else PREVIOUS_CALL_SCORE
+            if item.startswith(LAST_STEP) or (call and name in ("in_progress", "blockers")):
                 score = FIXED_SCORE
             moved_on = loop.has_step if name == "in_progress" else loop.failed
             if name in ("in_progress", "blockers") and moved_on:
                 if item.startswith(LAST_STEP):
                     continue
-                if called is not None:
+                if call is not None:
                     section, score = "completed", PREVIOUS_CALL_SCORE
-            found.append(Candidate(section, index - len(items), score, item, called or item))
+            found.append(Candidate(section, index - len(items), score, item, call or item))
     return found
 
 
@@ -229,7 +227,7 @@ def _fit(candidates: Sequence[Candidate], budget: int | None) -> list[str]:
     shown = [""] * len(candidates)
     steps = [(c.score, c.position, i, False) for i, c in enumerate(candidates)]
     steps += [
-        (c.score - FULL_PENALTY, c.position, i, True)
+        (c.full_score, c.position, i, True)
         for i, c in enumerate(candidates)
         if c.brief and c.brief != c.text
     ]

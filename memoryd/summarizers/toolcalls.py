@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_LABEL_CHARS = 100
 MAX_ERROR_CHARS = 140
@@ -72,6 +72,17 @@ _FRAME_LINES = 4
 """The frame that raised comes at most this many lines before the exception (its code
 line and the markers under it in between)."""
 MAX_FAILURES = 8
+_DEFINITION = re.compile(r"(?:def|class|function|func|fn)[ \t]+(?P<name>[A-Za-z_]\w*)")
+_DEFINITION_WORDS = ("def ", "class ", "function ", "func ", "fn ")
+_LINE_NUMBER = re.compile(
+    r"[ \t]*\d+[ \t]*[\t→|:]?[ \t]*(?:(?:async|export|default|pub|public|static)[ \t]+)*"
+)
+"""What comes before a definition in a numbered listing: the line's number (and the
+words that may lead a definition)."""
+MAX_DEFINITIONS = 5
+_NUMBERED = re.compile(r"^[ \t]*\d+(?:\t|→|[ \t]*\|)", re.M)
+LISTING_LEAD_CHARS = 300
+"""A numbered file listing has a numbered line this early (after a title or a tag)."""
 _EDITOR_VERBS = {
     "view": "viewed", "create": "created", "str_replace": "edited", "insert": "edited",
     "edit": "edited", "write": "wrote", "undo_edit": "undid an edit of",
@@ -102,6 +113,9 @@ class Outcome:
     above it (``("/src/a.py", "12", "load")``; the function may be "")."""
     failures: tuple[str, ...] = ()
     """The failing tests pytest's short summary names."""
+    listing: str = field(default="", repr=False, compare=False)
+    """The output, when it is a numbered file listing (``cat -n``, ``nl -ba``, an
+    editor's view): :func:`definitions` reads it when asked."""
 
     def text(self) -> str:
         """The outcome in a few words, or "" when the output shows nothing of note."""
@@ -224,8 +238,10 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
     search) is only read for its first line when the tool reports an error.
     """
     if not shell:
+        if not failed:
+            return Outcome(listing=_listing(output))
         first = next((line for line in output.splitlines() if line.strip()), "")
-        return Outcome(error_line=_clean_line(first) if failed and first else None, failed=failed)
+        return Outcome(error_line=_clean_line(first) if first else None, failed=failed)
     if len(output) > 2 * _SCANNED_CHARS:
         output = output[:_SCANNED_CHARS] + "\n" + output[-_SCANNED_CHARS:]
     status_match = _EXIT_STATUS.search(output)
@@ -256,7 +272,27 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         tally=tally["tally"].strip() if tally else None,
         location=location,
         failures=failures[:MAX_FAILURES],
+        listing="" if raised else _listing(output),
     )
+
+
+def _listing(output: str) -> str:
+    return output if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS) else ""
+
+
+def definitions(output: str) -> tuple[str, ...]:
+    """The names whose definition a numbered file listing shows, in order, at most
+    :data:`MAX_DEFINITIONS` (pure)."""
+    found: list[str] = []
+    if not any(word in output for word in _DEFINITION_WORDS):
+        return ()
+    for match in _DEFINITION.finditer(output):
+        start = output.rfind("\n", 0, match.start()) + 1
+        if _LINE_NUMBER.fullmatch(output, start, match.start()) and match["name"] not in found:
+            found.append(match["name"])
+            if len(found) == MAX_DEFINITIONS:
+                break
+    return tuple(found)
 
 
 def _clean_line(line: str) -> str | None:
