@@ -3,9 +3,10 @@
 A checkpoint lists what is ``completed``, ``in_progress``, ``pending``, the ``blockers``
 and the ``decisions`` of a conversation. Each compaction merges the previous checkpoint
 with the messages since, removes what was resolved, and bumps ``version``
-(docs/design.md#strategies). The prompt lives in :mod:`memoryd.summarizers.checkpoint_prompt`,
-the offline builder in :mod:`memoryd.summarizers.extractive`, the storage with the strategy
-in :mod:`memoryd.strategies.checkpoint`.
+(docs/design.md#strategies). The prompt lives in
+:mod:`memoryd.summarizers.checkpoint_prompt`, the offline builder in
+:mod:`memoryd.summarizers.extractive_checkpoint`, the storage with the strategy in
+:mod:`memoryd.strategies.checkpoint`.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ of it (``completed``); the step the agent was on when the checkpoint was taken, 
 own words, and the call it made (``in_progress``); the last command that failed and was
 not run again with success (``blockers``). A call's line is its command in backticks, or
 what another tool did (``edited src/a.py``), then its outcome: the test tally and the
-failing tests, the exception with where it was raised, the error line, the exit status,
-or ``ok``.
+failing tests, the exception with where it was raised, the error line or the exit
+status; for a file shown, the names it defines. Each line also has a brief form (the
+tally, the exception's name), for when the budget holds no more.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from memoryd.summarizers.transcript import MessageView, sentences, shorten
 MAX_LINE_CHARS = 200
 MAX_STEP_CHARS = 160
 MAX_ERROR_CHARS = 90
+BRIEF_ERROR_CHARS = 50
 MAX_BOTH_CHARS = 60
 """A call run several times shows its first and its last outcome when both are this
 short together, else its last."""
 SHOWN_FAILURES = 4
 SHOWN_DEFINITIONS = 4
-OK = ""
 LAST_STEP = "Last step: "
 """What starts the ``in_progress`` item that states the agent's last step."""
 SHELL_SCORE = 5
@@ -85,50 +86,44 @@ class Loop:
     """The keys of every call made in these messages."""
 
 
-def outcome_phrase(outcome: Outcome | None, brief: bool = False) -> str:
-    """A call's outcome as a note says it (pure): the failing tests (or the tally) and
-    the exceptions, else the exception raised and where, else the error line or the exit
-    status; ``ok`` for a command that exited 0 and showed nothing of note; "" when the
-    output shows nothing. ``brief``: the tally, the exception's name or the exit status."""
+def outcome_phrase(outcome: Outcome | None, brief: bool = False, reads: bool = False) -> str:
+    """A call's outcome as a note says it (pure): the test tally with the failing tests,
+    else the exception raised (after the ones it chained) and where, else the error line
+    or the exit status; for a call that ``reads`` a file, the names it showed defined; ""
+    when the output shows nothing of note. ``brief``: without the failing tests, where
+    the exception was raised, what a file defines, or the tally of a run that passed."""
     if outcome is None:
         return ""
-    if brief and (outcome.tally or outcome.exceptions):
-        return _FAILED_COUNT.sub(r"\1", _TIMING.sub("", outcome.tally or outcome.exceptions[-1]))
-    if brief and outcome.error_line:
-        return f"exit {outcome.status}" if outcome.status else "failed"
-    if brief and not outcome.failed:
-        return ""
-    defined = definitions(outcome.listing) if outcome.listing else ()
-    if defined:
-        shown = ", ".join(defined[:SHOWN_DEFINITIONS])
-        return shown + (", …" if len(defined) > SHOWN_DEFINITIONS else "")
+    if outcome.tally and brief and not outcome.failed and not outcome.failures:
+        return ""  # a run that passed, in brief: like any success, nothing to note
     if outcome.tally:
         said = _TIMING.sub("", outcome.tally)
         if outcome.failures:
             said = _FAILED_COUNT.sub(r"\1", said)
+        if outcome.failures and not brief:
             shown = ", ".join(outcome.failures[:SHOWN_FAILURES])
             more = len(outcome.failures) - SHOWN_FAILURES
             said += f": {shown}" + (f" and {more} more" if more > 0 else "")
         raised = [name for name in outcome.exceptions if name != _ASSERTION]
-        if raised:
-            said += f" ({', '.join(raised[:3])})"
-        return said
-    if outcome.exceptions and outcome.error_line:
-        names = list(outcome.exceptions)
-        said = names[-1] + (f" (after {', '.join(names[:-1][:2])})" if names[1:] else "")
-        if outcome.location is None:
+        return said + (f" ({', '.join(raised[:3])})" if raised else "")
+    if outcome.exceptions:
+        *before, last = outcome.exceptions
+        said = last + (f" (after {', '.join(before[:2])})" if before else "")
+        if brief or outcome.location is None:
             return said
         path, line, function = outcome.location
         where = f" in {function}" if function else ""
         return f"{said} at {path.rsplit('/', 1)[-1]} line {line}{where}"
     if outcome.error_line:
         status = f"exit {outcome.status}, " if outcome.status else ""
-        return status + shorten(outcome.error_line, MAX_ERROR_CHARS)
+        return status + shorten(outcome.error_line, BRIEF_ERROR_CHARS if brief else MAX_ERROR_CHARS)
     if outcome.status:
         return f"exit {outcome.status}"
-    if outcome.status == 0:
-        return OK
-    return "failed" if outcome.failed else ""
+    if outcome.failed:
+        return "failed"
+    defined = definitions(outcome.listing) if reads and outcome.listing and not brief else ()
+    shown = ", ".join(defined[:SHOWN_DEFINITIONS])
+    return shown + (", …" if len(defined) > SHOWN_DEFINITIONS else "")
 
 
 def call_name(call: ToolCall) -> str:
@@ -138,21 +133,36 @@ def call_name(call: ToolCall) -> str:
     return call.action or call.label
 
 
+def _reads(call: ToolCall) -> bool:
+    """Whether a call only shows something (a file, a folder, a diff)."""
+    if call.command is None:
+        return not call.edits
+    return bool(_SHOWS.match(call.command)) and not _WRITES.search(call.command)
+
+
 def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
     """One line for the runs of one call (pure): its name, how often, and its outcome
-    (the first and the last when they differ); ``brief``: in fewer words."""
+    (the first and the last when they differ and both are short, else the last, and the
+    exceptions that earlier runs raised); ``brief``: in fewer words (:func:`outcome_phrase`)."""
     line = call_name(calls[0])
     if len(calls) > 1:
         line += f" ({len(calls)}x)"
-    ends = (calls[0], calls[-1]) if len(calls) > 1 else (calls[0],)
-    said = list(dict.fromkeys(p for p in (outcome_phrase(c.outcome, brief) for c in ends) if p))
-    if len(said) == 1:
-        line += f": {said[0]}"
-    elif said and len(said[0]) + len(said[-1]) <= MAX_BOTH_CHARS:
-        line += f": {said[0]}, last: {said[-1]}"
-    elif said:
-        line += f": last {said[-1]}"
-    return shorten(line, MAX_LINE_CHARS)
+    reads = _reads(calls[0])
+    first = outcome_phrase(calls[0].outcome, brief, reads) if len(calls) > 1 else ""
+    last = outcome_phrase(calls[-1].outcome, brief, reads)
+    said = last or first
+    if first and last and first != last:
+        both = len(first) + len(last) <= MAX_BOTH_CHARS
+        said = f"{first}, last: {last}" if both else f"last {last}"
+    earlier = [
+        name
+        for call in calls[:-1]
+        for name in (call.outcome.exceptions if call.outcome is not None else ())
+        if name not in said and name != _ASSERTION
+    ]
+    if earlier:
+        said += f" (earlier {', '.join(dict.fromkeys(earlier))})"
+    return shorten(f"{line}: {said}" if said else line, MAX_LINE_CHARS)
 
 
 def call_key(item: str) -> str | None:
@@ -162,28 +172,30 @@ def call_key(item: str) -> str | None:
 
 
 def _failed(call: ToolCall) -> bool:
-    return call.outcome is not None and call.outcome.failed
+    """Whether a call failed: its exit status or error flag, or tests that failed."""
+    return call.outcome is not None and (call.outcome.failed or bool(call.outcome.failures))
 
 
 def _score(calls: Sequence[ToolCall]) -> int:
     first = calls[0]
-    if first.command is not None and _WRITES.search(first.command):
-        weight = EDIT_SCORE
-    elif first.command is not None:
-        weight = SHOW_SCORE if _SHOWS.match(first.command) else SHELL_SCORE
-    else:
+    if first.command is None:
         weight = EDIT_SCORE if any(c.edits for c in calls) else TOOL_SCORE
+    elif _WRITES.search(first.command):
+        weight = EDIT_SCORE
+    else:
+        weight = SHOW_SCORE if _reads(first) else SHELL_SCORE
     return weight + (FAILED_BONUS if any(_failed(c) for c in calls) else 0)
 
 
-def loop_items(views: Sequence[MessageView], fixed: int) -> Loop:
+def loop_items(views: Sequence[MessageView], fixed: int, reported: float = -1.0) -> Loop:
     """The items of the tool loop in ``views`` (pure); ``fixed`` is the score of the
     items that must be there (the last step, the blocker).
 
     Each distinct call is one line in ``completed``, but the calls of the last assistant
     message (when the messages end in the loop) go to ``in_progress`` with what the
-    agent said of that step, and the last call that failed, unless it was run again
-    with success, to ``blockers``.
+    agent said of that step, and the last call that failed to ``blockers``, unless it
+    was run again with success or the agent reported work done after it (at the
+    position ``reported``).
     """
     groups: dict[str, list[ToolCall]] = {}
     places: dict[str, float] = {}
@@ -196,16 +208,17 @@ def loop_items(views: Sequence[MessageView], fixed: int) -> Loop:
     if not groups:
         return loop
     last = next((v for v in reversed(views) if v.speaker == "assistant"), None)
-    stepping = last is not None and bool(last.calls)
+    step = last if last is not None and last.calls else None
     failing = max(
         (c for g in groups.values() for c in g if _failed(c)),
         key=lambda c: c.position,
         default=None,
     )
     blocker = None
-    if failing is not None and _failed(groups[call_name(failing)][-1]):
-        blocker = call_name(failing)
-    step_keys = {call_name(c) for c in last.calls} if stepping and last is not None else set()
+    if failing is not None and failing.position + 0.5 > reported:
+        # Unless the same call succeeded since.
+        blocker = call_name(failing) if _failed(groups[call_name(failing)][-1]) else None
+    step_keys = {call_name(c) for c in step.calls} if step is not None else set()
     for name, calls in groups.items():
         line, brief = call_line(calls), call_line(calls, brief=True)
         score = _score(calls)
@@ -217,12 +230,12 @@ def loop_items(views: Sequence[MessageView], fixed: int) -> Loop:
             loop.in_progress.append(_fixed(candidate, "in_progress", fixed))
         else:
             loop.completed.append(candidate)
-    if stepping and last is not None:
+    if step is not None:
         loop.has_step = True
-        said = " ".join(sentences(last.text))
+        said = " ".join(sentences(step.text))
         if said:
-            step = shorten(LAST_STEP + said, MAX_STEP_CHARS)
-            loop.in_progress.append(Candidate("in_progress", last.position, fixed, step, step))
+            text = shorten(LAST_STEP + said, MAX_STEP_CHARS)
+            loop.in_progress.append(Candidate("in_progress", step.position, fixed, text, text))
     return loop
 
 

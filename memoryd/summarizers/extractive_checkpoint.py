@@ -15,7 +15,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memoryd.checkpoint import ITEM_LEAD, SECTIONS, Checkpoint, CheckpointSummary
+from memoryd.checkpoint import (
+    ITEM_LEAD,
+    SECTIONS,
+    Checkpoint,
+    CheckpointSummary,
+    render_lists,
+)
 from memoryd.summarizers.checkpoint_calls import (
     LAST_STEP,
     Candidate,
@@ -66,6 +72,7 @@ USER_SECTIONS = ("blockers", "decisions")
 """The lists a user's turn may add to."""
 _OPEN = ("pending", "in_progress", "blockers")
 MAX_ITEM_CHARS = 200
+_EMPTY = CheckpointSummary(completed=[], in_progress=[], pending=[], blockers=[], decisions=[])
 FIXED_SCORE = 20
 """The last step and the blocker: always there."""
 STATEMENT_SCORE = 10
@@ -143,10 +150,13 @@ def _is_item(text: str) -> bool:
     return len(text) >= 2 and not text.lstrip().startswith(("{", "["))
 
 
-def _previous_items(previous: CheckpointSummary | Checkpoint | None, loop: Loop) -> list[Candidate]:
-    """The previous checkpoint's items, before every message: its last step gives way to
-    the messages' own, and the calls it was on (or blocked by) become work done once the
-    loop has moved on (a call made again is told by its new line)."""
+def _previous_items(
+    previous: CheckpointSummary | Checkpoint | None, loop: Loop, reported: bool
+) -> list[Candidate]:
+    """The previous checkpoint's items, before every message. A call made again is told
+    by its new line. Its last step gives way to the messages' own, and the call it was on
+    becomes work done; so does the call that blocked it, once another failed or the
+    agent ``reported`` work done."""
     if previous is None:
         return []
     found: list[Candidate] = []
@@ -155,17 +165,17 @@ def _previous_items(previous: CheckpointSummary | Checkpoint | None, loop: Loop)
         for index, item in enumerate(items):
             call = call_key(item)
             if call in loop.keys:
-                continue  # made again: its new line tells it
-            section = name
-            score = STATEMENT_SCORE if call is None else PREVIOUS_CALL_SCORE
-            if item.startswith(LAST_STEP) or (call and name in ("in_progress", "blockers")):
-                score = FIXED_SCORE
-            moved_on = loop.has_step if name == "in_progress" else loop.failed
-            if name in ("in_progress", "blockers") and moved_on:
-                if item.startswith(LAST_STEP):
+                continue
+            stale = loop.has_step if name == "in_progress" else loop.failed or reported
+            section, score = name, STATEMENT_SCORE
+            if item.startswith(LAST_STEP):
+                if stale:
                     continue
-                if call is not None:
-                    section, score = "completed", PREVIOUS_CALL_SCORE
+                score = FIXED_SCORE
+            elif call is not None and name in ("in_progress", "blockers") and not stale:
+                score = FIXED_SCORE
+            elif call is not None:
+                section, score = "completed", PREVIOUS_CALL_SCORE
             found.append(Candidate(section, index - len(items), score, item, call or item))
     return found
 
@@ -213,17 +223,16 @@ def _resolve(candidates: Sequence[Candidate]) -> list[Candidate]:
     return list(kept.values())
 
 
-def _fit(candidates: Sequence[Candidate], budget: int | None) -> list[str]:
+def _fit(candidates: Sequence[Candidate], budget: int) -> list[str]:
     """The text of each item that fits ``budget`` tokens as :func:`render_lists` shows
-    it ("" for one that does not); all in full when there is no budget.
+    the lists ("" for one that does not).
 
     Each item goes in first in its brief form, the highest score first and on a tie the
-    later; its full text replaces the brief one when there is room left at its score
-    less :data:`FULL_PENALTY` (so every command is listed before the older ones are told
-    in full)."""
-    if budget is None:
-        return [c.text for c in candidates]
-    room = budget * 4
+    later; its full text replaces the brief one when there is room left at its
+    ``full_score`` (a call's score less
+    :data:`~memoryd.summarizers.checkpoint_calls.FULL_PENALTY`: every command is listed
+    before the older ones are told in full)."""
+    room = budget * 4 - len(render_lists(_EMPTY))
     shown = [""] * len(candidates)
     steps = [(c.score, c.position, i, False) for i, c in enumerate(candidates)]
     steps += [
@@ -241,9 +250,7 @@ def _fit(candidates: Sequence[Candidate], budget: int | None) -> list[str]:
                 shown[index] = candidate.text
             continue
         text = candidate.brief or candidate.text
-        cost = len(text) + len(ITEM_LEAD)
-        if candidate.section not in opened:
-            cost += len(candidate.section) + len(":") - len(" none")
+        cost = len(ITEM_LEAD) + len(text) - (0 if candidate.section in opened else len(" none"))
         if cost <= room:
             room -= cost
             shown[index] = text
@@ -254,10 +261,10 @@ def _fit(candidates: Sequence[Candidate], budget: int | None) -> list[str]:
 def extractive_checkpoint(
     previous: CheckpointSummary | Checkpoint | None,
     messages: Sequence[Mapping[str, Any]],
-    budget: int | None = None,
+    budget: int,
 ) -> CheckpointSummary:
     """The offline checkpoint of ``messages`` folded into ``previous`` (pure), its lists
-    within ``budget`` tokens as the checkpoint message shows them (when given).
+    within ``budget`` tokens as the checkpoint message shows them.
 
     The tool loop gives one line per distinct call with its outcome, the last step and
     the last failure not run again with success (:func:`loop_items`); the agent's
@@ -269,13 +276,15 @@ def extractive_checkpoint(
     first; the calls after them, the commands and edits before the reads.
     """
     views = read_messages(messages)
-    loop = loop_items(views, FIXED_SCORE)
+    said = _said(views, task_view(views))
+    reported = max((c.position for c in said if c.section == "completed"), default=-1.0)
+    loop = loop_items(views, FIXED_SCORE, reported)
     candidates = [
-        *_previous_items(previous, loop),
+        *_previous_items(previous, loop, reported >= 0),
         *loop.completed,
         *loop.in_progress,
         *loop.blockers,
-        *_said(views, task_view(views)),
+        *said,
     ]
     resolved = sorted(_resolve(candidates), key=lambda c: c.position)
     lists: dict[str, list[str]] = {name: [] for name in SECTIONS}
