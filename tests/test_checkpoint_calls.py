@@ -112,6 +112,7 @@ def test_a_file_shown_tells_the_names_it_defines_and_an_edit_does_not() -> None:
         ("Bash", {"command": "cd /repo && pytest -x"}, "`pytest -x`"),
         ("Edit", {"file_path": "a.py", "old_string": "x"}, "edited a.py"),
         ("Write", {"file_path": "a.py", "content": "x"}, "wrote a.py"),
+        ("MultiEdit", {"file_path": "a.py", "edits": [{"old_string": "x"}]}, "edited a.py"),
         ("Read", {"file_path": "a.py"}, "read a.py"),
         ("Grep", {"pattern": "def load", "path": "src"}, "searched for def load"),
         ("WebFetch", {"url": "https://x.io", "prompt": "?"}, "fetched https://x.io"),

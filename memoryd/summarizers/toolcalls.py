@@ -26,6 +26,7 @@ ARGUMENT_KEYS = (
 SHELL_KEYS = ("command", "cmd")
 FILE_KEYS = ("file_path", "path", "notebook_path")
 _EDIT_NAME = re.compile(r"edit|write|create|replace|patch", re.I)
+_WRITE_NAME = re.compile(r"write|create", re.I)
 SHELL_LANGUAGES = frozenset(("bash", "sh", "shell", "console", "zsh", "terminal", ""))
 
 SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.S)
@@ -204,7 +205,8 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
     shown = _short(str(argument))
     verb = next((v for pattern, v in _TOOL_VERBS if pattern.search(name)), None)
     if edits:
-        verb = "edited" if any(k in given for k in ("old_string", "old_str")) else "wrote"
+        replaces = any(key in given for key in ("old_string", "old_str"))
+        verb = "wrote" if _WRITE_NAME.search(name) and not replaces else "edited"
     action = f"{verb} {shown}" if verb else None
     return ToolCall(position, name, f"{name} {shown}", None, edits=edits, action=action)
 
