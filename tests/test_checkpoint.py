@@ -439,7 +439,7 @@ CUED = [
 def test_extractive_checkpoint_sorts_sentences_by_their_cues() -> None:
     """done -> completed, blocked -> blockers, decided -> decisions, need to -> pending,
     working on -> in progress; a sentence without a cue is left out."""
-    lists = extractive_checkpoint(None, CUED)
+    lists = extractive_checkpoint(None, CUED, 1024)
     assert lists.completed == ["The login page is done."]
     assert lists.blockers == ["We are blocked on the API key from ops."]
     assert lists.decisions == ["We decided to use SQLite for storage."]
@@ -451,9 +451,11 @@ def test_extractive_checkpoint_sorts_sentences_by_their_cues() -> None:
 def test_extractive_checkpoint_removes_a_pending_item_once_it_is_done() -> None:
     """A later "the migration script is done" removes the pending item on that topic and
     lists it as completed; the rest of the previous checkpoint stays."""
-    first = extractive_checkpoint(None, CUED)
+    first = extractive_checkpoint(None, CUED, 1024)
     second = extractive_checkpoint(
-        first, [make_message(5, "assistant", "The migration script is finished and merged.")]
+        first,
+        [make_message(5, "assistant", "The migration script is finished and merged.")],
+        1024,
     )
     assert second.pending == []
     assert second.completed == [

@@ -7,16 +7,22 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from agent_samples import STANDING, Transcript, interactive, text_mode, tool_loop
-from conftest import make_message
+from agent_texts import RULES, WORKFLOW
+from agent_transcripts import generate, write_workspace
+from conftest import SettingsFactory, make_message
 
-from memoryd.checkpoint import SECTIONS
+from memoryd.checkpoint import SECTIONS, CheckpointSummary, render_lists
+from memoryd.job import JobRequest, run_job
 from memoryd.retention import extract_details, score
+from memoryd.summarizers.checkpoint_calls import call_key
 from memoryd.summarizers.extractive import extractive_summary
 from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
 from memoryd.summarizers.toolcalls import command_label
+from memoryd.tokens import estimate_text_tokens
 
 SEEDS = range(6)
 KINDS = {"tool loop": tool_loop, "interactive": interactive, "text mode": text_mode}
@@ -131,12 +137,15 @@ def test_commands_and_exceptions_of_the_summarized_part_are_in_the_summary() -> 
 
 
 @pytest.mark.parametrize("transcript", transcripts())
-def test_checkpoint_lists_hold_what_the_agent_reported_never_instructions(
+def test_checkpoint_lists_hold_what_the_agent_did_and_reported_never_instructions(
     transcript: Transcript,
 ) -> None:
-    lists = extractive_checkpoint(None, transcript.messages)
+    lists = extractive_checkpoint(None, transcript.messages, 1024)
     every = [x for name in SECTIONS for x in getattr(lists, name)]
-    assert lists.completed and all(x.startswith(("I fixed", "Done:")) for x in lists.completed)
+    reports = [x for x in lists.completed if call_key(x) is None]
+    assert reports and all(x.startswith(("I fixed", "Done:")) for x in reports)
+    for command in transcript.commands:
+        assert f"`{command_label(command)}`" in "\n".join(lists.completed + lists.blockers)
     for item in every:
         assert len(item) >= 2 and not item.lstrip().startswith(("{", "["))
         assert "submit your changes" not in item and "MUST" not in item
@@ -174,9 +183,50 @@ def test_extractive_checkpoint_lists_what_the_agent_reported_not_what_it_was_tol
         ),
         make_message(3, "assistant", "I fixed the race in the upload test. Next I will submit."),
     ]
-    lists = extractive_checkpoint(None, messages)
-    assert lists.completed == ["I fixed the race in the upload test."]
+    lists = extractive_checkpoint(None, messages, 1024)
+    assert lists.completed == ["`pytest`", "I fixed the race in the upload test."]
     assert lists.pending == ["Next I will submit."]
     everything = json.dumps(lists.model_dump())
     for text in ("docs need", "run the tests first", "completed your work", "status", "checks"):
         assert text not in everything
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_checkpoint_of_a_generated_tool_loop_reads_like_an_engineers_notes(
+    seed: int, tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """An autonomous loop of 150 messages, checkpointed offline as the daemon would: the
+    lists hold the calls with their outcomes, the last step and the last failure, never
+    the harness's instructions; every command run and exception seen is still there,
+    and the whole fits ``max_summary_tokens``."""
+    transcript = generate("autonomous", seed, 150)
+    folder = write_workspace(tmp_path / "ws", transcript)
+    settings = make_settings(
+        strategy="checkpoint",
+        token_limit=int(transcript.tokens / 0.95),
+        summarizer__backend="extractive",
+        keep_first=1,
+    )
+    assert run_job(JobRequest(folder, settings)).outcome == "completed"
+    head = json.loads((folder / "conversation.jsonl").read_text().splitlines()[0])
+    saved = head["checkpoint"]
+    lists = CheckpointSummary(**{name: saved[name] for name in SECTIONS})
+    assert lists.completed and lists.in_progress and lists.in_progress[0].startswith("Last step: ")
+    failed_runs = [
+        x for x in lists.completed if re.match(r"`python reproduce_\w+\.py`: \w+Error", x)
+    ]
+    test_runs = [x for x in lists.completed if re.match(r"`python -m pytest tests/\S+\.py.*`", x)]
+    assert failed_runs and any(re.search(r" at \w+\.py line \d+ in \w+", x) for x in failed_runs)
+    assert any(re.search(r": \d+ failed: test_\w+", x) for x in test_runs + lists.blockers)
+    said = [x for x in lists.completed + lists.pending if call_key(x) is None]
+    task_lines = [x.strip("- ") for x in transcript.messages[0]["content"].splitlines()]
+    for line in [*RULES, *WORKFLOW, *(x for x in task_lines if len(x) >= 24)]:
+        assert not any(line in item for item in said), line
+    for item in (x for name in SECTIONS for x in getattr(lists, name)):
+        assert not item.lstrip().startswith(("{", "[")) and '"tool_use"' not in item
+    details = [
+        d for d in extract_details(transcript.messages[1:]) if d.kind in ("command", "error")
+    ]
+    assert score(details, head["content"]).missing == ()
+    section = "Details kept verbatim: " + "; ".join(saved["details"])
+    assert estimate_text_tokens(f"{render_lists(lists)}\n{section}") <= 1024

@@ -23,6 +23,7 @@ from memoryd.checkpoint import (
     CheckpointSummary,
     CompactionInfo,
     render_checkpoint,
+    render_lists,
 )
 from memoryd.config import Settings
 from memoryd.conversation import Line
@@ -42,10 +43,16 @@ from memoryd.strategies.summary import (
     transcript_messages,
 )
 from memoryd.summarizers.base import Summarizer, compact_to_checkpoint, make_summarizer
+from memoryd.tokens import estimate_text_tokens
 from memoryd.verbatim import fit
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
+
+LISTS_SHARE = 0.95
+"""Of ``summarizer.max_summary_tokens``, the room of the lists the offline builder fills;
+the details kept verbatim get what the lists leave, and never less than the rest
+(docs/design.md#checkpoint)."""
 
 
 def load_checkpoint(workspace: Workspace, head: Line | None = None) -> Checkpoint | None:
@@ -127,6 +134,17 @@ def _repaired_lists(
     return repaired, first.score
 
 
+def _uncovered(missing: Sequence[Detail]) -> list[Detail]:
+    """The missing details less the paths that a longer missing path holds
+    (``src/a.py`` in ``/repo/src/a.py``): keeping the longer one keeps both."""
+    paths = [d.key for d in missing if d.kind == "path"]
+    return [
+        d
+        for d in missing
+        if d.kind != "path" or not any(d.key != other and d.key in other for other in paths)
+    ]
+
+
 def retain_in_lists(
     lists: CheckpointSummary,
     details: Sequence[Detail],
@@ -149,7 +167,7 @@ def retain_in_lists(
     start = first.score if before is None else before
     if min_retention <= 0 or not first.missing:
         return [], RetentionFigures(start, first.score, len(first.missing))
-    chosen = [d.text for d in fit(first.missing, budget)]
+    chosen = [d.text for d in fit(_uncovered(first.missing), budget)]
     final = score(details, "\n".join([text, *chosen]), beside)
     return chosen, RetentionFigures(start, final.score, len(final.missing))
 
@@ -194,19 +212,25 @@ class CheckpointStrategy:
         request.progress(
             f"checkpointing {len(messages)} messages with the {summarizer.name} backend"
         )
+        budget = request.settings.summarizer.max_summary_tokens
         with contextlib.closing(summarizer), billed_on_failure(summarizer):
             lists, calls = compact_to_checkpoint(
-                summarizer, previous, messages, request.settings.summarizer.max_input_tokens
+                summarizer,
+                previous,
+                messages,
+                request.settings.summarizer.max_input_tokens,
+                int(budget * LISTS_SHARE),
             )
             details = extract_details(messages, _previous_text(previous))
             beside = Beside(transcript_messages(request.kept), details)
             lists, before = _repaired_lists(
                 summarizer, lists, details, request.settings.summarizer.min_retention, beside
             )
+        lists_tokens = estimate_text_tokens(render_lists(lists))
         kept_verbatim, retention = retain_in_lists(
             lists,
             details,
-            request.settings.summarizer.max_summary_tokens,
+            max(budget - lists_tokens, budget - int(budget * LISTS_SHARE)),
             request.settings.summarizer.min_retention,
             before,
             beside,

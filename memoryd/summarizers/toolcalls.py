@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_LABEL_CHARS = 100
 MAX_ERROR_CHARS = 140
@@ -26,6 +26,7 @@ ARGUMENT_KEYS = (
 SHELL_KEYS = ("command", "cmd")
 FILE_KEYS = ("file_path", "path", "notebook_path")
 _EDIT_NAME = re.compile(r"edit|write|create|replace|patch", re.I)
+_WRITE_NAME = re.compile(r"write|create", re.I)
 SHELL_LANGUAGES = frozenset(("bash", "sh", "shell", "console", "zsh", "terminal", ""))
 
 SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.S)
@@ -64,6 +65,36 @@ ERROR_LINE = re.compile(
 _TEST_TALLY = re.compile(
     r"^[= \t]*(?P<tally>\d+ (?:passed|failed|errors?|error)\b[^=\n]*?)[= \t]*$", re.M
 )
+_FAILED_TEST = re.compile(r"^FAILED [^\s:]+::(?:[^\s:]+::)*(?P<test>[^\s:]+)", re.M)
+"""A failing test in pytest's short summary (``FAILED tests/t.py::test_x - AssertionError``)."""
+_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<where>[^\s]+))?')
+"""A frame of a Python traceback."""
+_FRAME_LINES = 4
+"""The frame that raised comes at most this many lines before the exception (its code
+line and the markers under it in between)."""
+MAX_FAILURES = 8
+_DEFINITION = re.compile(r"(?:def|class|function|func|fn)[ \t]+(?P<name>[A-Za-z_]\w*)")
+_DEFINITION_WORDS = ("def ", "class ", "function ", "func ", "fn ")
+_LINE_NUMBER = re.compile(
+    r"[ \t]*\d+[ \t]*[\t→|:]?[ \t]*(?:(?:async|export|default|pub|public|static)[ \t]+)*"
+)
+"""What comes before a definition in a numbered listing: the line's number (and the
+words that may lead a definition)."""
+MAX_DEFINITIONS = 5
+_NUMBERED = re.compile(r"^[ \t]*\d+(?:\t|→|[ \t]*\|)", re.M)
+LISTING_LEAD_CHARS = 300
+"""A numbered file listing has a numbered line this early (after a title or a tag)."""
+_EDITOR_VERBS = {
+    "view": "viewed", "create": "created", "str_replace": "edited", "insert": "edited",
+    "edit": "edited", "write": "wrote", "undo_edit": "undid an edit of",
+}  # fmt: skip
+"""What an editor tool's sub-command did to its file."""
+_TOOL_VERBS = (
+    (re.compile(r"read|view|open", re.I), "read"),
+    (re.compile(r"grep|search|glob|find", re.I), "searched for"),
+    (re.compile(r"fetch", re.I), "fetched"),
+)
+"""What a tool did, by its name (the first that matches)."""
 _SCANNED_CHARS = 60_000
 """Output scanned for an outcome: its start and its end (a huge output's middle is
 rarely where its error is, and its tail is kept)."""
@@ -78,6 +109,14 @@ class Outcome:
     exceptions: tuple[str, ...] = ()
     failed: bool = False
     tally: str | None = None
+    location: tuple[str, str, str] | None = None
+    """Where the last exception was raised: the file, line and function of the frame
+    above it (``("/src/a.py", "12", "load")``; the function may be "")."""
+    failures: tuple[str, ...] = ()
+    """The failing tests pytest's short summary names."""
+    listing: str = field(default="", repr=False, compare=False)
+    """The output, when it is a numbered file listing (``cat -n``, ``nl -ba``, an
+    editor's view): :func:`definitions` reads it when asked."""
 
     def text(self) -> str:
         """The outcome in a few words, or "" when the output shows nothing of note."""
@@ -111,6 +150,8 @@ class ToolCall:
     outcome: Outcome | None = None
     edits: bool = False
     """Whether the call changes a file (an edit, a write, a create)."""
+    action: str | None = None
+    """What another tool did, as a note says it (``edited src/a.py``); None: its label."""
 
 
 def command_label(command: str) -> str:
@@ -151,14 +192,23 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
         if len(shell.split()) == 1 and isinstance(path, str):
             # An editor's sub-command ({"command": "view", "path": …}), not a shell command.
             edits = shell in ("create", "str_replace", "insert", "write", "edit")
-            return ToolCall(position, name, f"{name} {shell} {_short(path)}", None, edits=edits)
+            verb = _EDITOR_VERBS.get(shell)
+            action = f"{verb} {_short(path)}" if verb else None
+            label = f"{name} {shell} {_short(path)}"
+            return ToolCall(position, name, label, None, edits=edits, action=action)
         if not edits:
             label = command_label(shell)
             if label:
                 return ToolCall(position, name, label, label)
     if argument is None:
         return ToolCall(position, name, name, None, edits=edits)
-    return ToolCall(position, name, f"{name} {_short(str(argument))}", None, edits=edits)
+    shown = _short(str(argument))
+    verb = next((v for pattern, v in _TOOL_VERBS if pattern.search(name)), None)
+    if edits:
+        replaces = any(key in given for key in ("old_string", "old_str"))
+        verb = "wrote" if _WRITE_NAME.search(name) and not replaces else "edited"
+    action = f"{verb} {shown}" if verb else None
+    return ToolCall(position, name, f"{name} {shown}", None, edits=edits, action=action)
 
 
 def _short(text: str) -> str:
@@ -190,26 +240,61 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
     search) is only read for its first line when the tool reports an error.
     """
     if not shell:
+        if not failed:
+            return Outcome(listing=_listing(output))
         first = next((line for line in output.splitlines() if line.strip()), "")
-        return Outcome(error_line=_clean_line(first) if failed and first else None, failed=failed)
+        return Outcome(error_line=_clean_line(first) if first else None, failed=failed)
     if len(output) > 2 * _SCANNED_CHARS:
         output = output[:_SCANNED_CHARS] + "\n" + output[-_SCANNED_CHARS:]
     status_match = _EXIT_STATUS.search(output)
     status = int(status_match[1]) if status_match else None
-    raised = EXCEPTION_LINE.search(output)
-    line = raised or ERROR_LINE.search(output)
+    raised = list(EXCEPTION_LINE.finditer(output)) if EXCEPTION_HINT.search(output) else []
+    line = raised[0] if raised else ERROR_LINE.search(output)
     error_line = None
     if line is not None:
         end = output.find("\n", line.start())
         error_line = _clean_line(output[line.start() : end if end >= 0 else None])
+    location: tuple[str, str, str] | None = None
+    if raised:
+        last = raised[-1].start()
+        frame_at = output.rfind('File "', 0, last)
+        near = frame_at >= 0 and output.count("\n", frame_at, last) <= _FRAME_LINES
+        frame = _FRAME.match(output, frame_at) if near else None
+        if frame is not None:
+            location = (frame["file"], frame["line"], frame["where"] or "")
     tally = _TEST_TALLY.search(output)
+    failures: tuple[str, ...] = ()
+    if "FAILED " in output:
+        failures = tuple(dict.fromkeys(m["test"] for m in _FAILED_TEST.finditer(output)))
     return Outcome(
         status=status,
         error_line=error_line,
-        exceptions=tuple(dict.fromkeys(m["name"] for m in EXCEPTION_LINE.finditer(output))),
+        exceptions=tuple(dict.fromkeys(m["name"] for m in raised)),
         failed=failed or bool(status),
         tally=tally["tally"].strip() if tally else None,
+        location=location,
+        failures=failures[:MAX_FAILURES],
+        listing="" if raised else _listing(output),
     )
+
+
+def _listing(output: str) -> str:
+    return output if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS) else ""
+
+
+def definitions(output: str) -> tuple[str, ...]:
+    """The names whose definition a numbered file listing shows, in order, at most
+    :data:`MAX_DEFINITIONS` (pure)."""
+    found: list[str] = []
+    if not any(word in output for word in _DEFINITION_WORDS):
+        return ()
+    for match in _DEFINITION.finditer(output):
+        start = output.rfind("\n", 0, match.start()) + 1
+        if _LINE_NUMBER.fullmatch(output, start, match.start()) and match["name"] not in found:
+            found.append(match["name"])
+            if len(found) == MAX_DEFINITIONS:
+                break
+    return tuple(found)
 
 
 def _clean_line(line: str) -> str | None:
