@@ -7,8 +7,9 @@ ratio is each command's median over the bare interpreter's. The workspace holds 
 messages of ~1 KB; the configuration is the default one (no file, no ``MEMORYD_*``), and
 once the shipped ``config/memoryd.toml``.
 
-Target: ``memoryd append``, ``memoryd status WS --json`` and ``memoryd messages WS`` at
-most 5x the bare interpreter.
+Target: ``memoryd append``, ``memoryd status WS --json``, ``memoryd messages WS`` and
+``memoryd recall WS WORD`` (its start-up: the workspace has no archive to search) at most
+5x the bare interpreter.
 
     python bench/cli_startup.py [--rounds 40]
 """
@@ -54,6 +55,7 @@ def commands(workspace: Path) -> dict[str, list[str]]:
         "memoryd heartbeat WS checkin": [*memoryd, "heartbeat", ws, "checkin"],
         "memoryd messages WS": [*memoryd, "messages", ws],
         "memoryd status WS": [*memoryd, "status", ws],
+        "memoryd recall WS parser": [*memoryd, "recall", ws, "parser"],
     }
 
 
@@ -95,6 +97,7 @@ def main() -> None:
         "memoryd append WS --role user --content hi",
         "memoryd status WS --json",
         "memoryd messages WS",
+        "memoryd recall WS parser",
     )
     for name in targets:
         met = results[name]["ratio"] <= TARGET_RATIO

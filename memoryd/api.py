@@ -11,6 +11,7 @@ from pathlib import Path
 from memoryd.config import Settings, load_settings, settings_for_workspace
 from memoryd.conversation import ConversationReader, parse_line
 from memoryd.job import JobRequest, JobResult, run_job, summarizer_env
+from memoryd.regular_files import open_for_reading
 from memoryd.strategies import Counts, strategy_for
 from memoryd.strategies.summary import previous_summary_text
 from memoryd.workspace import Workspace
@@ -121,10 +122,11 @@ class SummaryGenerator:
     def current_summary(self) -> str | None:
         """The text of the rolling summary at the head of the conversation, if any."""
         try:
-            with Workspace(self.workspace).conversation.open("rb") as file:
-                first = file.readline()
+            fd = open_for_reading(Workspace(self.workspace).conversation)
         except FileNotFoundError:
             return None
+        with os.fdopen(fd, "rb") as file:
+            first = file.readline()
         if not first.endswith(b"\n"):
             return None
         return previous_summary_text(parse_line(first, 0, 0))

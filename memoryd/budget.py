@@ -1,29 +1,43 @@
 """The daily LLM spend cap of one daemon: a running total per UTC day, kept in a small file.
 
-The decisions are pure (:func:`add_spend`, :func:`cap_reason`); :class:`SpendLedger` keeps
-the total in ``$XDG_STATE_HOME/memoryd/spend-<daemon>.json``, rewritten atomically and
-fsynced after every job that spent something, so it survives restarts and SIGKILL
-(docs/design.md#spend-cap).
+The decisions are pure (:func:`add_spend`, :func:`cap_reason`, :func:`parse_spend`,
+:func:`spend_of_receipts`); :class:`SpendLedger` keeps the total in
+``$XDG_STATE_HOME/memoryd/spend-<daemon>.json``, rewritten atomically and fsynced after
+every job that spent something, so it survives restarts and SIGKILL. The cap fails
+closed: a ledger that cannot be read or trusted is rebuilt from the receipts, and when
+that is not possible either, the day's cap counts as reached (docs/design.md#spend-cap).
 """
 
 from __future__ import annotations
 
 import calendar
 import hashlib
-import json
 import math
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import structlog
 
+from memoryd import strict_json
+from memoryd.discovery import find_workspaces
+from memoryd.errors import MemorydError
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write
-from memoryd.receipts import LLMUsage
+from memoryd.receipts import LLMUsage, Receipt, receipts_path
+from memoryd.regular_files import read_file
+from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
+
+MAX_SPEND_USD = 1e15
+"""The largest total a ledger may hold; a larger one is not a total memoryd wrote."""
+MAX_SPEND_TOKENS = 10**15
+LEDGER_MAX_BYTES = 64 << 10
+"""The ledger is a few dozen bytes; a larger file is not one memoryd wrote."""
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +49,9 @@ class Spend:
     tokens: int = 0
     exhausted: str | None = None
     """Why the cap was reached, once it was (the day's first crossing is logged once)."""
+    untrusted: str | None = None
+    """Why the day's total cannot be trusted (its ledger could not be read, nor rebuilt
+    from the receipts): the cap then counts as reached until the next UTC day."""
 
 
 def utc_day(now: float) -> str:
@@ -49,17 +66,32 @@ def next_utc_day(now: float) -> float:
 
 
 def add_spend(spend: Spend, day: str, cost_usd: float, tokens: int) -> Spend:
-    """``spend`` plus one job's cost and tokens; a new day starts from zero (pure)."""
+    """``spend`` plus one job's cost and tokens; a new day starts from zero (pure).
+
+    A figure that is negative or not finite adds nothing, and the totals stop at
+    :data:`MAX_SPEND_USD` and :data:`MAX_SPEND_TOKENS`: what is saved is always a number
+    the ledger reads back.
+    """
     base = spend if spend.day == day else Spend(day)
-    return replace(base, cost_usd=base.cost_usd + cost_usd, tokens=base.tokens + tokens)
+    cost = cost_usd if math.isfinite(cost_usd) and cost_usd > 0 else 0.0
+    return replace(
+        base,
+        cost_usd=min(MAX_SPEND_USD, base.cost_usd + cost),
+        tokens=min(MAX_SPEND_TOKENS, base.tokens + max(0, tokens)),
+    )
 
 
 def cap_reason(
     spend: Spend, day: str, max_cost_per_day_usd: float, max_llm_tokens_per_day: int
 ) -> str | None:
-    """Why the day's cap is reached, or None (a cap of 0 is off; pure)."""
-    if spend.day != day:
+    """Why the day's cap is reached, or None (a cap of 0 is off; pure).
+
+    A day whose total cannot be trusted counts as reached: the cap fails closed.
+    """
+    if spend.day != day or (max_cost_per_day_usd <= 0 and max_llm_tokens_per_day <= 0):
         return None
+    if spend.untrusted is not None:
+        return spend.untrusted
     if max_cost_per_day_usd > 0 and spend.cost_usd >= max_cost_per_day_usd:
         return f"LLM cost ${spend.cost_usd:.4f} reached the ${max_cost_per_day_usd:g} daily cap"
     if max_llm_tokens_per_day > 0 and spend.tokens >= max_llm_tokens_per_day:
@@ -81,41 +113,123 @@ def ledger_path(env: Mapping[str, str], roots: Sequence[Path]) -> Path:
     return Path(state_home) / "memoryd" / f"spend-{digest}.json"
 
 
-def _parse(raw: bytes) -> Spend | None:
+def parse_spend(raw: bytes) -> Spend | str:
+    """The ledger's total, or why it cannot be trusted (pure): strict JSON, a real day,
+    finite figures within their bounds, text or null for the notes."""
     try:
-        data = json.loads(raw)
-        spend = Spend(
-            day=str(data["day"]),
-            cost_usd=float(data["cost_usd"]),
-            tokens=int(data["tokens"]),
-            exhausted=data.get("exhausted"),
-        )
-    except (ValueError, KeyError, TypeError):
-        return None
-    if not math.isfinite(spend.cost_usd) or spend.cost_usd < 0 or spend.tokens < 0:
-        return None
+        data = strict_json.loads(raw)
+    except strict_json.JSONProblem as problem:
+        return f"not JSON: {problem}"
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    day, cost, tokens = data.get("day"), data.get("cost_usd"), data.get("tokens")
+    if not isinstance(day, str) or not _DAY.fullmatch(day):
+        return "no valid day"
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)):
+        return "cost_usd is not a number"
+    if not 0 <= cost <= MAX_SPEND_USD:  # compared before float(): 10**400 stays an int
+        return "cost_usd out of range"
+    if (
+        isinstance(tokens, bool)
+        or not isinstance(tokens, int)
+        or not 0 <= tokens <= MAX_SPEND_TOKENS
+    ):
+        return "tokens out of range"
+    notes = (data.get("exhausted"), data.get("untrusted"))
+    if any(note is not None and not isinstance(note, str) for note in notes):
+        return "a note is not text"
+    return Spend(day, float(cost), tokens, *notes)
+
+
+def spend_of_receipts(receipts: Iterable[Receipt], day: str) -> Spend:
+    """What the jobs whose receipts finished on ``day`` spent on the LLM (pure)."""
+    spend = Spend(day)
+    for receipt in receipts:
+        if receipt.finished_at[:10] == day:
+            spend = add_spend(spend, day, receipt.cost_usd or 0.0, receipt.llm.total_tokens)
     return spend
 
 
+def rebuild_spend(roots: Sequence[Path], max_depth: int, day: str) -> Spend | str:
+    """The day's total rebuilt from the receipts of every workspace under ``roots``, or
+    why it cannot be: a receipts file that cannot be read, or a line that is not a receipt.
+
+    The receipts are the accounting; the ledger only sums them (docs/design.md#spend-cap).
+    """
+    receipts: list[Receipt] = []
+    for root in roots:
+        for folder in find_workspaces(root, max_depth):
+            path = receipts_path(Workspace(folder))
+            try:
+                raw = read_file(path)
+            except FileNotFoundError:
+                continue
+            except (OSError, MemorydError) as exc:
+                return f"{path}: {getattr(exc, 'strerror', None) or exc}"
+            for number, line in enumerate(raw.splitlines(), 1):
+                try:
+                    record = strict_json.loads(line)
+                    receipts.append(Receipt.from_record(record))
+                except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
+                    return f"{path}: line {number} is not a receipt"
+    return spend_of_receipts(receipts, day)
+
+
 class SpendLedger:
-    """The running total of one daemon, loaded at start and saved after each job."""
+    """The running total of one daemon, loaded at start and saved after each job.
+
+    A ledger that is there but cannot be read or trusted (not a regular file, not JSON,
+    a figure out of range) leaves :attr:`needs_rebuild` set and counts the day as
+    untrusted, so the cap fails closed until :meth:`settle` decides. A missing one
+    (a first start, or deleted) sets :attr:`missing`.
+    """
 
     def __init__(self, path: Path, now: float | None = None) -> None:
         self.path = path
         moment = time.time() if now is None else now
         self.spend = Spend(utc_day(moment))
+        self.needs_rebuild: str | None = None
+        """Why the ledger could not be used, until :meth:`settle` has dealt with it."""
+        self.missing = False
+        """There was no ledger, until :meth:`settle` has written one."""
         try:
-            raw = path.read_bytes()
+            loaded = parse_spend(read_file(path, LEDGER_MAX_BYTES))
         except FileNotFoundError:
+            self.missing = True
             return
-        except OSError as exc:
-            log.warning("spend_ledger_unreadable", path=str(path), error=exc.strerror)
+        except (OSError, MemorydError) as exc:
+            loaded = f"cannot read it: {getattr(exc, 'strerror', None) or exc}"
+        if isinstance(loaded, Spend):
+            self.spend = loaded
             return
-        loaded = _parse(raw)
-        if loaded is None:
-            log.warning("spend_ledger_invalid", path=str(path), action="counting from zero")
-            return
-        self.spend = loaded
+        self.needs_rebuild = loaded
+        self.spend = Spend(self.spend.day, untrusted=_untrusted(loaded))
+
+    def settle(self, rebuilt: Spend | str, now: float) -> None:
+        """After a ledger that could not be used, or was missing: adopt the total rebuilt
+        from the receipts, or (``rebuilt`` is why it could not be rebuilt) keep today's cap
+        reached, and say which once in the log; saved either way."""
+        why = self.needs_rebuild or "missing"
+        self.needs_rebuild, self.missing = None, False
+        if isinstance(rebuilt, Spend):
+            self.spend = rebuilt
+            (log.info if why == "missing" else log.warning)(
+                "spend_ledger_rebuilt",
+                path=str(self.path),
+                was=why,
+                cost_usd=round(rebuilt.cost_usd, 6),
+                tokens=rebuilt.tokens,
+            )
+        else:
+            self.spend = Spend(utc_day(now), untrusted=_untrusted(f"{why}; {rebuilt}"))
+            log.warning(
+                "spend_ledger_untrusted",
+                path=str(self.path),
+                reason=why,
+                rebuild=rebuilt,
+                action="the daily cap counts as reached until the next UTC day",
+            )
+        self._save()
 
     def today(self, now: float) -> Spend:
         """The total of the UTC day of ``now`` (zero on a new day)."""
@@ -138,10 +252,14 @@ class SpendLedger:
     def _save(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            data = json.dumps(asdict(self.spend), sort_keys=True).encode() + b"\n"
+            data = strict_json.dumps_line(asdict(self.spend))
             atomic_write(self.path, data, 0o600, root=self.path.parent)
         except OSError as exc:
             log.warning("spend_ledger_unwritable", path=str(self.path), error=exc.strerror)
+
+
+def _untrusted(why: str) -> str:
+    return f"the spend ledger cannot be trusted ({why}), so today's cap counts as reached"
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,10 @@
 A checkpoint lists what is ``completed``, ``in_progress``, ``pending``, the ``blockers``
 and the ``decisions`` of a conversation. Each compaction merges the previous checkpoint
 with the messages since, removes what was resolved, and bumps ``version``
-(docs/design.md#strategies). The prompt lives in :mod:`memoryd.summarizers.checkpoint_prompt`,
-the offline builder in :mod:`memoryd.summarizers.extractive`, the storage with the strategy
-in :mod:`memoryd.strategies.checkpoint`.
+(docs/design.md#strategies). The prompt lives in
+:mod:`memoryd.summarizers.checkpoint_prompt`, the offline builder in
+:mod:`memoryd.summarizers.extractive_checkpoint`, the storage with the strategy in
+:mod:`memoryd.strategies.checkpoint`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ SECTIONS = ("completed", "in_progress", "pending", "blockers", "decisions")
 CHECKPOINT_PREFIX = "[Checkpoint of earlier conversation]\n\n"
 """The fixed start of a checkpoint head message's content."""
 MAX_ITEMS = 25
-"""Items kept per section (oldest dropped first), so a checkpoint never grows without bound."""
+"""Items an LLM is asked for per section, so a checkpoint never grows without bound (the
+offline builder fits its lists within a token budget instead)."""
+ITEM_LEAD = "\n- "
+"""What comes before each item of a list in the checkpoint's text."""
 
 
 class CheckpointSummary(BaseModel):
@@ -80,11 +84,23 @@ class Checkpoint(BaseModel):
 
 def render_checkpoint(checkpoint: Checkpoint) -> str:
     """The checkpoint as text for the head message of the conversation (pure)."""
-    lines = [f"Checkpoint v{checkpoint.version} ({checkpoint.updated_at}):"]
-    for name in SECTIONS:
-        items = getattr(checkpoint, name)
-        title = name.replace("_", " ").capitalize()
-        lines.append(f"{title}: " + ("; ".join(items) if items else "none"))
+    lines = [
+        f"Checkpoint v{checkpoint.version} ({checkpoint.updated_at}):",
+        render_lists(checkpoint.summary),
+    ]
     if checkpoint.details:
         lines.append("Details kept verbatim: " + "; ".join(checkpoint.details))
+    return "\n".join(lines)
+
+
+def render_lists(lists: CheckpointSummary) -> str:
+    """The five lists as the checkpoint's text shows them: a title, then one item a line
+    (``Pending: none`` when a list is empty) (pure)."""
+    lines = []
+    for name in SECTIONS:
+        items = getattr(lists, name)
+        title = name.replace("_", " ").capitalize()
+        lines.append(
+            f"{title}:" + "".join(ITEM_LEAD + x for x in items) if items else f"{title}: none"
+        )
     return "\n".join(lines)

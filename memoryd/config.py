@@ -292,7 +292,8 @@ def load_settings(
     config_path, candidate = find_config_file(config_file, environ)
     try:
         toml_source = TomlConfigSettingsSource(Settings, toml_file=config_path)
-    except (OSError, ValueError) as err:  # TOMLDecodeError and UnicodeDecodeError are ValueErrors
+    except (OSError, ValueError, RecursionError) as err:  # TOMLDecodeError and
+        # UnicodeDecodeError are ValueErrors; tomllib recurses into nested arrays and tables.
         raise file_error(config_path, err) from None
     env_source = _MappingEnvSource(Settings, {name: environ[name] for name in env_vars})
     flag_data = nest(overrides or {})
@@ -344,7 +345,7 @@ def workspace_settings(settings: Settings, path: Path, raw: bytes) -> Settings:
     """:func:`settings_for_workspace` with the file at ``path`` already read (``raw``)."""
     try:
         data = tomllib.loads(raw.decode())
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:
         raise file_error(path, err) from None
     for key in data:
         if key not in WORKSPACE_KEYS:

@@ -28,6 +28,9 @@ from memoryd.config_files import (
     WORKSPACE_KEYS,
     find_config_file,
 )
+from memoryd.errors import MemorydError
+from memoryd.fsutil import read_in
+from memoryd.regular_files import read_file
 from memoryd.workspace import Workspace
 
 Bounds = tuple[tuple[str, float], ...]
@@ -88,6 +91,7 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "prices": ("table", {}, ()),
     "memory.threshold": ("int", 50, (("gt", 0),)),
     "memory.keep_bookmarks": ("int", 10, (("ge", 0),)),
+    "memory.max_entry_bytes": ("int", 16384, (("ge", 256), ("le", 1048576))),
 }
 MODEL_CHECKS: dict[str, tuple[str, ...]] = {
     "_levels_in_order": (),  # checked here too: warning_at <= summarize_at <= critical_at
@@ -129,11 +133,11 @@ class StatusSettings:
         """These settings with ``<workspace>/.memoryd/config.toml`` applied; None when the
         full loader must decide (a bad or unusual file), as ``settings_for_workspace``."""
         try:
-            with Workspace(workspace).config.open("rb") as file:
-                data = tomllib.load(file)
+            # As the full loader reads it: never through a symlink, never a FIFO.
+            data = tomllib.loads(read_in(workspace, Workspace(workspace).config).decode())
         except FileNotFoundError:
             return self
-        except (OSError, ValueError):
+        except (OSError, MemorydError, ValueError, RecursionError):
             return None
         if not data:
             return self
@@ -159,9 +163,8 @@ def fast_status_settings(
     data: dict[str, Any] = {}
     if config_path is not None:
         try:
-            with config_path.open("rb") as file:
-                data = tomllib.load(file)
-        except (OSError, ValueError):
+            data = tomllib.loads(read_file(config_path).decode())
+        except (OSError, MemorydError, ValueError, RecursionError):
             return None
     try:
         values = {key: default for key, (_, default, _) in FIELDS.items()}

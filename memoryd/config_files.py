@@ -44,6 +44,8 @@ def find_config_file(config_file: Path | None, env: Mapping[str, str]) -> tuple[
         # The XDG spec says a relative XDG_CONFIG_HOME is invalid and must be ignored.
         base = Path(xdg) if xdg and Path(xdg).is_absolute() else _home(env) / ".config"
         default = base / "memoryd" / "config.toml"
+        if default.exists() and not default.is_file():
+            raise ConfigError(f"config: {default}: not a regular file")
         return (default if default.is_file() else None), default
     if not explicit.exists():
         raise ConfigError(f"config: {explicit}: no such config file (given by {given_by})")

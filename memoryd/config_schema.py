@@ -8,7 +8,6 @@ with secrets hidden (docs/design.md#configuration).
 from __future__ import annotations
 
 import difflib
-import json
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
@@ -17,6 +16,7 @@ from typing import Any, Literal, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from memoryd import strict_json
 from memoryd.config_files import CONFIG_ENV as CONFIG_ENV
 from memoryd.config_files import ENV_DELIMITER as ENV_DELIMITER
 from memoryd.config_files import ENV_PREFIX as ENV_PREFIX
@@ -146,6 +146,8 @@ def file_error(path: Path | None, err: Exception) -> ConfigError:
         return ConfigError(f"config: {path}: not UTF-8 text")
     if isinstance(err, OSError):
         return ConfigError(f"config: {path}: cannot read: {err.strerror or err}")
+    if isinstance(err, RecursionError):
+        return ConfigError(f"config: {path}: invalid TOML: nested too deeply")
     return ConfigError(f"config: {path}: {err}")
 
 
@@ -172,12 +174,12 @@ def setting_env_vars(
         path, is_json = target
         if is_json:
             try:
-                json.loads(value)
-            except ValueError:
+                strict_json.loads(value)
+            except strict_json.JSONProblem as problem:
                 key = ".".join(path)
                 raise ConfigError(
                     f"config: {key} = {shown(key, value)} (from env {name}): "
-                    "not valid JSON (a list or table must be written as JSON)"
+                    f"{problem} (a list or table must be written as JSON)"
                 ) from None
         found[name] = path
     return found

@@ -11,7 +11,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from memoryd.defaults import DEFAULT_KEEP_BOOKMARKS, DEFAULT_MEMORY_THRESHOLD
+from memoryd.defaults import (
+    DEFAULT_KEEP_BOOKMARKS,
+    DEFAULT_MAX_ENTRY_BYTES,
+    DEFAULT_MEMORY_THRESHOLD,
+)
 
 ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
 ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
@@ -91,9 +95,11 @@ class CheckpointSettings(BaseModel):
 
 
 class MemorySettings(BaseModel):
-    """``[memory]``: when memory stores are compacted and how many bookmarks stay."""
+    """``[memory]``: when memory stores are compacted, how many bookmarks stay and the
+    longest entry taken."""
 
     model_config = _NESTED
 
     threshold: int = Field(default=DEFAULT_MEMORY_THRESHOLD, gt=0)
     keep_bookmarks: int = Field(default=DEFAULT_KEEP_BOOKMARKS, ge=0)
+    max_entry_bytes: int = Field(default=DEFAULT_MAX_ENTRY_BYTES, ge=256, le=1024 * 1024)

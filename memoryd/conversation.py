@@ -22,7 +22,13 @@ from typing import Any
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError, UnsafePathError
-from memoryd.fsutil import append_all_or_nothing, check_workspace, flocked, open_in
+from memoryd.fsutil import (
+    append_all_or_nothing,
+    check_workspace,
+    flocked,
+    fsync_folder_in,
+    open_in,
+)
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
 from memoryd.workspace import Workspace
 
@@ -391,8 +397,9 @@ def append_message(
     symlink or not a regular file, and a file that ends with an incomplete line (a writer
     died mid-line: appending would merge two messages). All or nothing: when the write
     fails (a full disk, a read-only file system) the file is truncated back to its
-    previous length under the lock and MemorydError (exit 1) is raised. Returns the
-    message written.
+    previous length under the lock and MemorydError (exit 1) is raised. The first line of
+    a new file is made durable with its name (the folder is fsynced too); should that
+    fsync fail, MemorydError says the message was appended. Returns the message written.
     """
     if role not in ROLES:
         raise InputError(f"role {role!r} is not one of {', '.join(ROLES)}")
@@ -418,11 +425,20 @@ def append_message(
                     raise InputError(
                         f"{ws.conversation}: ends with an incomplete line; nothing appended"
                     )
-                append_all_or_nothing(fd, line)
+                start = append_all_or_nothing(fd, line)
             finally:
                 os.close(fd)
     except OSError as exc:
         raise MemorydError(
             f"{ws.conversation}: cannot append: {exc.strerror or exc}; nothing was written"
         ) from None
+    if start == 0:
+        # Maybe a new file: its name must be as durable as its first line.
+        try:
+            fsync_folder_in(ws.path, ws.path)
+        except OSError as exc:
+            raise MemorydError(
+                f"{ws.path}: the message was appended, but the folder could not be synced: "
+                f"{exc.strerror or exc}"
+            ) from None
     return message

@@ -6,10 +6,13 @@ A writer that does not lock may still append to the file a commit has just repla
 dies inside that window, the old inode would be gone with whatever was written there
 since. So before the rename, the commit hard-links the file it replaces as
 ``.memoryd/draining/<file>.<pid>.<inode>.<offset>``, where ``<offset>`` is how far it
-has been copied into the new file. The drain advances the offset as it carries lines
-and removes the mark when its window ends. :func:`salvage` (run by recovery) appends
-what a dead process's mark holds past its offset, then removes it. See
-docs/design.md#drain.
+has been copied into the new file, and fsyncs that folder. Before each carry the drain
+renames the mark to ``...<offset>.<upto>.<at>`` (bytes up to ``<upto>`` are going to
+position ``<at>`` of the live file) and fsyncs it, then appends, then renames it to the
+new offset; removed when its window ends. :func:`salvage` (run by recovery) first
+settles such a carry (found in the live file: done; cut short by a crash: cut back),
+then appends what a dead process's mark holds past its offset, then removes it: every
+line once, even after a power cut. See docs/design.md#drain.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from pathlib import Path
 import structlog
 
 from memoryd.errors import UnsafePathError
-from memoryd.fsutil import append_all_or_nothing, flocked, folder_in, open_in, pid_alive
+from memoryd.fsutil import (
+    append_all_or_nothing,
+    flocked,
+    folder_in,
+    fsync_folder_in,
+    open_in,
+    pid_alive,
+)
+from memoryd.regular_files import open_for_reading
 from memoryd.snapshot import Snapshot
 from memoryd.workspace import Workspace
 
@@ -33,7 +44,8 @@ log = structlog.get_logger()
 
 FOLDER = "draining"
 MARK_RE = re.compile(
-    r"^(?P<file>conversation\.jsonl|memory~[a-z]+\.jsonl)\.(?P<pid>\d+)\.(?P<ino>\d+)\.(?P<offset>\d+)$"
+    r"^(?P<file>conversation\.jsonl|memory~[a-z]+\.jsonl)\.(?P<pid>\d+)\.(?P<ino>\d+)"
+    r"\.(?P<offset>\d+)(?:\.(?P<upto>\d+)\.(?P<at>\d+))?$"
 )
 
 _live: set[tuple[Path, str]] = set()
@@ -59,10 +71,13 @@ class DrainMark:
     token: str
     ino: int
     offset: int
+    carrying: tuple[int, int] | None = None
+    """(upto, at) while bytes up to ``upto`` are being appended at ``at`` of the live file."""
 
     @property
     def name(self) -> str:
-        return f"{self.token}.{os.getpid()}.{self.ino}.{self.offset}"
+        name = f"{self.token}.{os.getpid()}.{self.ino}.{self.offset}"
+        return name if self.carrying is None else f"{name}.{self.carrying[0]}.{self.carrying[1]}"
 
     @property
     def folder(self) -> Path:
@@ -82,6 +97,13 @@ class DrainMark:
         try:
             with folder_in(root, mark.folder, create=True) as marks:
                 os.link(path.name, mark.name, src_dir_fd=folder, dst_dir_fd=marks)
+                try:
+                    # Durable before the rename: a writer that fsyncs a line into the
+                    # replaced inode after it must find it again after a power cut.
+                    os.fsync(marks)
+                except OSError:
+                    os.unlink(mark.name, dir_fd=marks)
+                    raise
         except (OSError, UnsafePathError) as exc:
             log.warning("drain_mark_failed", path=str(path), error=str(exc))
             return None
@@ -89,12 +111,25 @@ class DrainMark:
             _live.add((root, mark.name))
         return mark
 
+    def carry(self, upto: int, at: int) -> None:
+        """Record, durably, that bytes up to ``upto`` are about to be appended at ``at``."""
+        self._rename(self.offset, (upto, at), sync=True)
+
     def advance(self, offset: int) -> None:
-        """Record that everything up to ``offset`` is in the new file."""
+        """Record that everything up to ``offset`` is in the new file.
+
+        Not fsynced: if the carrying name survives a crash instead, recovery finds the
+        carried bytes at their position and settles on ``offset`` all the same.
+        """
+        self._rename(offset, None, sync=False)
+
+    def _rename(self, offset: int, carrying: tuple[int, int] | None, *, sync: bool) -> None:
         old = self.name
-        self.offset = offset
+        self.offset, self.carrying = offset, carrying
         with folder_in(self.workspace.path, self.folder) as marks:
             os.rename(old, self.name, src_dir_fd=marks, dst_dir_fd=marks)
+            if sync:
+                os.fsync(marks)
         with _live_guard:
             _live.discard((self.workspace.path, old))
             _live.add((self.workspace.path, self.name))
@@ -153,32 +188,78 @@ def _in_use(root: Path, name: str, pid: int) -> bool:
 
 
 def _salvage_one(workspace: Workspace, marks: int, name: str, match: re.Match[str]) -> int:
+    """Settle and carry one dead process's mark, then remove it; returns the lines carried."""
     target = _target(workspace, match["file"])
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=marks)
+    try:
+        fd = open_for_reading(name, dir_fd=marks, follow_symlinks=False)
+    except UnsafePathError:
+        return 0  # a FIFO, socket or symlink named like a mark: not one memoryd made
     carried = 0
     try:
-        offset = int(match["offset"])
         with flocked(workspace.lock, root=workspace.path):
             try:
                 current = os.stat(target, follow_symlinks=False).st_ino  # only compared
             except FileNotFoundError:
                 current = -1
-            size = os.fstat(fd).st_size
-            if current != int(match["ino"]) and size > offset:
-                data = os.pread(fd, size - offset, offset)
-                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
-                out = open_in(workspace.path, target, flags)
-                try:
-                    append_all_or_nothing(out, data)
-                finally:
-                    os.close(out)
-                carried = data.count(b"\n")
-                log.warning("drained_after_crash", path=str(target), bytes=len(data), lines=carried)
+            if current != int(match["ino"]):
+                carried, name = _carry_rest(workspace, target, fd, marks, name, match)
             os.unlink(name, dir_fd=marks)
             os.fsync(marks)
     finally:
         os.close(fd)
     return carried
+
+
+def _carry_rest(
+    workspace: Workspace, target: Path, old: int, marks: int, name: str, match: re.Match[str]
+) -> tuple[int, str]:
+    """Append what the replaced file ``old`` holds past the mark's offset to ``target``,
+    naming the carry in the mark first, as the drain does. Returns the lines carried and
+    the mark's name now. Writers' lock held."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+    out = open_in(workspace.path, target, flags)
+    try:
+        offset = int(match["offset"])
+        if match["upto"] is not None:
+            offset = _settle(out, old, offset, int(match["upto"]), int(match["at"]))
+        size = os.fstat(old).st_size
+        if size <= offset:
+            return 0, name
+        data = os.pread(old, size - offset, offset)
+        end = os.fstat(out).st_size
+        starts_line = offset == 0 or os.pread(old, 1, offset - 1) == b"\n"
+        if starts_line and end and os.pread(out, 1, end - 1) != b"\n":
+            # A line cut short by the crash ends the live file: it stays a line of its own.
+            append_all_or_nothing(out, b"\n")
+            end += 1
+        carrying = f"{match['file']}.{match['pid']}.{match['ino']}.{offset}.{size}.{end}"
+        os.rename(name, carrying, src_dir_fd=marks, dst_dir_fd=marks)
+        os.fsync(marks)
+        if append_all_or_nothing(out, data) == 0:
+            fsync_folder_in(workspace.path, target.parent)
+    finally:
+        os.close(out)
+    carried = data.count(b"\n")
+    log.warning("drained_after_crash", path=str(target), bytes=len(data), lines=carried)
+    return carried, carrying
+
+
+def _settle(out: int, old: int, offset: int, upto: int, at: int) -> int:
+    """Where a carry of ``old``'s bytes [offset, upto) to position ``at`` of ``out`` got to
+    before a crash: ``upto`` when they are in ``out`` (at ``at`` or later: a writer that
+    does not lock may have come first); else ``offset``, after cutting off the piece of
+    them that ends ``out`` (a write cut short: nothing can follow it)."""
+    chunk = os.pread(old, upto - offset, offset)
+    size = os.fstat(out).st_size
+    tail = os.pread(out, size - at, at) if size > at else b""
+    if chunk and chunk in tail:
+        return upto
+    for start in range(max(0, len(tail) - len(chunk) + 1), len(tail)):
+        if chunk.startswith(tail[start:]):
+            os.ftruncate(out, at + start)
+            os.fsync(out)
+            break
+    return offset
 
 
 def drain_safely(
@@ -246,9 +327,8 @@ def _drain(
 
     Complete lines are carried as they appear; a fragment still open at the end of the
     window is carried too, so that the rest of its line, if it ever comes, follows it.
-    The drain mark follows what was carried (a crash between the two repeats those
-    lines at recovery rather than losing them). Returns the number of complete lines
-    carried.
+    The drain mark follows what was carried (see :func:`_carry`). Returns the number of
+    complete lines carried.
     """
     deadline = time.monotonic() + seconds
     salvaged = 0
@@ -260,24 +340,28 @@ def _drain(
             upto = size if expired else copied_to + fresh.rfind(b"\n") + 1
             if upto > copied_to:
                 data = fresh[: upto - copied_to]
-                append_locked(snapshot.path, snapshot.root, lock, data)
+                _carry(snapshot, lock, data, mark, upto)
                 salvaged += data.count(b"\n")
                 copied_to = upto
-                if mark is not None:
-                    mark.advance(copied_to)
         if expired:
             return salvaged
         time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
-def append_locked(path: Path, root: Path, lock: Path, data: bytes) -> None:
-    """Append ``data`` to the existing ``path`` under the writers' lock, all or nothing."""
-    with flocked(lock, root=root):
-        fd = open_in(root, path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+def _carry(snapshot: Snapshot, lock: Path, data: bytes, mark: DrainMark | None, upto: int) -> None:
+    """Append ``data`` (the replaced file's bytes up to ``upto``) to the live file under
+    the writers' lock, all or nothing; the mark names the carry durably before it and its
+    new offset after it, so that a crash anywhere in between carries it once."""
+    with flocked(lock, root=snapshot.root):
+        fd = open_in(snapshot.root, snapshot.path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
         try:
+            if mark is not None:
+                mark.carry(upto, os.fstat(fd).st_size)
             append_all_or_nothing(fd, data)
+            if mark is not None:
+                mark.advance(upto)
         finally:
             os.close(fd)
 
 
-__all__ = ["DrainMark", "append_locked", "drain_safely", "drain_then_report", "salvage"]
+__all__ = ["DrainMark", "drain_safely", "drain_then_report", "salvage"]

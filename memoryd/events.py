@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memoryd import strict_json
 from memoryd.fsutil import append_line
+from memoryd.regular_files import read_file
 from memoryd.workspace import Workspace
 
 
@@ -22,7 +23,7 @@ def iso_ms(epoch_seconds: float) -> str:
 def event_line(workspace: Workspace, type_: str, now: float, details: dict[str, Any]) -> bytes:
     """The bytes of one event line (pure)."""
     record = {"ts": iso_ms(now), "type": type_, "workspace": str(workspace.path), **details}
-    return json.dumps(record, separators=(",", ":"), sort_keys=False).encode() + b"\n"
+    return strict_json.dumps(record).encode() + b"\n"
 
 
 def emit(workspace: Workspace, type_: str, now: float | None = None, **details: Any) -> None:
@@ -38,14 +39,17 @@ def emit(workspace: Workspace, type_: str, now: float | None = None, **details: 
 
 
 def read_events(path: Path) -> Iterator[dict[str, Any]]:
-    """The events in ``path``, oldest first; lines that are not JSON objects are skipped."""
+    """The events in ``path``, oldest first; lines that are not JSON objects are skipped.
+
+    UnsafePathError for a FIFO, socket or device at ``path`` (never waited on).
+    """
     try:
-        raw = path.read_bytes()
+        raw = read_file(path)
     except FileNotFoundError:
         return
     for line in raw.splitlines():
         try:
-            record = json.loads(line)
+            record = strict_json.loads(line)
         except ValueError:
             continue
         if isinstance(record, dict):

@@ -93,6 +93,9 @@ def _walk(root: Path, parts: tuple[str, ...], create: bool) -> int:
                     raise
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o755, dir_fd=fd)
+                    # The new folder's entry must outlive a power cut before anything is
+                    # put in it (docs/design.md#power-cut).
+                    os.fsync(fd)
                 try:
                     child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
@@ -156,12 +159,23 @@ def open_in(
         os.close(parent)
 
 
+def _open_file_in(root: Path, path: Path, flags: int, *, make_parents: bool = False) -> int:
+    """:func:`open_in` for a file that must be a regular one: a socket there (ENXIO) is
+    refused in the words a FIFO is (the caller checks the rest with ``fstat``)."""
+    try:
+        return open_in(root, path, flags, 0o644, make_parents=make_parents)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UnsafePathError(f"{path}: is not a regular file") from None
+        raise
+
+
 def read_in(root: Path, path: Path) -> bytes:
     """The bytes of ``path`` below ``root``, read without following a symlink.
 
     FileNotFoundError (and other OSErrors) pass through; a symlink is UnsafePathError.
     """
-    fd = open_in(root, path, os.O_RDONLY | os.O_NONBLOCK)
+    fd = _open_file_in(root, path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePathError(f"{path}: is not a regular file")
@@ -219,6 +233,13 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def fsync_folder_in(root: Path, folder: Path) -> None:
+    """fsync ``folder`` (``root`` or below it, no symlink followed): a file just created
+    in it keeps its name after a power cut (docs/design.md#power-cut)."""
+    with folder_in(root, folder) as fd:
+        os.fsync(fd)
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte of ``data`` to ``fd`` (os.write may write less than asked)."""
     view = memoryview(data)
@@ -263,7 +284,9 @@ def replace_in(
     :func:`folder_in`): for a caller that writes several files of one folder and walks to
     it once. With ``staging`` (an open folder of the same file system) the temp file is
     written there and renamed into ``folder``: a watcher of ``folder`` that does not watch
-    ``staging`` sees one event instead of five."""
+    ``staging`` sees one event instead of five. A durable rename out of ``staging`` fsyncs
+    both folders: a rename between two folders is on disk once both are
+    (docs/design.md#power-cut)."""
     if staging is None:
         staging = folder
     tmp = _temp(name)
@@ -291,6 +314,8 @@ def replace_in(
         raise
     if durable:
         os.fsync(folder)
+        if staging != folder:
+            os.fsync(staging)
 
 
 def create_in(folder: int, name: str, data: bytes, *, staging: int) -> bool:
@@ -347,18 +372,22 @@ def append_all_or_nothing(fd: int, data: bytes, *, seal_torn_tail: bool = False)
 
 def append_line(path: Path, line: bytes, *, root: Path) -> int:
     """Append one complete line to ``path`` below ``root`` (created, with its folders,
-    if missing), all or nothing, and fsync; returns its offset.
+    if missing), all or nothing, and fsync (the folder too, for the first line); returns
+    its offset.
 
     A torn last line is sealed first (see :func:`append_all_or_nothing`). Raises
     UnsafePathError for a symlink on the way, OSError when the write fails (the file is
     then as it was).
     """
     flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
-    fd = open_in(root, path, flags, 0o644, make_parents=True)
+    fd = _open_file_in(root, path, flags, make_parents=True)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePathError(f"{path}: is not a regular file")
-        return append_all_or_nothing(fd, line, seal_torn_tail=True)
+        start = append_all_or_nothing(fd, line, seal_torn_tail=True)
+        if start == 0:  # maybe a new file: its name must be as durable as its line
+            fsync_folder_in(root, path.parent)
+        return start
     except OSError as exc:
         raise named(exc, path) from None
     finally:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, get_args
 
+from memoryd import strict_json
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write, flocked, folder_in, named, replace_in
+from memoryd.regular_files import read_file
 from memoryd.workspace import HEARTBEAT, Workspace
 
 Status = Literal["idle", "active", "completed", "failed", "paused"]
@@ -125,7 +127,7 @@ def _parse_scalar(raw: str) -> str | None:
     raw = raw.strip()
     if raw.startswith('"'):
         try:
-            value = json.loads(raw)
+            value = strict_json.loads(raw)
         except ValueError:
             return raw
         return value if isinstance(value, str) else str(value)
@@ -148,12 +150,19 @@ class HeartbeatManager:
         self._clock = clock
 
     def get_status(self) -> Heartbeat:
-        """The current heartbeat; idle when the file is missing or garbled."""
+        """The current heartbeat; idle when the file is missing or garbled.
+
+        A FIFO, socket or device at HEARTBEAT.md is refused (UnsafePathError), never
+        waited on or read without end (docs/design.md#regular-files).
+        """
+        return parse(self._text()) or Heartbeat()
+
+    def _text(self) -> str:
         try:
-            text = self.workspace.heartbeat.read_text(encoding="utf-8", errors="replace")
+            raw = read_file(self.workspace.heartbeat)
         except FileNotFoundError:
-            return Heartbeat()
-        return parse(text) or Heartbeat()
+            return ""
+        return raw.decode("utf-8", errors="replace")
 
     def _update(
         self, change: Callable[[Heartbeat, str], Heartbeat], durable: bool = True
@@ -262,11 +271,7 @@ class HeartbeatManager:
         return True
 
     def _parsed(self) -> Heartbeat | None:
-        try:
-            text = self.workspace.heartbeat.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            text = ""
-        return parse(text)
+        return parse(self._text())
 
     @contextlib.contextmanager
     def checkins(self, interval: float, immediately: bool = False) -> Iterator[None]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memoryd import strict_json
 from memoryd.errors import MemorydError
 from memoryd.fsutil import resolve_inside
 from memoryd.workspace import CONVERSATION, Workspace
@@ -110,8 +111,8 @@ def parse_message(line: RawLine) -> dict[str, Any] | None:
     if len(line.data) > MAX_PARSED_LINE:
         return None
     try:
-        value = json.loads(line.data)
-    except (ValueError, RecursionError):
+        value = strict_json.loads(line.data)
+    except strict_json.JSONProblem:
         return None
     return value if isinstance(value, dict) else None
 
@@ -137,8 +138,10 @@ def sources(workspace: Workspace) -> list[str]:
 def content_text(content: object) -> str:
     """The searchable text of a message's content (pure).
 
-    Text blocks as they are, tool inputs as their name and JSON, tool results as their
-    text, images by a placeholder, other blocks by their text field if they have one.
+    Text blocks as they are, tool calls as their name and the values of their input
+    (strings as they are, so that a file an agent wrote reads as the file, not as JSON
+    with escaped newlines), tool results as their text, images by a placeholder, other
+    blocks by their text field if they have one.
     """
     if isinstance(content, str):
         return content
@@ -150,9 +153,7 @@ def content_text(content: object) -> str:
             continue
         kind = block.get("type")
         if kind == "tool_use":
-            parts.append(
-                f"{block.get('name', '')} {json.dumps(block.get('input'), ensure_ascii=False)}"
-            )
+            parts.append("\n".join([str(block.get("name", "")), *_values(block.get("input"))]))
         elif kind == "tool_result":
             parts.append(content_text(block.get("content")))
         elif kind == "image":
@@ -162,6 +163,17 @@ def content_text(content: object) -> str:
             if isinstance(text, str):
                 parts.append(text)
     return "\n".join(part for part in parts if part)
+
+
+def _values(value: object) -> list[str]:
+    """The leaf values of a tool's input, strings as they are, the others as JSON."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _values(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _values(item)]
+    return [] if value is None else [json.dumps(value)]
 
 
 def context(

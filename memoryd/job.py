@@ -209,7 +209,7 @@ def _run_locked(
         checkins = heartbeat.checkins(settings.checkin_interval)
     try:
         with checkins:
-            head = _produce_head(workspace, request, strategy, pinned, progress)
+            head = _produce_head(workspace, request, strategy, lines, pinned, progress)
             return commit_and_report(
                 workspace,
                 request,
@@ -306,12 +306,14 @@ def _produce_head(
     workspace: Workspace,
     request: JobRequest,
     strategy: Strategy,
+    lines: Sequence[Line],
     pinned: PinnedPlan,
     progress: Progress,
 ) -> Produced:
     """The one place where the text that replaces the prefix is produced, before the commit.
 
-    The strategy sees the prefix without its pinned messages: those are kept verbatim.
+    The strategy sees the prefix without its pinned messages: those are kept verbatim,
+    with the kept part, and it is told which (``kept``).
     """
     plan, prefix = pinned.plan, pinned.summarized
     _report_malformed(workspace, prefix[1:] if plan.folds_previous_summary else prefix)
@@ -326,6 +328,7 @@ def _produce_head(
             archive=f".memoryd/archive/{name}",
             deadline=request.settings.anthropic.timeout * JOB_DEADLINE_FACTOR,
             progress=progress,
+            kept=(*pinned.pins, *lines[plan.keep_from :]),
         )
     )
     return Produced(head, name)

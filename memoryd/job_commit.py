@@ -25,6 +25,7 @@ from memoryd.job_types import JobRequest, JobResult, Progress
 from memoryd.pins import PinnedPlan, byte_ranges
 from memoryd.policy import over_trigger, usage_ratio
 from memoryd.receipts import SummarizedSpan, build_receipt
+from memoryd.regular_files import read_file_from
 from memoryd.snapshot import Snapshot
 from memoryd.state import build_state, write_state
 from memoryd.strategies import Head, Strategy
@@ -237,7 +238,5 @@ def _salvaged(workspace: Workspace, count: int) -> None:
 
 def _read_range(path: Path, start: int) -> bytes:
     """The complete lines of ``path`` from ``start`` on (what was carried over)."""
-    with path.open("rb") as file:
-        file.seek(start)
-        data = file.read()
+    data = read_file_from(path, start)
     return data[: data.rfind(b"\n") + 1]

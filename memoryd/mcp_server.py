@@ -8,21 +8,26 @@ outside them (docs/design.md#recall).
 
 from __future__ import annotations
 
+import functools
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
 
-from memoryd import stores
+from memoryd import __version__, stores
 from memoryd.config import Settings
 from memoryd.errors import MemorydError
 from memoryd.fsutil import check_workspace
+from memoryd.mcp_tools import APPENDS, READS, UNSERVED, ToolServer, tool
 from memoryd.recall import Hit, expand, recall
+from memoryd.recall_query import MAX_LIMIT
 from memoryd.workspace import CONVERSATION
 
 INSTRUCTIONS = (
@@ -66,6 +71,8 @@ class StatusOut(TypedDict):
     messages: int
     tokens: int
     token_limit: int
+    budget_source: str
+    """Where token_limit comes from: daemon, workspace or config."""
     usage_ratio: float
     level: str
     action: str
@@ -120,17 +127,30 @@ class Scope:
                 return self.roots[0]
             served = ", ".join(str(base) for base in self.bases)
             raise ToolError(f"name the workspace: this server serves the workspaces below {served}")
-        candidate = Path(given).expanduser()
-        if not candidate.is_absolute():
-            candidate = self.bases[0] / candidate if len(self.bases) == 1 else candidate.absolute()
-        real = candidate.resolve()
-        if not any(real == base or base in real.parents for base in self.bases):
-            served = ", ".join(str(base) for base in self.bases)
-            raise ToolError(f"{given}: is outside what this server serves ({served})")
-        if workspace and not (real / CONVERSATION).is_file():
-            raise ToolError(f"{given}: is not a workspace (no {CONVERSATION})")
+        if "\x00" in given:
+            raise ToolError("the workspace path contains a NUL character")
+        if len(given.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+            raise ToolError(f"the workspace path is longer than {MAX_PATH_BYTES} bytes")
+        try:
+            candidate = Path(given).expanduser()
+            if not candidate.is_absolute():
+                base = self.bases[0] if len(self.bases) == 1 else Path.cwd()
+                candidate = base / candidate
+            real = candidate.resolve()
+            if not any(real == base or base in real.parents for base in self.bases):
+                served = ", ".join(str(base) for base in self.bases)
+                raise ToolError(f"{given}: is outside what this server serves ({served})")
+            if workspace and not (real / CONVERSATION).is_file():
+                raise ToolError(f"{given}: is not a workspace (no {CONVERSATION})")
+        except (OSError, ValueError, RuntimeError) as exc:
+            # A name too long for the file system, a loop of symlinks, ~user unknown.
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise ToolError(f"the workspace path cannot be used: {reason}") from None
         return real
 
+
+MAX_PATH_BYTES = 4096
+"""The longest workspace path taken (Linux's PATH_MAX); longer is refused in words."""
 
 WorkspaceArg = Annotated[
     str | None,
@@ -141,21 +161,31 @@ WorkspaceArg = Annotated[
 ]
 
 
-def build_server(scope: Scope, settings: Settings) -> MCPServer:
-    """An MCP server with memoryd's tools for ``scope``."""
-    server: MCPServer = MCPServer("memoryd", instructions=INSTRUCTIONS)
+def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) -> MCPServer:
+    """An MCP server with memoryd's tools for ``scope``; with ``daemon_budget``,
+    ``context_status`` counts a workspace against the budget the daemon recorded for it.
 
-    @server.tool(name="recall")
-    def recall_tool(
+    It advertises tools only: no prompts, no resources, no list changes (the tools are
+    fixed)."""
+    server = ToolServer(
+        "memoryd", instructions=INSTRUCTIONS, version=__version__, subscriptions=False
+    )
+    for method in UNSERVED:
+        server._lowlevel_server._request_handlers.pop(method)
+
+    @tool(server, "recall", READS)
+    async def recall_tool(
         query: Annotated[
             str,
             Field(
-                description='Words to find; every word must occur. "Quote a phrase"; '
-                "end a word with * to match a prefix."
+                description="Words or a question. Messages with every word come first, "
+                'then those with any. "Quote a phrase"; end a word with * to match a prefix.'
             ),
         ],
         workspace: WorkspaceArg = None,
-        limit: Annotated[int, Field(ge=1, le=100, description="At most this many hits.")] = 10,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_LIMIT, description="At most this many hits.")
+        ] = 10,
         role: Annotated[
             Literal["user", "assistant"] | None, Field(description="Only this role's messages.")
         ] = None,
@@ -166,15 +196,17 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
         need. Returns the best hits with the message id, role, time and a snippet where
         the matched words are between ** **; pass an id to `expand` to read it in full.
         Without `workspace`, a server over a root searches every workspace below it.
+        A search has a time budget; a cancelled call stops its search.
         """
         path = scope.path(workspace, workspace=False)
+        search = functools.partial(recall, path, query, limit, role, max_depth=scope.max_depth)
         try:
-            hits = recall(path, query, limit, role, max_depth=scope.max_depth)
+            hits = await run_cancellable(search)
         except MemorydError as exc:
             raise ToolError(str(exc)) from None
         return {"hits": [_hit(hit) for hit in hits]}
 
-    @server.tool(name="expand")
+    @tool(server, "expand", READS)
     def expand_tool(
         id: Annotated[str, Field(description="A message id, as returned by recall.")],
         workspace: WorkspaceArg = None,
@@ -194,11 +226,12 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
         text = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
         return {"workspace": str(path), "id": id, "lines": text}
 
-    @server.tool(name="context_status")
+    @tool(server, "context_status", READS)
     def context_status(workspace: WorkspaceArg = None) -> StatusOut:
         """How full a workspace's context is, and what memoryd advises.
 
-        `usage_ratio` is tokens / token_limit; `level` is normal, warning (from 70%) or
+        `usage_ratio` is tokens / token_limit, the budget the daemon counts it against
+        (`budget_source` says where that came from); `level` is normal, warning (from 70%) or
         critical (from 85%); `action` is none, prepare_handoff or force_return. The
         heartbeat says whether a summarization is running or how the last one ended.
         """
@@ -206,12 +239,12 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
 
         path = scope.path(workspace, workspace=True)
         try:
-            row = workspace_status(path, settings, time.time())
+            row = workspace_status(path, settings, time.time(), daemon_budget=daemon_budget)
         except (MemorydError, OSError) as exc:
             raise ToolError(str(exc)) from None
         return {key: row[key] for key in StatusOut.__annotations__}  # type: ignore[return-value]
 
-    @server.tool(name="conversation_messages")
+    @tool(server, "conversation_messages", READS)
     def conversation_messages(workspace: WorkspaceArg = None) -> MessagesOut:
         """The workspace's conversation as a Messages-API `messages` list, ready to send.
 
@@ -230,7 +263,7 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
             raise ToolError(str(exc)) from None
         return {"workspace": str(path), "messages": messages}
 
-    @server.tool(name="memory_write")
+    @tool(server, "memory_write", APPENDS)
     def memory_write(
         store: Annotated[
             Literal["bookmarks", "todos", "decisions", "lessons"],
@@ -246,15 +279,24 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
 
         Memory stores outlive summaries: write what must not be forgotten (a decision, a
         lesson, a todo, a bookmark of where you are). A timestamp is added if missing.
+        Keep an entry short (a path or message id rather than the text itself): an empty
+        entry, or one longer than the server's memory.max_entry_bytes (16 KiB unless
+        configured), is refused.
         """
         path = scope.path(workspace, workspace=True)
         try:
-            result = stores.write_entry(path, store, entry, settings.memory.threshold)
+            result = stores.write_entry(
+                path,
+                store,
+                entry,
+                settings.memory.threshold,
+                max_entry_bytes=settings.memory.max_entry_bytes,
+            )
         except MemorydError as exc:
             raise ToolError(str(exc)) from None
         return dict(result)
 
-    @server.tool(name="memory_read")
+    @tool(server, "memory_read", READS)
     def memory_read(
         store: Annotated[
             Literal["bookmarks", "todos", "decisions", "lessons"],
@@ -279,6 +321,20 @@ def build_server(scope: Scope, settings: Settings) -> MCPServer:
     return server
 
 
+async def run_cancellable(search: functools.partial[list[Hit]]) -> list[Hit]:
+    """``search(cancelled=...)`` in a worker thread; when the call is cancelled (the client
+    sent ``notifications/cancelled``), the search is told to stop at once, instead of the
+    thread running on to the end of its query (docs/design.md#recall-budget)."""
+    stop = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(
+            functools.partial(search, cancelled=stop.is_set), abandon_on_cancel=True
+        )
+    except anyio.get_cancelled_exc_class():
+        stop.set()
+        raise
+
+
 def _hit(hit: Hit) -> HitOut:
     return HitOut(
         workspace=str(hit.workspace),
@@ -293,6 +349,6 @@ def _hit(hit: Hit) -> HitOut:
     )
 
 
-def serve(scope: Scope, settings: Settings) -> None:
+def serve(scope: Scope, settings: Settings, daemon_budget: bool = False) -> None:
     """Serve MCP on stdin/stdout until the client closes the connection."""
-    build_server(scope, settings).run("stdio")
+    build_server(scope, settings, daemon_budget).run("stdio")

@@ -5,7 +5,8 @@ Counters and histograms are fed by the supervisor loop as jobs end; gauges that 
 the workspaces are computed at scrape time from a :class:`DaemonView` the daemon hands
 over, so an idle daemon does no metrics work at all (docs/design.md#metrics).
 Names follow the Prometheus conventions: base units, ``_total`` on counters,
-``_seconds`` and ``_usd`` suffixes.
+``_seconds`` and ``_usd`` suffixes. No ``*_created`` series (a counter's start time is
+``process_start_time_seconds``); the endpoint adds the standard ``process_*`` metrics.
 """
 
 from __future__ import annotations
@@ -14,21 +15,29 @@ import contextlib
 import platform
 import socket
 import threading
+import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from socketserver import ThreadingMixIn
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, make_wsgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    ProcessCollector,
+    disable_created_metrics,
+    make_wsgi_app,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from memoryd.fsutil import atomic_write
+from memoryd.metrics_server import BoundedServer, only_metrics
 from memoryd.strategies import STRATEGIES
 
 LEVELS = ("normal", "warning", "critical")
@@ -93,21 +102,6 @@ def build_version() -> str:
         return metadata.version("memoryd")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """No access log: the daemon's stdout carries its JSON log lines only."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
 
 
 class _ViewCollector(Collector):
@@ -194,8 +188,15 @@ class Metrics:
     """The daemon's metrics in a private registry; fed by the loop, read by scrapes."""
 
     def __init__(self, view: Callable[[], DaemonView], per_workspace: bool = False) -> None:
+        # process-wide; only the daemon imports this module
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=False)
         registry = self.registry
+        self.served = CollectorRegistry(auto_describe=False)
+        """What the endpoint serves: memoryd's metrics and the process's (``process_*``).
+        The textfile leaves the latter out: node_exporter has its own ``process_*``."""
+        self.served.register(registry)
+        ProcessCollector(registry=self.served)
         Info("memoryd_build", "The running memoryd.", registry=registry).info(
             {"version": build_version(), "python": platform.python_version()}
         )
@@ -273,7 +274,7 @@ class Metrics:
             self.job_duration.labels(strategy)
             self.failures.labels(strategy)
         registry.register(_ViewCollector(view, per_workspace))
-        self._server: WSGIServer | None = None
+        self._server: BoundedServer | None = None
         self._thread: threading.Thread | None = None
         self._closing = False
 
@@ -305,13 +306,11 @@ class Metrics:
 
         The thread sleeps in ``accept`` until a scrape comes: prometheus_client's own
         ``start_http_server`` wakes twice a second to check for shutdown, which an idle
-        daemon should not (docs/design.md#metrics).
+        daemon should not (docs/design.md#metrics). Connections are bounded in number
+        and time (:mod:`memoryd.metrics_server`).
         """
-        server_class = _Server6 if ":" in host else _Server
-        self._server = make_server(
-            host, port, make_wsgi_app(self.registry), server_class, _QuietHandler
-        )
-        self._server.timeout = None
+        self._server = BoundedServer((host, port))
+        self._server.set_app(only_metrics(make_wsgi_app(self.served)))
         self._thread = threading.Thread(
             target=self._serve_until_closed, name="memoryd-metrics", daemon=True
         )
@@ -322,15 +321,19 @@ class Metrics:
     def _serve_until_closed(self) -> None:
         server = self._server
         while server is not None and not self._closing:
+            server.timeout = server.next_wake(time.monotonic())
             server.handle_request()
+            server.reap(time.monotonic())
 
     def render(self) -> bytes:
         """The exposition text, as a scrape would get it."""
-        return generate_latest(self.registry)
+        return generate_latest(self.served)
 
     def write_textfile(self, path: Path) -> None:
-        """Rewrite a node_exporter textfile atomically (readers never see half a file)."""
-        atomic_write(path, self.render(), root=path.parent, durable=False)
+        """Rewrite a node_exporter textfile atomically (readers never see half a file), with
+        memoryd's metrics only."""
+        text = generate_latest(self.registry)
+        atomic_write(path, text, root=path.parent, durable=False)
 
     def close(self) -> None:
         """Stop serving (a scrape in progress is cut off)."""
@@ -344,4 +347,5 @@ class Metrics:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        server.cut_all()
         server.server_close()

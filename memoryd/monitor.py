@@ -11,7 +11,6 @@ active but has not checked in for ``stale_after`` seconds.
 from __future__ import annotations
 
 import calendar
-import json
 import re
 import time
 import uuid
@@ -20,9 +19,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from memoryd import events
+from memoryd import events, strict_json
 from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_WARNING_AT
-from memoryd.errors import InputError
+from memoryd.errors import InputError, MemorydError
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write
 from memoryd.policy import (
@@ -32,9 +31,12 @@ from memoryd.policy import (
     get_threshold_action,
     should_emit_event,
 )
+from memoryd.regular_files import read_file
 from memoryd.workspace import Workspace
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MONITOR_MAX_BYTES = 1 << 20
+"""A monitor's state file holds a few hundred bytes; a larger one is not a monitor's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +112,7 @@ class ContextMonitor:
 
     def _save(self, **changes: Any) -> MonitorState:
         self._state = replace(self._state, **changes)
-        data = json.dumps(asdict(self._state), indent=2).encode() + b"\n"
+        data = strict_json.dumps(asdict(self._state), indent=2).encode() + b"\n"
         atomic_write(self.path, data, root=self.workspace.path)
         return self._state
 
@@ -181,15 +183,18 @@ class ContextMonitor:
 
 
 def read_monitors(workspace: Path, stale_after: float, now: float) -> list[dict[str, Any]]:
-    """The monitors of a workspace, each with ``stale`` (active but silent too long)."""
+    """The monitors of a workspace, each with ``stale`` (active but silent too long).
+
+    A state file that is not a regular file (never waited on) or not strict JSON is
+    left out."""
     folder = Workspace(workspace).meta / "monitors"
     found: list[dict[str, Any]] = []
     if not folder.is_dir():
         return found
     for path in sorted(folder.glob("*.json")):
         try:
-            state = json.loads(path.read_bytes())
-        except (OSError, ValueError):
+            state = strict_json.loads(read_file(path, MONITOR_MAX_BYTES))
+        except (OSError, MemorydError, ValueError):
             continue
         if not isinstance(state, dict):
             continue

@@ -3,11 +3,13 @@
 Prices are US dollars per million tokens. ``input`` is the uncached input (what the API
 reports as ``input_tokens``); cache writes and reads default to 1.25x and 0.1x of it,
 Anthropic's published multipliers (docs/design.md#receipts). An unknown model has no
-price, and its cost is None rather than a guess.
+price, and its cost is None rather than a guess. Prices are bounded like the daily cost
+cap, so that a cost is always a finite number (docs/design.md#spend-cap).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 
@@ -16,18 +18,23 @@ from pydantic import BaseModel, ConfigDict, Field
 CACHE_WRITE_FACTOR = 1.25
 CACHE_READ_FACTOR = 0.10
 _DATED = re.compile(r"-(?:\d{8}|latest)$")
+MAX_PRICE = 1_000_000.0
+"""The highest price taken, in US dollars per million tokens (the daily cost cap's bound)."""
+MAX_COST_USD = 1e12
+"""The highest cost of one job taken as a figure; above it (token counts no API bills)
+the cost is unknown (None), never infinity."""
 
 
 class ModelPrice(BaseModel):
     """``[prices."model"]``: US dollars per million tokens."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_write: float | None = Field(default=None, ge=0)
+    input: float = Field(ge=0, le=MAX_PRICE)
+    output: float = Field(ge=0, le=MAX_PRICE)
+    cache_write: float | None = Field(default=None, ge=0, le=MAX_PRICE)
     """Defaults to 1.25 x ``input``."""
-    cache_read: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0, le=MAX_PRICE)
     """Defaults to 0.1 x ``input``."""
 
 
@@ -64,15 +71,19 @@ def cost_usd(
     cache_creation_tokens: int = 0,
     cache_read_tokens: int = 0,
 ) -> float | None:
-    """US dollars for these token counts at ``price`` (None when the price is unknown)."""
+    """US dollars for these token counts at ``price``: None when the price is unknown, or
+    when the counts are beyond any real bill (above :data:`MAX_COST_USD`); never infinite."""
     if price is None:
         return None
     write = price.cache_write if price.cache_write is not None else price.input * CACHE_WRITE_FACTOR
     read = price.cache_read if price.cache_read is not None else price.input * CACHE_READ_FACTOR
-    total = (
-        input_tokens * price.input
-        + output_tokens * price.output
-        + cache_creation_tokens * write
-        + cache_read_tokens * read
-    )
-    return round(total / 1_000_000, 8)
+    try:
+        total = (
+            input_tokens * price.input
+            + output_tokens * price.output
+            + cache_creation_tokens * write
+            + cache_read_tokens * read
+        ) / 1_000_000
+    except OverflowError:  # a token count beyond a double
+        return None
+    return round(total, 8) if math.isfinite(total) and total <= MAX_COST_USD else None

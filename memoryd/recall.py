@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,12 +19,21 @@ from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
 from memoryd.history import context, is_summary, parse_message, read_lines
 from memoryd.recall_index import update_index, update_index_in_background, with_index
-from memoryd.recall_query import ROLES, check_limit, to_match
+from memoryd.recall_query import (
+    QUERY_SECONDS,
+    ROLES,
+    Query,
+    QueryStopped,
+    budget,
+    check_limit,
+    check_timeout,
+    to_match,
+)
+from memoryd.recall_rank import rank
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = structlog.get_logger()
 
-SNIPPET_TOKENS = 16
 __all__ = ["Hit", "expand", "recall", "update_index", "update_index_in_background"]
 
 
@@ -43,7 +54,12 @@ class Hit:
     snippet: str
     """A piece of the text around the match, matched words between ``**``."""
     score: float
-    """BM25 relevance within its workspace: higher is better."""
+    """BM25 relevance of its best passage within its workspace: higher is better."""
+    all_words: bool = True
+    """Its best passage holds every word of the query (such hits come first)."""
+    identifiers: int = 0
+    """How many of the query's identifiers its best passage holds as written (within
+    their group, such hits come first); not part of the JSON form."""
 
     def as_dict(self) -> dict[str, object]:
         """The JSON form ``memoryd recall --json`` prints."""
@@ -57,36 +73,50 @@ class Hit:
             "length": self.length,
             "snippet": self.snippet,
             "score": self.score,
+            "all_words": self.all_words,
         }
 
 
 def _search(
-    conn: sqlite3.Connection, *, folder: Path, match: str, role: str | None, limit: int
+    conn: sqlite3.Connection,
+    *,
+    folder: Path,
+    query: Query,
+    role: str | None,
+    limit: int,
+    deadline: float,
+    cancelled: Callable[[], bool] | None,
 ) -> list[Hit]:
-    where = "bodies MATCH ?" + (" AND m.role = ?" if role else "")
-    params: list[object] = [match, *([role] if role else []), limit]
-    rows = conn.execute(
-        "SELECT m.message_id, m.role, m.timestamp, a.name, m.byte_offset, m.byte_length, "
-        f"snippet(bodies, 0, '**', '**', '…', {SNIPPET_TOKENS}), bm25(bodies) "
-        "FROM bodies JOIN messages m ON m.rowid = bodies.rowid "
-        "JOIN archives a ON a.id = m.archive_id "
-        f"WHERE {where} ORDER BY bm25(bodies), m.timestamp DESC, m.rowid DESC LIMIT ?",
-        params,
-    ).fetchall()
-    return [
-        Hit(
-            folder,
-            ident,
-            who,
-            stamp,
-            f".memoryd/archive/{name}",
-            offset,
-            length,
-            snippet,
-            round(-score, 6),
+    with budget(conn, deadline, cancelled):
+        ranked = rank(conn, query, role, limit)
+        where = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                "SELECT m.rowid, m.message_id, m.role, m.timestamp, a.name, m.byte_offset, "
+                "m.byte_length FROM messages m JOIN archives a ON a.id = m.archive_id "
+                f"WHERE m.rowid IN ({', '.join('?' * len(ranked))})",
+                [found.message for found in ranked],
+            )
+        }
+    hits = []
+    for found in ranked:
+        ident, who, stamp, name, offset, length = where[found.message]
+        hits.append(
+            Hit(
+                folder,
+                ident,
+                who,
+                stamp,
+                f".memoryd/archive/{name}",
+                offset,
+                length,
+                found.snippet,
+                found.score,
+                found.all_words,
+                found.identifiers,
+            )
         )
-        for ident, who, stamp, name, offset, length, snippet, score in rows
-    ]
+    return hits
 
 
 def workspaces_under(path: Path, max_depth: int = 4) -> list[Path]:
@@ -109,33 +139,51 @@ def recall(
     *,
     raw: bool = False,
     max_depth: int = 4,
+    timeout: float = QUERY_SECONDS,
+    cancelled: Callable[[], bool] | None = None,
 ) -> list[Hit]:
-    """The archived messages that match ``query``, best first (BM25, newer first on ties).
+    """The archived messages that match ``query``, best first: those with a passage that
+    holds every word, then those with any, each by BM25 (newer first on ties).
 
-    ``path`` is a workspace or a folder of them. ``query`` is plain words (all must
-    match; ``"a phrase"``; ``word*`` a prefix), or FTS5 syntax with ``raw=True``. Raises
-    UsageError (exit 2) for a query with nothing to search or bad FTS5 syntax, a bad
-    ``limit`` or ``role``; MemorydError when a single workspace's index cannot be used.
+    ``path`` is a workspace or a folder of them. ``query`` is plain words (stop words
+    left out; ``"a phrase"``; ``word*`` a prefix), or FTS5 syntax with ``raw=True``. Raises
+    UsageError (exit 2) for a query with nothing to search, too long, with too many
+    terms, a one-letter prefix or bad FTS5 syntax, a bad ``limit``, ``role`` or
+    ``timeout``; QueryStopped (exit 1) when the search runs past ``timeout`` seconds or
+    ``cancelled()`` turns true; MemorydError when a single workspace's index cannot be
+    used.
     """
     if role is not None and role not in ROLES:
         raise UsageError(f"role {role!r} is not one of {', '.join(ROLES)}")
     check_limit(limit)
-    match = to_match(query, raw)
+    check_timeout(timeout)
+    parsed = to_match(query, raw)
+    deadline = time.monotonic() + timeout
     folders = workspaces_under(Path(path), max_depth)
     hits: list[Hit] = []
     for folder in folders:
+        search = functools.partial(
+            _search,
+            folder=folder,
+            query=parsed,
+            role=role,
+            limit=limit,
+            deadline=deadline,
+            cancelled=cancelled,
+        )
         try:
-            found = with_index(
-                Workspace(folder),
-                functools.partial(_search, folder=folder, match=match, role=role, limit=limit),
-            )
+            found = with_index(Workspace(folder), search)
+        except QueryStopped:
+            raise
         except MemorydError as exc:
             if len(folders) == 1:
                 raise
             log.warning("recall_skipped_workspace", workspace=str(folder), reason=str(exc))
             continue
         hits.extend(hit for part in found for hit in part)
-    hits.sort(key=lambda hit: (-hit.score, -(hit.timestamp or 0)))
+    hits.sort(
+        key=lambda hit: (not hit.all_words, -hit.identifiers, -hit.score, -(hit.timestamp or 0))
+    )
     return hits[:limit]
 
 
@@ -167,7 +215,8 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
     Byte for byte as appended (each ends with ``\\n``), from the live conversation when
     the message is still there, else from the archive (its newest copy). Context follows
     the history across archive files; summaries are skipped. Raises MemorydError (exit 1)
-    for an unknown id, UsageError for a negative count or a folder that is no workspace.
+    for an unknown id, UsageError for a negative count or a folder that is no workspace
+    (neither a conversation nor an archive).
     """
     for name, value in (("before", before), ("after", after)):
         if not isinstance(value, int) or value < 0:
@@ -176,6 +225,8 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
     if not folder.is_dir():
         raise InputError(f"{folder}: no such workspace folder")
     ws = Workspace(folder.absolute())
+    if not (ws.conversation.exists() or ws.archive_dir.exists()):
+        raise InputError(f"{folder}: not a workspace (no {CONVERSATION} and no archive)")
     where = _live_line(ws, id) or next(
         filter(None, with_index(ws, lambda conn: _archived_line(conn, id))), None
     )

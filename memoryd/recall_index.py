@@ -30,27 +30,23 @@ from memoryd.history import (
     parse_message,
     read_lines,
 )
+from memoryd.recall_schema import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    create_schema,
+    mark_current,
+    passage_rows,
+    schema_problem,
+)
+from memoryd.regular_files import open_for_reading
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
 
 INDEX = "index.sqlite"
-APPLICATION_ID = 0x6D656D72
-"""``PRAGMA application_id`` of memoryd's index ("memr"); anything else is not ours."""
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
 BATCH = 2000
 SIDE_FILES = ("-wal", "-shm", "-journal")
-SCHEMA = """
-CREATE TABLE archives(
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL,
-    messages INTEGER NOT NULL);
-CREATE TABLE messages(
-    rowid INTEGER PRIMARY KEY, message_id TEXT, role TEXT, timestamp INTEGER,
-    archive_id INTEGER NOT NULL, byte_offset INTEGER NOT NULL, byte_length INTEGER NOT NULL);
-CREATE INDEX messages_by_id ON messages(message_id);
-CREATE VIRTUAL TABLE bodies USING fts5(body, tokenize = 'unicode61 remove_diacritics 2');
-"""
 T = TypeVar("T")
 
 
@@ -78,7 +74,7 @@ def _create_file(path: Path) -> None:
     for name in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILES)):
         # A symlink or a stray entry is ours to replace, never to follow (nor to write into
         # through SQLite's own -wal/-shm files).
-        if name.is_symlink() or (name == path and name.exists() and not name.is_file()):
+        if name.is_symlink() or (name.exists() and not name.is_file()):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
     with contextlib.suppress(FileExistsError):
@@ -110,32 +106,21 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _schema_ok(conn: sqlite3.Connection) -> None:
-    """Create the schema in a new file; raise _Rebuild for a file that is not our index.
-
-    The caller holds ``index.lock``.
-    """
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if (app_id, version) == (APPLICATION_ID, SCHEMA_VERSION):
+    """Create the schema in a new file; raise _Rebuild for a file that is not our index
+    or holds an older version of it. The caller holds ``index.lock``."""
+    problem = schema_problem(conn)
+    if problem is None:
         return
-    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    if app_id or version or tables:
-        raise _Rebuild("foreign schema")
+    if problem:
+        raise _Rebuild(problem)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        _create_schema(conn)
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        create_schema(conn)
+        mark_current(conn)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-
-
-def _create_schema(conn: sqlite3.Connection) -> None:
-    for statement in SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
 
 
 def _missing(conn: sqlite3.Connection, on_disk: Sequence[ArchiveFile]) -> list[ArchiveFile]:
@@ -170,11 +155,11 @@ def _index_archive(conn: sqlite3.Connection, workspace: Workspace, archive: Arch
     conn.execute("BEGIN IMMEDIATE")
     try:
         archive_id = conn.execute(
-            "INSERT INTO archives(name, size, messages) VALUES (?, ?, 0)",
+            "INSERT INTO archives(name, size, messages, passages) VALUES (?, ?, 0, 0)",
             (archive.name, archive.size),
         ).lastrowid
         next_row = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM messages").fetchone()[0]
-        count = 0
+        count = passages = 0
         batch: list[tuple[str | None, str | None, int | None, int, int, str]] = []
         rows = _rows(workspace, archive)
         while True:
@@ -186,12 +171,16 @@ def _index_archive(conn: sqlite3.Connection, workspace: Workspace, archive: Arch
                 "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(i, *row[:3], archive_id, *row[3:5]) for i, row in zip(ids, batch, strict=True)],
             )
-            conn.executemany(
-                "INSERT INTO bodies(rowid, body) VALUES (?, ?)",
-                [(i, row[5]) for i, row in zip(ids, batch, strict=True)],
-            )
+            cut = [
+                part for i, row in zip(ids, batch, strict=True) for part in passage_rows(i, row[5])
+            ]
+            conn.executemany("INSERT INTO passages(rowid, body, parts) VALUES (?, ?, ?)", cut)
             count += len(batch)
-        conn.execute("UPDATE archives SET messages = ? WHERE id = ?", (count, archive_id))
+            passages += len(cut)
+        conn.execute(
+            "UPDATE archives SET messages = ?, passages = ? WHERE id = ?",
+            (count, passages, archive_id),
+        )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -257,21 +246,27 @@ def _bring_up_to_date(workspace: Workspace, path: Path) -> int:
 def _is_wal(path: Path) -> bool:
     """True when ``path`` is an SQLite file in WAL mode (header bytes 18-19 are 2).
 
-    A symlink at the index or its side files is never followed (see _create_file).
+    A symlink at the index or its side files is never followed (see _create_file), and a
+    FIFO, socket or device there is never opened: SQLite would wait on it.
     """
-    if any(Path(f"{path}{suffix}").is_symlink() for suffix in ("", *SIDE_FILES)):
+    for name in (Path(f"{path}{suffix}") for suffix in ("", *SIDE_FILES)):
+        if name.is_symlink() or (name.exists() and not name.is_file()):
+            return False
+    try:
+        fd = open_for_reading(path)
+    except (OSError, MemorydError):
         return False
     try:
-        with open(path, "rb") as file:
-            header = file.read(20)
-    except OSError:
-        return False
+        header = os.pread(fd, 20, 0)
+    finally:
+        os.close(fd)
     return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x02\x02"
 
 
 def _indexed_sizes(conn: sqlite3.Connection) -> dict[str, int] | None:
     """The archives ``conn`` indexed, or None when it is not our index."""
     ours = conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    ours = ours and conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     return dict(conn.execute("SELECT name, size FROM archives").fetchall()) if ours else None
 
 
@@ -310,7 +305,7 @@ def _read_only(workspace: Workspace, path: Path, use: Callable[[sqlite3.Connecti
     if pending:
         memory = sqlite3.connect(":memory:", isolation_level=None)
         try:
-            _create_schema(memory)
+            create_schema(memory)
             for archive in pending:
                 _index_archive(memory, workspace, archive)
             results.insert(0, use(memory))  # the newest archives first

@@ -9,15 +9,17 @@ token counts and cost (docs/design.md#receipts). It never holds message text.
 
 from __future__ import annotations
 
-import json
+import math
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memoryd import strict_json
 from memoryd.fsutil import append_line
-from memoryd.pricing import ModelPrice, cost_usd, price_for
+from memoryd.pricing import MAX_COST_USD, ModelPrice, cost_usd, price_for
+from memoryd.regular_files import read_file
 from memoryd.workspace import Workspace
 
 RECEIPTS = "receipts.jsonl"
@@ -132,8 +134,8 @@ class RetentionFigures:
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> RetentionFigures:
         return cls(
-            float(record.get("before") or 0.0),
-            float(record.get("after") or 0.0),
+            finite(record.get("before") or 0.0, 1.0),
+            finite(record.get("after") or 0.0, 1.0),
             int(record.get("missing") or 0),
         )
 
@@ -199,7 +201,7 @@ class Receipt:
     @classmethod
     def from_record(cls, record: Mapping[str, Any], workspace: str | None = None) -> Receipt:
         """A receipt from its JSON object; raises KeyError, TypeError or ValueError when
-        a required field is missing or of the wrong type."""
+        a required field is missing or of the wrong type, or a figure is out of range."""
         summarized = record.get("summarized")
         retention = record.get("retention")
         llm = record.get("llm")
@@ -226,7 +228,7 @@ class Receipt:
                 RetentionFigures.from_record(retention) if isinstance(retention, dict) else None
             ),
             llm=LLMUsage.from_record(llm) if isinstance(llm, dict) else LLMUsage(),
-            cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+            cost_usd=finite(cost, MAX_COST_USD) if isinstance(cost, (int, float)) else None,
             trigger=str(record.get("trigger") or "manual"),
             workspace=workspace,
         )
@@ -295,8 +297,9 @@ def iso_ms(epoch_seconds: float) -> str:
 
 
 def receipt_line(receipt: Receipt) -> bytes:
-    """The bytes of one ``receipts.jsonl`` line (pure)."""
-    return json.dumps(receipt.to_record(), separators=(",", ":")).encode() + b"\n"
+    """The bytes of one ``receipts.jsonl`` line (pure); JSONProblem for a figure that is
+    not finite (never written: such a line would not be JSON)."""
+    return strict_json.dumps(receipt.to_record()).encode() + b"\n"
 
 
 def append_receipt(workspace: Workspace, receipt: Receipt) -> None:
@@ -309,9 +312,12 @@ def append_receipt(workspace: Workspace, receipt: Receipt) -> None:
 
 
 def read_receipts(workspace: Workspace) -> list[Receipt]:
-    """The workspace's receipts, oldest first; lines that are not receipts are skipped."""
+    """The workspace's receipts, oldest first; lines that are not receipts are skipped.
+
+    UnsafePathError for a FIFO, socket or device where the file belongs (never waited on).
+    """
     try:
-        raw = receipts_path(workspace).read_bytes()
+        raw = read_file(receipts_path(workspace))
     except FileNotFoundError:
         return []
     return list(parse_receipts(raw.splitlines(), str(workspace.path)))
@@ -321,11 +327,22 @@ def parse_receipts(lines: Iterable[bytes], workspace: str | None = None) -> Iter
     """The receipts among ``lines`` (pure); a torn or foreign line is skipped."""
     for line in lines:
         try:
-            record = json.loads(line)
+            record = strict_json.loads(line)
             if isinstance(record, dict):
                 yield Receipt.from_record(record, workspace)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):
             continue
+
+
+def finite(value: object, high: float) -> float:
+    """``value`` as a float from 0 to ``high``; ValueError otherwise (a huge integer, a
+    negative figure), TypeError for what is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"not a number: {type(value).__name__}")
+    number = float(value)  # OverflowError for an integer beyond a double
+    if not (math.isfinite(number) and 0 <= number <= high):
+        raise ValueError(f"out of range: {number!r}")
+    return number
 
 
 def _str_or_none(value: object) -> str | None:

@@ -2,60 +2,57 @@
 
 Details are found without an LLM: identifiers (file paths, URLs, issue and PR numbers,
 versions, code in backticks, numbers with units, dates; :mod:`memoryd.identifiers`),
-decisions and preferences (the extractive summarizer's cue words) and open action items.
-Retention is the share of them that a summary still carries, matched on normalised forms.
-What a summary lost can be put back in a deterministic "Details kept verbatim" section
-that fits the summary's token cap (:mod:`memoryd.verbatim`; docs/design.md#retention).
+decisions and preferences (the extractive summarizer's cue words), open action items,
+the commands run (``tool_use`` inputs, text-mode code fences), the exception and error
+names seen (``ModuleNotFoundError``, ``E501``) and the task. Identifiers and sentences come
+from what the user and the agent wrote and from the tool calls, not from tool output,
+whose error names alone count. Retention is the share of them that a summary, with what
+stays verbatim beside it, still carries, matched on normalised forms. What a summary lost
+can be put back in a deterministic "Details kept verbatim" section that fits the
+summary's token cap (:mod:`memoryd.verbatim`; docs/design.md#retention).
 """
 
 from __future__ import annotations
 
-import bisect
 import re
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from memoryd.identifiers import digit_tag, identifiers_by_position, keys_with_tags, normalise
-from memoryd.summarizers.extractive import SENTENCE_END
-from memoryd.summarizers.prompts import message_parts, render_transcript
+from memoryd.cues import cue_sentences
+from memoryd.identifiers import (
+    ALL_KINDS,
+    digit_tag,
+    identifiers_by_position,
+    keys_with_tags,
+    normalise,
+)
+from memoryd.summarizers.prompts import render_transcript
+from memoryd.summarizers.toolcalls import EXCEPTION_HINT, EXCEPTION_NAME, label_key
+from memoryd.summarizers.transcript import (
+    MessageView,
+    previous_task,
+    read_messages,
+    standing_lines,
+    task_body,
+    task_phrase,
+    task_view,
+    without_standing,
+)
 
 VERBATIM_HEADER = "Details kept verbatim:"
-IDENTIFIER_KINDS = ("path", "url", "issue", "version", "code", "quantity", "date")
-SENTENCE_KINDS = ("decision", "preference", "action")
+IDENTIFIER_KINDS = (
+    "path", "url", "issue", "version", "code", "quantity", "date", "command", "error"
+)  # fmt: skip
+SENTENCE_KINDS = ("task", "decision", "preference", "action")
+TASK_KEY_WORDS = 5
+"""Content words of the task's one-line statement that make its key (the first ones)."""
+MIN_COMMAND_KEY = 4
+"""A command shorter than this (``ls``) is too common a string to be a detail."""
 MAX_ITEM_CHARS = 200
 SENTENCE_OVERLAP = 0.6
 """Share of a sentence's content words a summary must hold for the sentence to count."""
 
-_DECISION_PHRASES = (
-    "decided", "decision", "agreed", "we'll go with", "well go with", "going with",
-    "settled on", "chose", "choose",
-)  # fmt: skip
-_PREFERENCE_PHRASES = (
-    "prefer", "prefers", "preference", "always", "never", "please use", "please keep",
-    "please avoid", "please don't", "please dont",
-)  # fmt: skip
-_ACTION_PHRASES = (
-    "action item", "todo", "to-do", "follow-up", "follow up", "next step", "deadline",
-    "need to", "needs to", "must",
-)  # fmt: skip
-_DONE_PHRASES = ("done", "completed", "finished", "fixed", "merged", "shipped", "resolved")
-
-
-def _phrases(phrases: Sequence[str]) -> re.Pattern[str]:
-    return re.compile(r"\b(" + "|".join(map(re.escape, phrases)) + r")\b", re.IGNORECASE)
-
-
-_DECISION = _phrases(_DECISION_PHRASES)
-_PREFERENCE = _phrases(_PREFERENCE_PHRASES)
-_ACTION = _phrases(_ACTION_PHRASES)
-_DONE = _phrases(_DONE_PHRASES)
-_CUES = (
-    (_DECISION, _DECISION_PHRASES),
-    (_PREFERENCE, _PREFERENCE_PHRASES),
-    (_ACTION, _ACTION_PHRASES),
-    (_DONE, _DONE_PHRASES),
-)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'-]*")
 _STOP_TEXT = (
     "a an the and or but if then so to of in on at by for with from as is are was were be been "
@@ -66,8 +63,6 @@ _STOP_TEXT = (
     "please keep avoid don't dont todo action item follow up next step deadline settled"
 )
 _STOPWORDS = frozenset(_STOP_TEXT.split())
-_ROLE_TAG = re.compile(r"^\[[a-z_]+\]\s*")
-_SENTENCE_LEAD = re.compile(r"^[-*]\s+|^(user|assistant):\s+", re.I)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,172 +88,35 @@ class RetentionScore:
     missing: tuple[Detail, ...]
 
 
-_K = TypeVar("_K", bound=Hashable)
-_GATE_WORDS = {
-    "we'll go with": "go", "well go with": "go", "going with": "going", "settled on": "settled",
-    "please use": "please", "please keep": "please", "please avoid": "please",
-    "please don't": "please", "please dont": "please", "action item": "action", "to-do": "do",
-    "follow-up": "follow", "follow up": "follow", "next step": "step", "need to": "need",
-    "needs to": "needs",
-}  # fmt: skip
-"""For a phrase of several words, the one looked for first (a single word is its own)."""
-_KINDS = ("decision", "preference", "action", "done")
-"""The cue families, in the order of ``_CUES``: a phrase's family is its index here."""
-_FAMILY_PHRASES = [
-    (family, phrase) for family, (_, phrases) in enumerate(_CUES) for phrase in phrases
-]
+def checked_texts(
+    views: Sequence[MessageView],
+    task: MessageView | None = None,
+    standing: frozenset[str] | None = None,
+) -> list[str]:
+    """The text of each message that details are found in (pure): what the user wrote
+    (without ``standing`` instructions, found when not given; of the ``task`` message, its
+    task block) or the agent wrote, and the labels of its tool calls; no tool output."""
+    if standing is None:
+        standing = standing_lines(views)
+    texts = []
+    for view in views:
+        text = task_body(view.text) if view is task else view.text
+        text = without_standing(text, standing) if view.genuine else text
+        if view.calls:
+            text = "\n".join([text, *(call.label for call in view.calls)])
+        texts.append(text)
+    return texts
 
 
-def _grouped(key: Callable[[str], _K]) -> dict[_K, list[tuple[int, str]]]:
-    """The (family, phrase) of every cue phrase, grouped by ``key(phrase)``."""
-    groups: dict[_K, list[tuple[int, str]]] = {}
-    for family, phrase in _FAMILY_PHRASES:
-        groups.setdefault(key(phrase), []).append((family, phrase))
-    return groups
-
-
-_PHRASES_BY_WORD = _grouped(lambda phrase: _GATE_WORDS.get(phrase, phrase))
-_GATE = frozenset(_PHRASES_BY_WORD)
-_WORD_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789_"
-_ASCII_WORDS = bytes(
-    byte + 32 if 65 <= byte <= 90 else byte if byte in _WORD_BYTES else 32 for byte in range(256)
-)
-"""A translation of ASCII text to its words (``\\w+``) in lower case, all else a space."""
-_PHRASES_BY_FORM = _grouped(
-    lambda phrase: b" ".join(phrase.encode().translate(_ASCII_WORDS).split())
-)
-_ASCII_CUE_SCAN = re.compile(
-    b" (?:"
-    + b"|".join(
-        re.escape(first)
-        + b"(?:"
-        + b"|".join(
-            re.escape(form[1:])
-            for form in sorted(_PHRASES_BY_FORM, key=len, reverse=True)
-            if form[:1] == first
-        )
-        + b")"
-        for first in sorted({form[:1] for form in _PHRASES_BY_FORM})
-    )
-    + b")(?= )"
-)
-"""A cue phrase as ``_ASCII_WORDS`` turns it (``to-do`` is ``to do``), a whole word or
-words after a space: scanned over an ASCII text so translated and padded with a space at
-each end, it stops only at spaces, and tries only the phrases of the letter after one."""
-_WORD_RUN = re.compile(r"\w+")
-_FOLDED_LETTERS = frozenset("\u017f\u0130\u0131")
-"""Letters that match an ASCII letter in any letter case but do not lower-case to it
-(U+017F is an "s", U+0130 and U+0131 an "i")."""
-_SENTENCE_BREAK = re.compile(r"[.!?\n](?:(?<=[.!?])(\s+)|(?<=\n)\n*)")
-"""Where ``SENTENCE_END`` cuts: white space after ".", "!" or "?" (group 1), or newlines;
-led by a character, for a scan that skips to them."""
-
-
-def _cue_sentences(text: str) -> list[tuple[str, str]]:
-    """(kind, sentence) for each sentence of ``text`` that holds a decision, preference or
-    action item, and ("done", sentence) for one that marks something done (pure).
-
-    The cue phrases are found in one scan of an ASCII text's words (``_ASCII_CUE_SCAN``),
-    or, in other text, in its lower case, each looked for only when the word it is known
-    by is one of the text's; each sentence is cut out around them: the same sentences and
-    kinds as cutting every sentence and searching it for each cue pattern
-    (:func:`_cue_sentences_searched`), far cheaper.
-    """
-    size = len(text)
-    hits: list[tuple[int, int]] = []
-    if text.isascii():
-        padded = b" " + text.encode().translate(_ASCII_WORDS) + b" "
-        first = _ASCII_CUE_SCAN.search(padded)
-        if first is None:
-            return []  # most text: one scan
-        for match in _ASCII_CUE_SCAN.finditer(padded, first.start()):
-            at = match.start()  # the phrase's offset in the text: the pad is one byte
-            for family, phrase in _PHRASES_BY_FORM[match.group()[1:]]:
-                if text[at : at + len(phrase)].lower() == phrase:
-                    hits.append((at, family))
-    else:
-        lowered = text.lower()
-        if len(lowered) != len(text) or not _FOLDED_LETTERS.isdisjoint(text):
-            return list(_cue_sentences_searched(text))
-        words = _GATE.intersection(_WORD_RUN.findall(lowered))
-        for found in (_PHRASES_BY_WORD[word] for word in words):
-            for family, phrase in found:
-                at = lowered.find(phrase)
-                while at >= 0:
-                    end = at + len(phrase)
-                    if (at == 0 or not _is_word(text[at - 1])) and (
-                        end == size or not _is_word(text[end])
-                    ):
-                        hits.append((at, family))
-                    at = lowered.find(phrase, at + 1)
-    if not hits:
-        return []
-    starts, ends = [0], []
-    for cut in _SENTENCE_BREAK.finditer(text):
-        gap = cut.span(1) if cut.start(1) >= 0 else cut.span()
-        ends.append(gap[0])
-        starts.append(gap[1])
-    ends.append(size)
-    families: dict[int, set[int]] = {}
-    for at, family in hits:
-        families.setdefault(bisect.bisect_right(starts, at) - 1, set()).add(family)
-    sentences = []
-    for index in sorted(families):
-        sentence = text[starts[index] : ends[index]].strip()
-        if len(sentence) < 8:
-            continue
-        kind = _kind_of(families[index])
-        if kind is not None:
-            sentences.append((kind, _SENTENCE_LEAD.sub("", sentence, count=1)))
-    return sentences
-
-
-def _is_word(char: str) -> bool:
-    """Whether ``char`` is one of the characters ``\\w`` matches."""
-    return char.isalnum() or char == "_"
-
-
-def _kind_of(families: set[int]) -> str | None:
-    """A sentence's kind from the cue families (indexes of ``_KINDS``) it holds."""
-    decision, preference, action, done = (family in families for family in range(len(_KINDS)))
-    if decision:
-        return "decision"
-    if preference:
-        return "preference"
-    if action and not done:
-        return "action"
-    return "done" if done else None
-
-
-def _cue_sentences_searched(text: str) -> Iterator[tuple[str, str]]:
-    """:func:`_cue_sentences` by cutting every sentence and searching it for each cue
-    pattern: for a text whose lower case does not line up with it."""
-    for sentence in _sentences(text):
-        sentence = _SENTENCE_LEAD.sub("", sentence, count=1)
-        kind = _kind_of({f for f, (pattern, _) in enumerate(_CUES) if pattern.search(sentence)})
-        if kind is not None:
-            yield kind, sentence
-
-
-_ROLE_LABEL = re.compile(r"[a-z_]+")
-
-
-def _message_text(message: Mapping[str, Any]) -> str:
-    """A message's rendered text without its ``[role]`` tag (``_ROLE_TAG``), without
-    copying it for a plain role."""
-    label, text = message_parts(message)
-    if _ROLE_LABEL.fullmatch(label):
-        return text.lstrip()
-    return _ROLE_TAG.sub("", render_transcript([message]), count=1)
+def _task_words(phrase: str) -> list[str]:
+    """The first content words of the task's statement, in order (its key)."""
+    words = dict.fromkeys(w for w in _WORD.findall(phrase.casefold()) if w not in _STOPWORDS)
+    return list(words)[:TASK_KEY_WORDS]
 
 
 def content_words(text: str) -> frozenset[str]:
     """The words of ``text`` that carry its meaning (no stop or cue words) (pure)."""
     return frozenset(_WORD.findall(text.casefold())).difference(_STOPWORDS)
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in SENTENCE_END.split(text) if len(s.strip()) >= 8]
 
 
 def _same_topic(a: frozenset[str], b: frozenset[str]) -> bool:
@@ -277,14 +135,20 @@ def extract_details(
     texts: list[str] = []
     if previous_summary:
         texts.append(previous_summary.replace(VERBATIM_HEADER, ""))
-    texts.extend(map(_message_text, messages))
+    shift = len(texts)
+    views = read_messages(messages, outcomes=False)
+    # After an earlier summary the messages do not open the conversation: only that
+    # summary can state the task.
+    opening = task_view(views) if not previous_summary else None
+    standing = standing_lines(views)
+    texts.extend(checked_texts(views, opening, standing))
     found: dict[tuple[str, str], list[Any]] = {}
     """(kind, text, key, position, mentions) of each detail so far, by its slot."""
     done_topics: list[tuple[int, frozenset[str]]] = []
 
     def note(kind: str, text: str, key: str, position: int) -> None:
-        if not key:
-            return
+        if not key or (kind == "code" and sum(char.isalnum() for char in key) < 2):
+            return  # `""`, `a`, `[]` carry nothing
         slot = ("sentence" if kind in SENTENCE_KINDS else kind, key)
         known = found.get(slot)
         if known is None:
@@ -294,10 +158,27 @@ def extract_details(
             known[3] = max(position, known[3])
             known[4] += 1
 
+    task = previous_task(previous_summary) if previous_summary else None
+    if opening is not None:
+        task = task_phrase(opening.text, standing)
+    task_words = _task_words(task) if task else []
+    if task and len(task_words) >= 2:
+        note("task", f"Task: {task}", " ".join(sorted(task_words)), 0)
     for kind, shown, key, position in identifiers_by_position(texts):
         note(kind, shown, key, position)
+    for view in views:
+        for call in view.calls:
+            key = label_key(call.command or "")
+            if len(key) >= MIN_COMMAND_KEY and "`" not in key:
+                note("command", f"`{call.command}`", key, view.position + shift)
+        for name in view.output_errors:
+            note("error", name, name.casefold(), view.position + shift)
+    if EXCEPTION_HINT.search("\n".join(texts)):  # one scan for the usual text without any
+        for position, text in enumerate(texts):
+            for name in EXCEPTION_NAME.findall(text) if EXCEPTION_HINT.search(text) else ():
+                note("error", name, name.casefold(), position)
     for position, text in enumerate(texts):
-        for sentence_kind, sentence in _cue_sentences(text):
+        for sentence_kind, sentence in cue_sentences(text):
             if sentence_kind == "done":
                 done_topics.append((position, content_words(sentence)))
                 continue
@@ -337,14 +218,16 @@ class TextIndex:
     def __init__(self, text: str, details: Sequence[Detail]) -> None:
         self.text = normalise(text)
         tags: set[str] = set()
+        scan = False
         for detail in details:
-            if detail.kind in _KEYED or (
-                detail.kind not in SENTENCE_KINDS and detail.key not in self.text
-            ):
+            if detail.kind in _KEYED or (detail.kind in ALL_KINDS and detail.key not in self.text):
+                scan = True
                 tag = digit_tag(detail.key)
-                if tag is not None:  # every key of _KEYED_KINDS has a digit
+                # A key without an ASCII digit ("٤٢ ms") can only be in a non-ASCII
+                # window, which keys_with_tags scans whatever the tags.
+                if tag is not None:
                     tags.add(tag)
-        self.keys = keys_with_tags(text, tags) if tags else set()
+        self.keys = keys_with_tags(text, tags) if scan else set()
         needs_words = any(d.kind in SENTENCE_KINDS for d in details)
         # Every word of the text (a detail's words are content words: the others never
         # count), from its case-folded form.
@@ -362,11 +245,38 @@ class TextIndex:
         return detail.key in self.text
 
 
-def score(details: Sequence[Detail], text: str) -> RetentionScore:
-    """The share of ``details`` that ``text`` carries (1.0 when there is none) (pure)."""
+class Beside:
+    """What stays verbatim beside a summary (the pinned messages, the kept part): a
+    detail it carries has survived, whatever the summary says.
+
+    Rendered and matched only when first asked, for every detail at once: a summary that
+    keeps everything never needs it.
+    """
+
+    def __init__(self, messages: Sequence[Mapping[str, Any]], details: Sequence[Detail]) -> None:
+        self.messages = messages
+        self.details = details
+        self._held: frozenset[Detail] | None = None
+
+    @property
+    def held(self) -> frozenset[Detail]:
+        """The details the messages carry."""
+        if self._held is None:
+            text = render_transcript(self.messages) if self.messages else ""
+            index = TextIndex(text, self.details) if text else None
+            self._held = frozenset(d for d in self.details if index is not None and index.holds(d))
+        return self._held
+
+
+def score(details: Sequence[Detail], text: str, beside: Beside | None = None) -> RetentionScore:
+    """The share of ``details`` that ``text``, with what stays ``beside`` it, carries (1.0
+    when there is none) (pure)."""
     if not details:
         return RetentionScore(1.0, 0, ())
     index = TextIndex(text, details)
-    missing = tuple(d for d in details if not index.holds(d))
+    missing = [d for d in details if not index.holds(d)]
+    if missing and beside is not None:
+        held = beside.held
+        missing = [d for d in missing if d not in held]
     kept = len(details) - len(missing)
-    return RetentionScore(round(kept / len(details), 4), len(details), missing)
+    return RetentionScore(round(kept / len(details), 4), len(details), tuple(missing))

@@ -8,7 +8,9 @@ from dataclasses import dataclass, fields
 from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
+from memoryd import strict_json
 from memoryd.conversation import Counted
+from memoryd.errors import MemorydError
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write
 from memoryd.policy import (
@@ -19,6 +21,8 @@ from memoryd.policy import (
     get_threshold_action,
     usage_ratio,
 )
+from memoryd.regular_files import read_file
+from memoryd.tokens import CALIBRATION_BOUNDS
 from memoryd.workspace import Workspace
 
 
@@ -43,6 +47,8 @@ class WorkspaceState:
     messages: int
     tokens: int
     token_limit: int
+    warning_at: float
+    critical_at: float
     usage_ratio: float
     level: Level
     action: Action
@@ -74,10 +80,31 @@ def numbers_key(numbers: tuple[Any, ...] | None) -> int | None:
 
 
 def saved_numbers(saved: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The numbers of a state.json read back, to skip rewriting it unchanged (None if partial)."""
+    """The numbers of a state.json read back, to skip rewriting it unchanged (None if
+    partial, or if a field is not a scalar: a list or object there was not written by
+    memoryd, and could not be hashed)."""
     if not all(name in saved for name in NUMBER_FIELDS):
         return None
-    return tuple(saved[name] for name in NUMBER_FIELDS)
+    numbers = tuple(saved[name] for name in NUMBER_FIELDS)
+    if not all(value is None or isinstance(value, (str, int, float)) for value in numbers):
+        return None
+    return numbers
+
+
+def saved_calibration(saved: dict[str, Any]) -> float:
+    """The calibration factor of a state.json read back: 1.0 unless it is a number within
+    the calibration's bounds (the file may have been edited by hand)."""
+    value = saved.get("calibration")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 1.0
+    low, high = CALIBRATION_BOUNDS
+    return float(value) if low <= value <= high else 1.0  # NaN compares False
+
+
+def saved_time(saved: dict[str, Any]) -> str | None:
+    """``last_summary_at`` of a state.json read back, when it is text (else None)."""
+    value = saved.get("last_summary_at")
+    return value if isinstance(value, str) else None
 
 
 def build_state(
@@ -102,6 +129,8 @@ def build_state(
         messages=messages,
         tokens=tokens,
         token_limit=settings.token_limit,
+        warning_at=settings.warning_at,
+        critical_at=settings.critical_at,
         usage_ratio=ratio,
         level=level,
         action=get_threshold_action(level).action,
@@ -114,8 +143,22 @@ def build_state(
     )
 
 
+BUDGET_FIELDS = ("token_limit", "warning_at", "critical_at", "strategy")
+"""What a state records of the settings that counted it: the budget, its level thresholds
+and the strategy (docs/design.md#state)."""
+
+
+def recorded_budget(saved: dict[str, Any]) -> dict[str, Any]:
+    """The budget fields a state.json read back records; {} without a token limit (pure).
+
+    The values are as written: whoever uses them checks them."""
+    if "token_limit" not in saved:
+        return {}
+    return {name: saved[name] for name in BUDGET_FIELDS if name in saved}
+
+
 def state_bytes(state: WorkspaceState, counted: Counted | None = None) -> bytes:
-    """The text of state.json for ``state`` (pure): ``json.dumps(asdict(state), indent=2)``
+    """The text of state.json for ``state`` (pure): ``strict_json.dumps(asdict(state), indent=2)``
     and a newline, written field by field, with ``counted`` (what the daemon's reader
     counted, see :class:`~memoryd.conversation.Counted`) as a last object when given.
     Every field is a scalar; the indenting encoder is pure Python, slow at thousands of
@@ -146,7 +189,8 @@ def saved_counted(saved: dict[str, Any]) -> Counted | None:
 
 
 def _scalar(value: Any) -> str:
-    """A scalar as ``json.dumps`` writes it."""
+    """A scalar as ``json.dumps`` writes it; NaN and Infinity are refused (JSONProblem),
+    as :func:`memoryd.strict_json.dumps` refuses them (docs/design.md#one-json-reader)."""
     if isinstance(value, str):
         return encode_basestring_ascii(value)
     if value is None or isinstance(value, bool):
@@ -155,7 +199,7 @@ def _scalar(value: Any) -> str:
         return int.__repr__(value)
     if type(value) is float and math.isfinite(value):
         return float.__repr__(value)
-    return json.dumps(value)
+    return strict_json.dumps(value)  # JSONProblem for NaN and Infinity, never written
 
 
 def write_state(
@@ -166,10 +210,16 @@ def write_state(
     atomic_write(workspace.state, data, root=workspace.path, durable=False)
 
 
+STATE_MAX_BYTES = 1 << 20
+"""A state.json larger than this is not one memoryd wrote (it holds a few hundred bytes)."""
+
+
 def read_state(workspace: Workspace) -> dict[str, Any] | None:
-    """The last state.json written, or None when there is none (or it is unreadable)."""
+    """The last state.json written, or None when there is none or it cannot be used: not
+    a regular file (never waited on), too large, not strict JSON, not an object. It is
+    derived data, rebuilt from the conversation (docs/design.md#state)."""
     try:
-        value = json.loads(workspace.state.read_bytes())
-    except (OSError, ValueError):
+        value = strict_json.loads(read_file(workspace.state, STATE_MAX_BYTES))
+    except (OSError, MemorydError, ValueError):
         return None
     return value if isinstance(value, dict) else None

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from memoryd.conversation import ConversationReader
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError
+from memoryd.fsutil import read_in
 from memoryd.heartbeat import HeartbeatManager
 from memoryd.monitor import read_monitors
-from memoryd.state import BudgetSettings, build_state, read_state
+from memoryd.state import (
+    BUDGET_FIELDS,
+    BudgetSettings,
+    build_state,
+    read_state,
+    recorded_budget,
+    saved_calibration,
+    saved_time,
+)
 from memoryd.workspace import Workspace
 
 
@@ -47,6 +58,69 @@ def full_for_workspace(settings: StatusConfig) -> ForWorkspace:
     return lambda workspace: settings_for_workspace(settings, workspace)
 
 
+STRATEGIES = ("narrative", "rolling", "checkpoint")
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The budget a workspace is counted against, and where its token limit came from:
+    ``workspace`` (its ``.memoryd/config.toml``), ``daemon`` (what the daemon recorded in
+    state.json) or ``config`` (the configuration this command read, or the defaults)."""
+
+    token_limit: int
+    warning_at: float
+    critical_at: float
+    strategy: str
+    source: str
+
+
+def budget_of(
+    configured: BudgetSettings,
+    workspace_keys: frozenset[str],
+    recorded: Mapping[str, Any] | None = None,
+) -> Budget:
+    """The budget to count a workspace against (pure).
+
+    ``configured`` is this command's configuration with the workspace's own config applied
+    (``workspace_keys``: the keys that file sets). With ``recorded`` (what the daemon wrote
+    to state.json) that holds a usable token limit, the daemon's values replace the
+    configured ones except for the keys the workspace's file sets, which the daemon applied
+    as well. A recorded value the configuration would refuse (a limit not above 0,
+    thresholds outside (0, 1] or out of order, an unknown strategy) is not used.
+    """
+    values: dict[str, Any] = {name: getattr(configured, name) for name in BUDGET_FIELDS}
+    used = recorded is not None and _acceptable("token_limit", recorded.get("token_limit"))
+    for name, value in (recorded or {}).items() if used else ():
+        if name in values and name not in workspace_keys and _acceptable(name, value):
+            values[name] = value
+    if not values["warning_at"] <= values["critical_at"]:
+        values["warning_at"], values["critical_at"] = configured.warning_at, configured.critical_at
+    return Budget(
+        token_limit=values["token_limit"],
+        warning_at=float(values["warning_at"]),
+        critical_at=float(values["critical_at"]),
+        strategy=values["strategy"],
+        source="workspace" if "token_limit" in workspace_keys else "daemon" if used else "config",
+    )
+
+
+def _acceptable(name: str, value: Any) -> bool:
+    if name == "token_limit":
+        return type(value) is int and value > 0
+    if name == "strategy":
+        return value in STRATEGIES
+    return type(value) in (int, float) and math.isfinite(value) and 0 < value <= 1
+
+
+def workspace_keys(workspace: Workspace) -> frozenset[str]:
+    """The keys ``<workspace>/.memoryd/config.toml`` sets (none when it cannot be read:
+    the workspace's effective settings have refused such a file already)."""
+    try:
+        return frozenset(tomllib.loads(read_in(workspace.path, workspace.config).decode()))
+    except (OSError, ValueError, MemorydError):
+        return frozenset()
+
+
 def workspaces_at(path: Path, max_depth: int) -> list[Path]:
     """``path`` itself when it is a workspace, else every workspace below it."""
     if not path.exists():
@@ -59,56 +133,77 @@ def workspaces_at(path: Path, max_depth: int) -> list[Path]:
 
 
 def workspace_status(
-    path: Path, settings: StatusConfig, now: float, for_workspace: ForWorkspace | None = None
+    path: Path,
+    settings: StatusConfig,
+    now: float,
+    for_workspace: ForWorkspace | None = None,
+    *,
+    daemon_budget: bool = False,
 ) -> dict[str, Any]:
-    """The state.json fields of one workspace, counted now, plus strategy and heartbeat.
+    """The state.json fields of one workspace, counted now, plus strategy, heartbeat and
+    ``budget_source``.
 
     ``for_workspace`` gives the workspace's effective settings (default: from ``settings``,
-    which must then be a full ``Settings``)."""
+    which must then be a full ``Settings``). With ``daemon_budget`` the budget is the one
+    the daemon recorded in the workspace's state.json, when there is one (see
+    :func:`budget_of`; docs/design.md#state)."""
     workspace = Workspace(path.absolute())
     effective = (for_workspace or full_for_workspace(settings))(workspace.path)
     reader = ConversationReader(workspace.conversation, effective.max_line_bytes)
     reader.update()
     saved = read_state(workspace) or {}
-    calibration = float(saved.get("calibration", 1.0))
+    recorded = recorded_budget(saved) if daemon_budget else None
+    budget = budget_of(effective, workspace_keys(workspace), recorded)
+    calibration = saved_calibration(saved)
     state = build_state(
         workspace,
-        effective,
+        budget,
         messages=reader.tally.messages,
         tokens=round(reader.tally.tokens * calibration),
-        summarizing=bool(saved.get("summarizing", False)),
-        last_summary_at=saved.get("last_summary_at"),
+        summarizing=saved.get("summarizing") is True,
+        last_summary_at=saved_time(saved),
         now=now,
         malformed_lines=reader.tally.malformed,
         calibration=calibration,
     )
     row = asdict(state)
+    row["budget_source"] = budget.source
     row["heartbeat"] = HeartbeatManager(workspace).get_status().as_dict()
     row["monitors"] = read_monitors(workspace.path, effective.stale_after, now)
     return row
 
 
 def collect_status(
-    paths: Sequence[Path], settings: StatusConfig, for_workspace: ForWorkspace | None = None
+    paths: Sequence[Path],
+    settings: StatusConfig,
+    for_workspace: ForWorkspace | None = None,
+    *,
+    daemon_budget: bool = False,
 ) -> list[dict[str, Any]]:
-    """Status rows for every workspace at or under ``paths``, sorted by path."""
+    """Status rows for every workspace at or under ``paths``, sorted by path (``daemon_budget``:
+    see :func:`workspace_status`)."""
     now = time.time()
     effective_of = for_workspace or full_for_workspace(settings)
     found: list[Path] = []
     for path in paths:
         found.extend(workspaces_at(path.expanduser(), settings.max_depth))
     if len(found) == 1:  # the one workspace asked for: its error is the answer
-        return [workspace_status(found[0], settings, now, effective_of)]
-    return [_status_or_error(path, settings, now, effective_of) for path in sorted(set(found))]
+        return [
+            workspace_status(found[0], settings, now, effective_of, daemon_budget=daemon_budget)
+        ]
+    return [
+        _status_or_error(path, settings, now, effective_of, daemon_budget)
+        for path in sorted(set(found))
+    ]
 
 
 def _status_or_error(
-    path: Path, settings: StatusConfig, now: float, for_workspace: ForWorkspace
+    path: Path, settings: StatusConfig, now: float, for_workspace: ForWorkspace, daemon: bool
 ) -> dict[str, Any]:
     """One workspace's row; a workspace that cannot be read (its own configuration refused,
     a file unreadable) gets a row with ``error`` instead of hiding every other row."""
     try:
-        return workspace_status(path, settings, now, for_workspace)
+        return workspace_status(path, settings, now, for_workspace, daemon_budget=daemon)
     except MemorydError as err:
         return {"workspace": str(path.absolute()), "error": str(err)}
     except OSError as err:
@@ -118,12 +213,22 @@ def _status_or_error(
 
 
 def render_status_table(rows: Sequence[dict[str, Any]]) -> str:
-    """A readable table, one workspace a line."""
-    header = ("WORKSPACE", "MESSAGES", "TOKENS", "USAGE", "LEVEL", "STRATEGY", "HEARTBEAT")
+    """A readable table, one workspace a line; BUDGET says where each token limit came
+    from (see :class:`Budget`)."""
+    header = (
+        "WORKSPACE",
+        "MESSAGES",
+        "TOKENS",
+        "USAGE",
+        "LEVEL",
+        "STRATEGY",
+        "BUDGET",
+        "HEARTBEAT",
+    )
     table = [header]
     for row in rows:
         if "error" in row:
-            table.append((row["workspace"], "", "", "", "error", "", str(row["error"])))
+            table.append((row["workspace"], "", "", "", "error", "", "", str(row["error"])))
             continue
         heartbeat = row["heartbeat"]
         beat = heartbeat["status"]
@@ -140,6 +245,7 @@ def render_status_table(rows: Sequence[dict[str, Any]]) -> str:
                 f"{row['usage_ratio']:.0%}",
                 row["level"],
                 row["strategy"],
+                row["budget_source"],
                 beat,
             )
         )

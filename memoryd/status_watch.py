@@ -2,15 +2,19 @@
 
 On a terminal each frame redraws the screen in place (usage bars, colours unless
 ``NO_COLOR`` is set); when stdout is not a terminal each refresh is a plain-text block with
-a time stamp, no escape codes, so that it can be logged or piped.
+a time stamp, no escape codes, so that it can be logged or piped. Ctrl-C ends it even in a
+process started with SIGINT ignored (docs/design.md#status-watch).
 """
 
 from __future__ import annotations
 
 import calendar
+import contextlib
 import shutil
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 BAR_WIDTH = 20
@@ -82,7 +86,8 @@ def render_frame(
     widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
     level_at = sum(widths[:3]) + 2 * 3  # where the LEVEL column starts
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
-    lines = [f"memoryd status: {len(rows)} workspaces, {stamp}"]
+    counted = "1 workspace" if len(rows) == 1 else f"{len(rows)} workspaces"
+    lines = [f"memoryd status: {counted}, {stamp}"]
     for index, line in enumerate(table):
         cells = [cell.ljust(w) for cell, w in zip(line, widths, strict=False)] + [line[-1]]
         text = "  ".join(cells).rstrip()[:width]
@@ -105,11 +110,44 @@ def watch(
     frames: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Draw a frame every ``interval`` seconds until Ctrl-C (or ``frames`` frames); exit 0."""
-    drawn = 0
-    if is_tty:
-        out.write(HIDE_CURSOR)
+    """Draw a frame every ``interval`` seconds until Ctrl-C (or ``frames`` frames); exit 0.
+
+    A second Ctrl-C ends a final write that the terminal does not take (KeyboardInterrupt
+    out of here)."""
+    with ctrl_c_interrupts():
+        return _watch(collect, out, interval, is_tty, colour, frames, sleep)
+
+
+@contextlib.contextmanager
+def ctrl_c_interrupts() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt inside, whatever the process inherited; the previous
+    handler is put back after. A process started with SIGINT ignored (a background job of a
+    shell without job control) keeps it ignored, since Python installs its handler only
+    over the default, and a watch would then never end. Outside the main thread (where no
+    handler can be set) it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+
+
+def _watch(
+    collect: Callable[[], Sequence[dict[str, Any]]],
+    out: TextIO,
+    interval: float,
+    is_tty: bool,
+    colour: bool,
+    frames: int | None,
+    sleep: Callable[[float], None],
+) -> int:
+    drawn = 0
+    try:
+        if is_tty:
+            out.write(HIDE_CURSOR)
         while frames is None or drawn < frames:
             rows = collect()
             now = time.time()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from memoryd import strict_json
 from memoryd.errors import InputError
 from memoryd.events import iso_ms
 from memoryd.heartbeat import Heartbeat
@@ -83,8 +84,8 @@ def parse_store(data: bytes) -> list[Entry]:
 
 def _parse_object(raw: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
+        value = strict_json.loads(raw)
+    except strict_json.JSONProblem:
         return None
     return value if isinstance(value, dict) else None
 

@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from memoryd.commit import ArchivePlan, archive_name, rewrite
-from memoryd.defaults import DEFAULT_KEEP_BOOKMARKS, DEFAULT_MEMORY_THRESHOLD
+from memoryd.defaults import (
+    DEFAULT_KEEP_BOOKMARKS,
+    DEFAULT_MAX_ENTRY_BYTES,
+    DEFAULT_MEMORY_THRESHOLD,
+)
 from memoryd.errors import InputError, MemorydError, UnsafePathError
 from memoryd.events import emit
 from memoryd.fsutil import append_line, check_workspace, flocked, read_in
@@ -84,6 +88,7 @@ def write_entry(
     threshold: int = DEFAULT_THRESHOLD,
     *,
     now: float | None = None,
+    max_entry_bytes: int = DEFAULT_MAX_ENTRY_BYTES,
 ) -> WriteResult:
     """Append ``entry`` to ``store`` under the writers' lock; never rewrites the store.
 
@@ -92,15 +97,24 @@ def write_entry(
     ``timestamp`` (UTC ISO-8601) is added when the entry has none. A last line left
     without its ``\n`` (a writer that died mid-line) is kept byte for byte as a line of its
     own (reported as malformed) and the entry starts a new line. Raises InputError (and
-    writes nothing) for an unknown store, an entry that is not a JSON object, a missing
-    workspace folder or a symlink on the way (UnsafePathError); MemorydError (exit 1,
-    the store unchanged) when the write fails, e.g. on a full disk.
+    writes nothing) for an unknown store, an entry that is not a JSON object, an empty
+    entry (no field but the timestamp with a value), a line longer than
+    ``max_entry_bytes``, a missing workspace folder or a symlink on the way
+    (UnsafePathError); MemorydError (exit 1, the store unchanged) when the write fails,
+    e.g. on a full disk.
     """
     check_store(store)
     if not isinstance(entry, dict):
         raise InputError(f"a memory entry must be a JSON object, got {type(entry).__name__}")
     check_count("threshold", threshold)
+    if all(value in (None, "", [], {}) for key, value in entry.items() if key != "timestamp"):
+        raise InputError("the memory entry is empty: give it at least one field with a value")
     line = new_entry_line(entry, time.time() if now is None else now)
+    if len(line) > max_entry_bytes:
+        raise InputError(
+            f"the memory entry is {len(line)} bytes, more than memory.max_entry_bytes "
+            f"({max_entry_bytes}): store where to find the detail (a path, a message id) instead"
+        )
     ws = Workspace(check_workspace(workspace))
     path = _store_path(ws, store)
     try:

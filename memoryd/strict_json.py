@@ -1,9 +1,15 @@
 """JSON as other languages read it: no NaN or Infinity, no number beyond a double or
-Python's digit limit, and a reason in words when a text is refused.
+Python's digit limit, no nesting deeper than :data:`MAX_DEPTH`, and a reason in words when
+a text is refused.
 
 Python's ``json`` accepts ``NaN`` and ``Infinity`` and turns ``1e400`` into infinity;
 a line memoryd writes must parse in every JSON parser, so these are refused on the way in
-and never written (docs/design.md#cli).
+and never written (docs/design.md#cli). It also raises ``RecursionError``, not
+``ValueError``, on deeply nested input, at a depth that depends on how deep the caller's
+stack already is, and a value nested just below that depth still overflows the stack of
+whatever walks it next. This module is the one JSON reader of everything memoryd parses
+from disk or the wire: every failure is a :class:`JSONProblem` (a ``ValueError``), and
+what it returns can be walked and written again (docs/design.md#one-json-reader).
 """
 
 from __future__ import annotations
@@ -11,6 +17,9 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+MAX_DEPTH = 200
+"""The deepest nesting of arrays and objects taken; deeper is "too deeply nested"."""
 
 
 class JSONProblem(ValueError):
@@ -36,12 +45,38 @@ def _no_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
 
 
+def nested_deeper(value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """True when the lists and dicts of ``value`` nest deeper than ``max_depth`` (pure).
+
+    Walked a level at a time, without recursion: only containers are visited, so a long
+    text or a JSON document held in a string costs nothing.
+    """
+    level = [value] if isinstance(value, (list, dict)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > max_depth:
+            return True
+        inner: list[Any] = []
+        for container in level:
+            items = container.values() if isinstance(container, dict) else container
+            inner.extend(item for item in items if isinstance(item, (list, dict)))
+        level = inner
+    return False
+
+
 def loads(data: str | bytes) -> Any:
     """Parse ``data``; raise JSONProblem naming the problem: "not UTF-8", "not valid JSON",
     "too deeply nested", "number out of range", "NaN is not JSON"."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)
+        # A text with no more brackets than MAX_DEPTH cannot nest deeper (one count at C
+        # speed says so for almost every line); the walk is for the others.
+        brackets = text.count("[") + text.count("{")
+        if brackets > MAX_DEPTH and nested_deeper(value):
+            raise JSONProblem("too deeply nested")
+        return value
     except JSONProblem:
         raise
     except RecursionError:
@@ -54,6 +89,18 @@ def loads(data: str | bytes) -> Any:
     except ValueError:
         # int() refuses more than sys.get_int_max_str_digits() digits.
         raise JSONProblem("number out of range (too many digits)") from None
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as ASCII JSON text (compact, or indented by ``indent``: for files people
+    read); JSONProblem for NaN, Infinity or nesting too deep to write."""
+    separators = None if indent is not None else (",", ":")
+    try:
+        return json.dumps(value, allow_nan=False, indent=indent, separators=separators)
+    except RecursionError:
+        raise JSONProblem("too deeply nested") from None
+    except ValueError:
+        raise JSONProblem("NaN and Infinity are not JSON") from None
 
 
 def dumps_line(value: Any) -> bytes:

@@ -20,9 +20,17 @@ from memoryd.tokens import estimate_text_tokens
 
 
 def by_priority(details: Iterable[Detail]) -> list[Detail]:
-    """Most recent first, then most referenced, then identifiers before sentences (pure)."""
+    """The task first, then most recent first, then most referenced, then identifiers
+    before sentences (pure)."""
     return sorted(
-        details, key=lambda d: (-d.position, -d.mentions, d.kind in SENTENCE_KINDS, d.text)
+        details,
+        key=lambda d: (
+            d.kind != "task",
+            -d.position,
+            -d.mentions,
+            d.kind in SENTENCE_KINDS,
+            d.text,
+        ),
     )
 
 
@@ -34,19 +42,23 @@ _LABELS = {
     "code": "Code",
     "quantity": "Figures",
     "date": "Dates",
+    "command": "Commands",
+    "error": "Errors",
 }
 
 
 def render_section(items: Sequence[Detail]) -> str:
-    """The "Details kept verbatim" section for ``items`` (pure; empty for none)."""
+    """The "Details kept verbatim" section for ``items`` (pure; empty for none): the task,
+    the identifiers, commands and errors by kind, then the sentences."""
     if not items:
         return ""
     lines = [VERBATIM_HEADER]
+    lines.extend(f"- {d.text}" for d in items if d.kind == "task")
     for kind in IDENTIFIER_KINDS:
         shown = [d.text for d in items if d.kind == kind]
         if shown:
             lines.append(f"- {_LABELS[kind]}: " + "; ".join(shown))
-    lines.extend(f"- {d.text}" for d in items if d.kind in SENTENCE_KINDS)
+    lines.extend(f"- {d.text}" for d in items if d.kind in SENTENCE_KINDS and d.kind != "task")
     return "\n".join(lines)
 
 

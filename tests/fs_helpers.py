@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,3 +81,33 @@ def tree(folder: Path) -> dict[str, bytes | None]:
             regular = path.is_file() and not path.is_symlink()
             found[relative] = path.read_bytes() if regular else None
     return found
+
+
+SPECIAL_KINDS = ("fifo", "socket", "/dev/zero", "folder")
+"""What can stand where a regular file belongs: each must be refused without a wait."""
+
+
+def make_special(path: Path, kind: str) -> socket.socket | None:
+    """Put a FIFO (no writer), a listening Unix socket, a symlink to /dev/zero or a folder
+    at ``path``; the socket is returned (the caller closes it), else None."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        # Bound at a short path (AF_UNIX paths are short), then moved where it belongs.
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        short = Path(tempfile.mkdtemp(prefix="s", dir="/tmp")) / "s"
+        listener.bind(str(short))
+        listener.listen(1)
+        os.rename(short, path)
+        short.parent.rmdir()
+        return listener
+    elif kind == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        raise ValueError(kind)
+    return None

@@ -114,6 +114,21 @@ def test_first_compaction_prompt_says_so_and_delimits_the_transcript() -> None:
     assert "one JSON object" in system
 
 
+def test_compaction_prompt_says_an_instruction_is_not_work_done() -> None:
+    system, _ = build_compaction_prompt(None, [{"role": "user", "content": "Fix it."}])
+    assert "not work done: never list it as completed" in system
+    assert "what the agent reported done" in system
+    assert "what the agent said it will do next" in system
+    assert "Never put raw JSON" in system
+
+
+def test_compaction_prompt_shows_a_tool_call_as_one_line() -> None:
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make test"}}
+    _, user = build_compaction_prompt(None, [{"role": "assistant", "content": [call]}])
+    assert "tool_use Bash: make test" in user
+    assert '{"command"' not in user
+
+
 def test_compaction_prompt_carries_the_current_checkpoint_as_json() -> None:
     """With a checkpoint: its five lists are in a <checkpoint> block (as JSON), before the
     transcript of the new messages."""
@@ -219,6 +234,9 @@ def test_two_compactions_write_checkpoint_v1_then_v2_merging_the_first(
     folder = workspace(20, 1_000)
     first_lines = raw_lines(folder)
     budget_for(folder, 0.95, monkeypatch)
+    # The scripted lists do not state the first message's task: no repair request here
+    # (repairs are tested in test_job_receipts.py).
+    monkeypatch.setenv("MEMORYD_SUMMARIZER__MIN_RETENTION", "0")
     commands_llm.push(Reply.ok(json.dumps(FIRST)), Reply.ok(f"```json\n{json.dumps(SECOND)}\n```"))
 
     code, out = compact(folder)
@@ -410,17 +428,18 @@ def test_compact_at_is_configurable(
 
 
 CUED = [
-    make_message(0, "user", "The login page is done. We need to write the migration script."),
-    make_message(1, "assistant", "We are blocked on the API key from ops."),
-    make_message(2, "user", "We decided to use SQLite for storage. Thanks a lot!"),
-    make_message(3, "assistant", "I am currently working on the settings screen."),
+    make_message(0, "user", "Ship the onboarding flow of the mobile app."),
+    make_message(1, "assistant", "The login page is done. We need to write the migration script."),
+    make_message(2, "user", "We are blocked on the API key from ops. Please use SQLite."),
+    make_message(3, "assistant", "We decided to use SQLite for storage. Thanks a lot!"),
+    make_message(4, "assistant", "I am currently working on the settings screen."),
 ]
 
 
 def test_extractive_checkpoint_sorts_sentences_by_their_cues() -> None:
     """done -> completed, blocked -> blockers, decided -> decisions, need to -> pending,
     working on -> in progress; a sentence without a cue is left out."""
-    lists = extractive_checkpoint(None, CUED)
+    lists = extractive_checkpoint(None, CUED, 1024)
     assert lists.completed == ["The login page is done."]
     assert lists.blockers == ["We are blocked on the API key from ops."]
     assert lists.decisions == ["We decided to use SQLite for storage."]
@@ -432,9 +451,11 @@ def test_extractive_checkpoint_sorts_sentences_by_their_cues() -> None:
 def test_extractive_checkpoint_removes_a_pending_item_once_it_is_done() -> None:
     """A later "the migration script is done" removes the pending item on that topic and
     lists it as completed; the rest of the previous checkpoint stays."""
-    first = extractive_checkpoint(None, CUED)
+    first = extractive_checkpoint(None, CUED, 1024)
     second = extractive_checkpoint(
-        first, [make_message(4, "user", "The migration script is finished and merged.")]
+        first,
+        [make_message(5, "assistant", "The migration script is finished and merged.")],
+        1024,
     )
     assert second.pending == []
     assert second.completed == [
@@ -449,7 +470,8 @@ def test_extractive_backend_produces_a_checkpoint_offline(
     workspace: WorkspaceFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With no key (auto -> extractive), `memoryd summarize --strategy checkpoint --force`
-    writes checkpoint.json from the cues; a second round resolves the pending item."""
+    writes checkpoint.json from the cues; a second round resolves the pending item. The
+    task, which no list holds, is kept verbatim beside the lists."""
     monkeypatch.setenv("MEMORYD_DRAIN_SECONDS", "0")
     folder = workspace(messages=CUED)
 
@@ -460,15 +482,16 @@ def test_extractive_backend_produces_a_checkpoint_offline(
     assert saved["version"] == 1
     assert saved["pending"] == ["We need to write the migration script."]
     assert saved["blockers"] == ["We are blocked on the API key from ops."]
+    assert "Task: Ship the onboarding flow of the mobile app." in saved["details"]
 
-    append_message(folder, "user", "The migration script is done.")
+    append_message(folder, "assistant", "The migration script is done.")
     code, out = compact(folder, "--force")
     assert code == 0, out
     saved = checkpoint_file(folder)
     assert saved["version"] == 2
     assert saved["pending"] == []
     assert saved["completed"][-1] == "The migration script is done."
-    assert saved["stats"] == {"total_compactions": 2, "total_messages": 5}
+    assert saved["stats"] == {"total_compactions": 2, "total_messages": 6}
 
 
 # --- load_checkpoint ----------------------------------------------------------------------------
@@ -488,7 +511,7 @@ def test_head_copy_wins_after_a_crash_between_commit_and_checkpoint_save(
     monkeypatch.setenv("MEMORYD_SUMMARIZER__BACKEND", "extractive")
     folder = workspace(messages=CUED)
     assert compact(folder, "--force")[0] == 0
-    append_message(folder, "user", "The migration script is done.")
+    append_message(folder, "assistant", "The migration script is done.")
     settings = load_settings().settings.model_copy(update={"strategy": "checkpoint"})
 
     def crash_after_commit(step: str) -> None:
@@ -511,7 +534,7 @@ def test_head_copy_wins_after_a_crash_between_commit_and_checkpoint_save(
     saved = checkpoint_file(folder)
     assert saved["version"] == 3
     assert saved["pending"] == []
-    assert saved["stats"] == {"total_compactions": 3, "total_messages": 6}
+    assert saved["stats"] == {"total_compactions": 3, "total_messages": 7}
 
 
 def test_checkpoint_file_wins_when_it_is_as_new_as_the_head(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ decides (the listing, the seed, the tidy's step); one log line for the discovery
 from __future__ import annotations
 
 import json
+import math
 import os
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from writers import line_bytes
 
+from memoryd import strict_json
 from memoryd.config import load_settings
 from memoryd.conversation import ConversationReader, Counted
 from memoryd.daemon import Supervisor
@@ -191,6 +193,46 @@ def test_a_symlinked_memoryd_is_refused_by_the_seed(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "state",
+    [
+        b'{"level": "warning", "usage_ratio": NaN}',
+        b'{"level": "warning", "tokens": 1e400}',
+        b"[" * 1000 + b"]" * 1000,
+        b'{"level": "warning", "pad": "' + b"x" * (1 << 20) + b'"}',
+        "fifo",
+    ],
+    ids=["nan", "1e400", "nested", "too-large", "fifo"],
+)
+def test_the_seed_takes_a_state_json_only_as_strict_json_from_a_regular_file(
+    tmp_path: Path, state: bytes | str
+) -> None:
+    """What memoryd.state.read_state refuses the seed refuses too: the state is rebuilt,
+    and a FIFO is not waited on."""
+    ws = tmp_path / "ws"
+    write_lines(ws, "w", 1)
+    (ws / ".memoryd").mkdir()
+    path = ws / ".memoryd" / "state.json"
+    if isinstance(state, bytes):
+        path.write_bytes(state)
+    else:
+        os.mkfifo(path)
+    found = look(ws)
+    assert found is not None
+    assert read_seed(found).state == {}
+
+
+def test_the_seed_refuses_a_config_toml_that_is_a_fifo(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write_lines(ws, "w", 1)
+    (ws / ".memoryd").mkdir()
+    os.mkfifo(ws / ".memoryd" / "config.toml")
+    found = look(ws)
+    assert found is not None
+    with pytest.raises(UnsafePathError, match="is not a regular file"):
+        read_seed(found)
+
+
+@pytest.mark.parametrize(
     ("heartbeat", "leftovers", "interrupted", "step"),
     [
         (None, False, False, "create"),
@@ -295,7 +337,11 @@ def test_counts_taken_back_go_on_counting_what_is_appended(tmp_path: Path) -> No
 
 
 scalars: Any = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text()
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(),
 )
 
 
@@ -307,7 +353,7 @@ counts: Any = st.builds(
 )
 
 
-@given(values=st.tuples(*[scalars] * 13), counted=st.none() | counts)
+@given(values=st.tuples(*[scalars] * len(fields(WorkspaceState))), counted=st.none() | counts)
 def test_state_bytes_is_the_indented_json_of_the_state(
     values: tuple[Any, ...], counted: Counted | None
 ) -> None:
@@ -316,8 +362,16 @@ def test_state_bytes_is_the_indented_json_of_the_state(
     state = WorkspaceState(*values)
     expected = asdict(state) | ({"counted": asdict(counted)} if counted else {})
     text = state_bytes(state, counted)
-    assert text == json.dumps(expected, indent=2).encode() + b"\n"
-    assert saved_counted(json.loads(text)) == counted
+    assert text == strict_json.dumps(expected, indent=2).encode() + b"\n"
+    assert saved_counted(strict_json.loads(text)) == counted
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_state_bytes_never_writes_nan_or_infinity(value: float) -> None:
+    """A ratio or calibration that is not finite is refused, as every JSON memoryd writes."""
+    state = WorkspaceState("/w", 1, 2, 3, 0.7, 0.9, value, "normal", "none", False, None, "t", "s")
+    with pytest.raises(strict_json.JSONProblem):
+        state_bytes(state)
 
 
 @pytest.mark.parametrize(

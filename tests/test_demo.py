@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from cli_helpers import cli
 
-from memoryd.config import load_settings
-from memoryd.demo import prepare_demo
+from memoryd.cli.demo import demo_log_format
+from memoryd.config import load_settings, settings_for_workspace
+from memoryd.demo import DEMO_TOKEN_LIMIT, prepare_demo
 
 
 def run_demo(folder: Path, home: Path) -> tuple[list[dict[str, Any]], list[str], int]:
@@ -82,6 +83,7 @@ def test_demo_summarizes_again_on_a_second_run_and_prints_runnable_commands(
     assert done.returncode == 0, done.stderr
     [row] = json.loads(done.stdout)
     assert row["workspace"] == str(folder / "example-agent")
+    assert (row["token_limit"], row["budget_source"]) == (DEMO_TOKEN_LIMIT, "workspace")
 
 
 def test_demo_refuses_a_folder_with_other_content(
@@ -114,6 +116,19 @@ def test_the_demo_config_is_valid_toml_for_any_folder_name(tmp_path: Path, name:
     settings = load_settings(config, env={}).settings
     assert settings.roots == [folder]
     assert settings.summarizer.backend == "extractive"
+    workspace = settings_for_workspace(settings, folder / "example-agent")
+    assert workspace.token_limit == DEMO_TOKEN_LIMIT
+
+
+def test_every_command_sees_the_demo_budget_without_the_demo_config(tmp_path: Path) -> None:
+    """The budget is the workspace's own: status without --config counts against it."""
+    folder = tmp_path / "demo"
+    prepare_demo(folder)
+    code, text = cli("status", str(folder / "example-agent"), "--json")
+    assert code == 0
+    [row] = json.loads(text)
+    assert (row["token_limit"], row["budget_source"]) == (DEMO_TOKEN_LIMIT, "workspace")
+    assert row["usage_ratio"] > 0.8
 
 
 def test_a_second_prepare_resets_the_example(tmp_path: Path) -> None:
@@ -122,7 +137,14 @@ def test_a_second_prepare_resets_the_example(tmp_path: Path) -> None:
     conversation = folder / "example-agent" / "conversation.jsonl"
     original = conversation.read_bytes()
     conversation.write_bytes(b'{"role":"user","content":"changed"}\n')
-    (folder / "example-agent" / ".memoryd").mkdir()
+    (folder / "example-agent" / ".memoryd" / "state.json").write_text("{}")
     assert prepare_demo(folder) == config
     assert conversation.read_bytes() == original
-    assert not (folder / "example-agent" / ".memoryd").exists()
+    assert [p.name for p in (folder / "example-agent" / ".memoryd").iterdir()] == ["config.toml"]
+
+
+def test_the_demo_logs_for_a_person_on_a_terminal_unless_a_format_was_chosen() -> None:
+    assert demo_log_format("default", terminal=True) == "console"
+    assert demo_log_format("default", terminal=False) is None
+    assert demo_log_format("flag", terminal=True) is None
+    assert demo_log_format("env MEMORYD_LOG_FORMAT", terminal=True) is None

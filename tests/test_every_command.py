@@ -1,7 +1,8 @@
 """Every command against a hostile workspace: read-only, on a full disk, with a symlinked
-``.memoryd``. No traceback ever; a command that fails says so in one line with exit 1
-or 2; nothing is written outside the workspace; a failed command leaves the
-conversation as it was.
+``.memoryd``, with FIFOs where its files belong, with deeply nested and non-finite JSON
+in them. No traceback ever, and no wait on a FIFO; a command that fails says so in one
+line with exit 1 or 2; nothing is written outside the workspace; a failed command leaves
+the conversation as it was.
 
 Table-driven: a new command is one line in ``ONE_SHOT``.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,6 +83,7 @@ class Scene:
     ws: Path
     outside: Path
     """A folder outside the workspace that nothing may write to."""
+    kind: str
 
     def argv(self, template: tuple[str, ...]) -> list[str]:
         return [a.replace("{ws}", str(self.ws)).replace("{root}", str(self.root)) for a in template]
@@ -102,14 +105,64 @@ def _populate(ws: Path) -> None:
     (memory / "todos.jsonl").write_bytes(encode_lines([{"t": 0}]))
 
 
-@pytest.fixture(params=["read-only", "full disk", "symlinked .memoryd"])
+FIFOS = (
+    "HEARTBEAT.md",
+    ".memoryd/state.json",
+    ".memoryd/events.jsonl",
+    ".memoryd/receipts.jsonl",
+    ".memoryd/monitors/agent.json",
+    "checkpoint.json",
+    "memory/todos.jsonl",
+)
+"""Where the FIFO scene puts a FIFO (no writer ever comes): every file a command reads."""
+DEEP = b"[" * 100_000
+NESTED_EVENT = b'{"type":"salvaged_lines","lines":' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+NOT_FINITE = b'{"job":"x","cost_usd":Infinity,"tokens_before":1e400,"before":NaN}'
+SCENES = ("read-only", "full disk", "symlinked .memoryd", "FIFOs", "deep JSON")
+
+
+def _make_fifos(ws: Path) -> None:
+    for name in FIFOS:
+        path = ws / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        os.mkfifo(path)
+
+
+def _nest_json(ws: Path) -> None:
+    """Deeply nested and non-finite JSON in every JSON file a command reads; a deep line
+    and a NaN line in the conversation and a store (malformed lines, kept as they are)."""
+    meta = ws / ".memoryd"
+    for name in ("state.json", "monitors/agent.json"):
+        (meta / name).parent.mkdir(parents=True, exist_ok=True)
+        (meta / name).write_bytes(DEEP)
+    (ws / "checkpoint.json").write_bytes(DEEP)
+    for path, extra in (
+        (meta / "events.jsonl", (NESTED_EVENT, NOT_FINITE, DEEP)),
+        (meta / "receipts.jsonl", (DEEP, NOT_FINITE, NESTED_EVENT)),
+        (ws / "memory" / "todos.jsonl", (DEEP, NOT_FINITE)),
+        (ws / "conversation.jsonl", (DEEP, b'{"role":"user","content":NaN}')),
+    ):
+        with path.open("ab") as file:
+            file.write(b"".join(line + b"\n" for line in extra))
+
+
+@pytest.fixture(params=SCENES)
 def scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Scene]:
     """(a) a read-only file system, (b) a full 2 MB tmpfs, (c) ``.memoryd`` a symlink to a
-    folder elsewhere (which then holds what .memoryd held)."""
+    folder elsewhere (which then holds what .memoryd held), (d) FIFOs with no writer at
+    every file a command reads, (e) deeply nested, NaN and 1e400 JSON in them."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "state.json").write_text("VICTIM\n")
-    if request.param == "symlinked .memoryd":
+    kind = str(request.param)
+    if kind in ("FIFOs", "deep JSON"):
+        root = tmp_path / "r"
+        _populate(root / "ws")
+        (_make_fifos if kind == "FIFOs" else _nest_json)(root / "ws")
+        yield Scene(root, root / "ws", outside, kind)
+        return
+    if kind == "symlinked .memoryd":
         root = tmp_path / "r"
         ws = root / "ws"
         _populate(ws)
@@ -118,17 +171,17 @@ def scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Scene]:
             entry.rename(outside / entry.name)
         meta.rmdir()
         meta.symlink_to(outside)
-        yield Scene(root, ws, outside)
+        yield Scene(root, ws, outside, kind)
         return
     with small_tmpfs(tmp_path / "mnt", "2m") as mnt:
         root = mnt / "r"
         _populate(root / "ws")
         (mnt / "spare").mkdir()
-        if request.param == "read-only":
+        if kind == "read-only":
             make_read_only(mnt)
         else:
             fill_up(mnt)
-        yield Scene(root, root / "ws", outside)
+        yield Scene(root, root / "ws", outside, kind)
 
 
 def memoryd(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -171,7 +224,7 @@ def test_one_shot_command_in_a_hostile_workspace(scene: Scene, command: str) -> 
 
     assert "Traceback" not in result.stderr, result.stderr
     assert tree(scene.outside) == outside_before
-    if spec.writes:
+    if spec.writes and scene.kind in ("read-only", "full disk", "symlinked .memoryd"):
         assert result.returncode in (1, 2), (result.returncode, result.stdout, result.stderr)
     if result.returncode != 0:
         assert result.returncode in (1, 2), result.stderr
@@ -183,6 +236,8 @@ def test_one_shot_command_in_a_hostile_workspace(scene: Scene, command: str) -> 
     if spec.writes and (scene.ws / ".memoryd").is_symlink():
         # The symlinked .memoryd: refused as such, in words.
         assert "symlink" in result.stderr
+    if scene.kind == "FIFOs" and result.returncode != 0:
+        assert "is not a regular file" in result.stderr, result.stderr
 
 
 # ----- the long-running commands: run, demo, mcp --------------------------------------------
@@ -232,12 +287,14 @@ def _demo_folder(scene: Scene, tmp_path: Path) -> Path:
     if (scene.ws / ".memoryd").is_symlink():
         folder = tmp_path / "demo"
         prepare_demo(folder)
+        shutil.rmtree(folder / "example-agent" / ".memoryd")
         (folder / "example-agent" / ".memoryd").symlink_to(scene.outside)
         return folder
     return scene.root.parent / "spare"
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("scene", SCENES[:3], indirect=True)
 def test_demo_in_a_hostile_folder(scene: Scene, tmp_path: Path) -> None:
     """``memoryd demo`` refuses in one line (exit 1 or 2) or runs; either way no traceback
     and nothing written outside; a running demo stops on SIGINT with exit 0."""
@@ -336,7 +393,14 @@ def test_mcp_serves_a_hostile_workspace(scene: Scene, tmp_path: Path) -> None:
     assert tree(scene.outside) == outside_before
     # Reading is served in every scene; the write has nowhere to go.
     refused = {name: text for name, text in answers.items() if text is not None}
-    if (scene.ws / ".memoryd").is_symlink():
+    if scene.kind == "FIFOs":
+        # HEARTBEAT.md and the todos store are FIFOs: refused in words, never waited on.
+        assert set(refused) == {"context_status", "memory_read", "memory_write"}, answers
+        assert all("is not a regular file" in text for text in refused.values()), refused
+    elif scene.kind == "deep JSON":
+        # What cannot be read is left out: every tool answers.
+        assert refused == {}, (refused, err)
+    elif (scene.ws / ".memoryd").is_symlink():
         # What .memoryd holds is outside the workspace: refused, in words.
         assert "memory_write" in refused, answers
         assert all("symlink" in text for text in refused.values()), refused

@@ -18,8 +18,10 @@ from conftest import SettingsFactory, encode_lines, generated_messages
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from memoryd import __version__
 from memoryd.api_view import messages_for_api
 from memoryd.job import JobRequest, run_job
+from memoryd.recall_query import MAX_LIMIT
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = {
@@ -192,3 +194,58 @@ def test_mcp_refuses_roots_that_do_not_exist(tmp_path: Path) -> None:
     config = tmp_path / "memoryd.toml"
     config.write_text(f'roots = ["{tmp_path / "missing"}"]\n')
     assert cli("--config", str(config), "mcp")[0] == 2
+
+
+def test_mcp_server_names_its_version_advertises_tools_only_and_annotates_them(
+    tmp_path: Path,
+) -> None:
+    alpha = tmp_path / "alpha"
+    alpha.mkdir()
+    (alpha / "conversation.jsonl").write_bytes(encode_lines(generated_messages(4, 50)))
+
+    async def session(client: Client) -> None:
+        assert client.server_info is not None
+        assert (client.server_info.name, client.server_info.version) == ("memoryd", __version__)
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None
+        assert capabilities.prompts is None and capabilities.resources is None
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        for name, tool in listed.items():
+            assert tool.description is not None
+            assert all(line == line.lstrip() for line in tool.description.splitlines()), name
+            assert tool.annotations is not None and tool.annotations.open_world_hint is False
+            assert tool.annotations.read_only_hint is (name != "memory_write"), name
+        assert listed["memory_write"].annotations is not None
+        assert listed["memory_write"].annotations.destructive_hint is False
+        limit = listed["recall"].input_schema["properties"]["limit"]
+        assert limit["maximum"] == MAX_LIMIT
+
+    with_server(tmp_path, "--workspace", str(alpha))(session)
+
+
+def test_mcp_tool_errors_are_one_line_naming_the_argument(tmp_path: Path) -> None:
+    alpha = tmp_path / "alpha"
+    alpha.mkdir()
+    (alpha / "conversation.jsonl").write_bytes(encode_lines(generated_messages(4, 50)))
+
+    async def refused(client: Client, name: str, arguments: dict[str, Any]) -> str:
+        text = error_text(await client.call_tool(name, arguments))
+        assert "\n" not in text and "http" not in text, text
+        return text
+
+    async def session(client: Client) -> None:
+        text = await refused(client, "recall", {"query": "x", "limit": "many"})
+        assert "argument limit:" in text and "many" not in text
+        text = await refused(client, "recall", {"query": "x", "limit": MAX_LIMIT + 1})
+        assert "argument limit:" in text and str(MAX_LIMIT) in text
+        assert "argument query: is required" in await refused(client, "recall", {})
+        text = await refused(client, "memory_read", {"store": "secrets"})
+        assert "argument store:" in text and "secrets" not in text
+        empty = {"store": "lessons", "entry": {"text": ""}}
+        assert "empty" in await refused(client, "memory_write", empty)
+        huge = {"store": "lessons", "entry": {"text": "y" * 20_000}}
+        assert "max_entry_bytes (16384)" in await refused(client, "memory_write", huge)
+        assert "no message with this id" in await refused(client, "expand", {"id": "nope"})
+
+    with_server(tmp_path, "--workspace", str(alpha))(session)
+    assert not (alpha / "memory" / "lessons.jsonl").exists()

@@ -135,12 +135,30 @@ def test_served_over_http_on_the_address_asked_for() -> None:
         metrics.close()
 
 
+def test_served_with_the_process_metrics_and_no_created_series() -> None:
+    metrics = Metrics(view)
+    metrics.job_finished(JobObservation("rolling", "extractive", "failed", "trigger", 0.2))
+    _, port = metrics.serve("127.0.0.1", 0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            got = samples(reply.read().decode())
+    finally:
+        metrics.close()
+    names = {name for name, _ in got}
+    assert {"process_cpu_seconds_total", "process_resident_memory_bytes"} <= names
+    assert {"process_start_time_seconds", "process_open_fds"} <= names
+    assert "memoryd_jobs_total" in names
+    assert not [name for name in names if name.endswith("_created")]
+
+
 def test_textfile_is_replaced_whole_and_leaves_no_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "memoryd.prom"
     target.write_text("old\n")
     metrics = Metrics(view)
     metrics.write_textfile(target)
-    assert samples(target.read_text())[("memoryd_jobs_in_flight", ())] == 1
+    got = samples(target.read_text())
+    assert got[("memoryd_jobs_in_flight", ())] == 1
+    assert not [name for name, _ in got if name.startswith("process_")]  # node_exporter's own
     assert [p.name for p in tmp_path.iterdir()] == ["memoryd.prom"]
 
 

@@ -66,3 +66,30 @@ def test_pins_survive_successive_compactions_by_the_daemon(
     archive = ws / ".memoryd" / "archive"
     archived = b"".join(p.read_bytes() for p in archive.iterdir() if p.suffix == ".jsonl")
     assert task not in archived and flagged not in archived
+
+
+@pytest.mark.slow
+def test_a_conversation_where_every_message_is_pinned_is_ineffective_not_nothing_to_do(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """Every message pinned and usage over the trigger: the daemon's job ends
+    ``ineffective`` with ``summarize_ineffective`` naming the pinned tokens (as the README
+    promises), HEARTBEAT.md says failed, the file is unchanged."""
+    root = tmp_path / "root"
+    ws = root / "ws"
+    ws.mkdir(parents=True)
+    pinned = [json.loads(line_bytes("w", n)) | {"pinned": True} for n in range(40)]
+    data = b"".join(json.dumps(message).encode() + b"\n" for message in pinned)
+    (ws / "conversation.jsonl").write_bytes(data)
+    env = {"MEMORYD_SUMMARIZER__BACKEND": "extractive", "MEMORYD_TOKEN_LIMIT": "3000"}
+    daemon = procs.daemon([root], tmp_path, env)
+    daemon.wait_ready()
+    finished = daemon.wait_log("job_finished", 30, workspace=str(ws))
+    assert finished["outcome"] == "ineffective"
+    [event] = [e for e in read_events(ws) if e["type"] == "summarize_ineffective"]
+    assert str(event["cause"]).startswith("pinned messages hold ")
+    assert int(str(event["pinned_tokens"])) > 2400
+    assert "status: failed" in (ws / "HEARTBEAT.md").read_text()
+    assert (ws / "conversation.jsonl").read_bytes() == data
+    [receipt] = read_receipts(Workspace(ws))
+    assert receipt.outcome == "ineffective" and receipt.pins_kept == 40

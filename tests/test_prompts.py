@@ -30,7 +30,9 @@ def test_render_transcript_tags_each_message_with_its_role() -> None:
     assert rendered == "[user] Can we ship on Friday?\n\n[assistant] Yes, if CI passes."
 
 
-def test_render_transcript_shows_tool_use_with_its_json_input_and_tool_results() -> None:
+def test_render_transcript_shows_a_tool_call_as_one_line_and_its_results() -> None:
+    """A tool call is the tool and its key argument (a shell call: its command), never
+    its JSON input."""
     rendered = render_transcript(
         [
             {
@@ -42,6 +44,12 @@ def test_render_transcript_shows_tool_use_with_its_json_input_and_tool_results()
                         "id": "t1",
                         "name": "read_file",
                         "input": {"path": "a.py"},
+                    },
+                    {
+                        "type": "tool_use",
+                        "id": "t2",
+                        "name": "Bash",
+                        "input": {"command": "cd /repo && pytest -x\necho done", "timeout": 5},
                     },
                 ],
             },
@@ -61,9 +69,29 @@ def test_render_transcript_shows_tool_use_with_its_json_input_and_tool_results()
     )
 
     assert rendered == (
-        '[assistant] Let me look.\ntool_use read_file({"path":"a.py"})\n\n'
+        "[assistant] Let me look.\ntool_use read_file a.py\ntool_use Bash: pytest -x\n\n"
         "[user] tool_result: print('hi')\ntool_result (error): no such file"
     )
+
+
+def test_a_long_tool_output_is_cut_for_a_prompt_keeping_its_ends_and_error_lines() -> None:
+    lines = [f"line {i} of the build log" for i in range(400)]
+    lines[200] = "ModuleNotFoundError: No module named 'yaml'"
+    output = "\n".join(lines)
+    message = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}],
+    }
+
+    full = render_transcript([message])
+    cut = render_transcript([message], max_output_chars=2_000)
+
+    assert output in full
+    assert len(cut) < 2_400
+    assert "line 0 of the build log" in cut and "line 399 of the build log" in cut
+    assert "line 100 of the build log" not in cut
+    assert "ModuleNotFoundError: No module named 'yaml'" in cut
+    assert "characters of output left out" in cut
 
 
 def test_render_transcript_shows_images_as_a_marker_and_unknown_blocks_as_compact_json() -> None:
@@ -80,6 +108,25 @@ def test_render_transcript_shows_images_as_a_marker_and_unknown_blocks_as_compac
     )
 
     assert rendered == '[user] [image]\n{"type":"mystery","value":1}'
+
+
+def test_thinking_is_shown_as_text_and_opaque_blocks_as_markers() -> None:
+    rendered = render_transcript(
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "The parser is wrong.", "signature": "s1g"},
+                    {"type": "redacted_thinking", "data": "QUJD"},
+                    {"type": "document", "source": {"type": "base64", "data": "QUJD"}},
+                ],
+            }
+        ]
+    )
+
+    assert rendered == (
+        "[assistant] (thinking) The parser is wrong.\n[redacted thinking]\n[document]"
+    )
 
 
 @pytest.mark.parametrize("build", PROMPTS)
@@ -147,6 +194,26 @@ def test_narrative_prompt_asks_for_decisions_facts_actions_preferences_within_bu
     for wanted in ("decisions and the reasoning", "facts", "action items", "preferences"):
         assert wanted in system
     assert "1024 tokens" in system
+
+
+@pytest.mark.parametrize("build", PROMPTS)
+def test_prompts_ask_for_what_an_agent_did(build: object) -> None:
+    """The task and its status, commands with their outcomes, errors by name, files
+    changed, next steps; not raw output or repeated standing instructions."""
+    assert callable(build)
+    system, _ = build("x", None, 1024)
+    for wanted in (
+        '"Task:"',
+        "current status",
+        "commands run",
+        "outcome (exit status",
+        "exact names",
+        "files created or changed",
+        "next steps",
+        "raw tool output",
+        "standing instructions",
+    ):
+        assert wanted in system, wanted
 
 
 def test_rolling_prompt_asks_for_third_person_topics_tone_under_500_words() -> None:

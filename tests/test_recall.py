@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.errors import MemorydError, UnsafePathError, UsageError
+from memoryd.errors import InputError, MemorydError, UnsafePathError, UsageError
 from memoryd.history import content_text
 from memoryd.job import JobRequest, run_job
 from memoryd.recall import Hit, expand, recall, update_index
@@ -126,8 +126,7 @@ def test_content_blocks_are_searched_as_text_and_images_by_a_placeholder() -> No
         {"type": "thinking", "thinking": "hmm"},
     ]
     text = content_text(content)
-    for expected in ("look at this", "read_file", '"/etc/hosts"', "ok", "[image]", "hmm"):
-        assert expected in text
+    assert text == "look at this\nread_file\n/etc/hosts\nok\n[image]\nhmm"
     assert "AAAA" not in text
 
 
@@ -144,6 +143,24 @@ def test_expand_returns_the_appended_bytes_with_context_across_archives_and_live
         message_id = json.loads(history_lines[index])["id"]
         got = expand(history, message_id, before=4, after=4)
         assert got == history_lines[max(0, index - 4) : index + 5]
+
+
+def test_expand_in_a_folder_that_is_no_workspace_says_so(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="not a workspace") as caught:
+        expand(tmp_path, "msg-1")
+    assert caught.value.exit_code == 2
+
+
+def test_recall_and_history_word_a_limit_of_0_the_same_way(
+    history: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("recall", str(history), "x", "--limit", "0")[0] == 2
+    recall_error = capsys.readouterr().err
+    assert cli("history", str(history), "--limit", "0")[0] == 2
+    history_error = capsys.readouterr().err
+    for error in (recall_error, history_error):
+        assert error.startswith("memoryd: --limit must be a whole number ")
+        assert error.endswith(" (got 0)\n")
 
 
 def test_expand_refuses_unknown_ids_and_explains_a_summary_id(history: Path) -> None:
@@ -321,10 +338,11 @@ def test_plain_queries_are_quoted_terms() -> None:
         '"deploy"',
         '"vault key"',
         '"abc"*',
-        '"NEAR("',
+        '"NEAR"',
         '"open"',
     ]
-    assert to_match("a b") == '"a" AND "b"'
+    assert to_match("x y").all_words == '"x" AND "y"'
+    assert to_match("x y").any_word(('"x"', '"y"')) == '"x" OR "y"'
     with pytest.raises(UsageError, match="no words"):
         to_match('-- !! "" *')
 
@@ -384,6 +402,7 @@ def test_the_command_line_prints_blocks_json_and_exact_bytes(history: Path) -> N
         "length",
         "snippet",
         "score",
+        "all_words",
     }
     assert cli("recall", str(history), "zzzznothing") == (
         0,
@@ -414,7 +433,10 @@ def test_root_wide_recall_over_fifty_workspaces(
         (folder / "conversation.jsonl").write_bytes(encode_lines(messages))
         assert run_job(JobRequest(folder, job, force=True)).outcome == "completed"
     hits = recall(root, "ws37tag mark0003q")
-    assert [(hit.workspace.name, hit.id) for hit in hits] == [("agent37", "msg-0003")]
+    assert [(hit.workspace.name, hit.id) for hit in hits if hit.all_words] == [
+        ("agent37", "msg-0003")
+    ]
+    assert hits[0].all_words and len(hits) == 10, "then messages with one of the words"
     everywhere = recall(root, "mark0005q", limit=100)
     assert sorted(hit.workspace.name for hit in everywhere) == [f"agent{n:02d}" for n in range(50)]
     code, text = cli("recall", str(root), "mark0005q", "--json", "--limit", "7")

@@ -111,7 +111,7 @@ fd = os.open(os.path.join(folder, ".memoryd", "index.lock"), os.O_RDWR | os.O_CR
 fcntl.flock(fd, fcntl.LOCK_EX)
 conn = sqlite3.connect(os.path.join(folder, ".memoryd", "index.sqlite"), isolation_level=None)
 conn.execute("BEGIN IMMEDIATE")
-conn.execute("INSERT INTO archives(name, size, messages) VALUES ('in-progress', 0, 0)")
+conn.execute("INSERT INTO archives(name, size, messages, passages) VALUES ('in-progress', 0, 0, 0)")
 print("held", flush=True)
 sys.stdin.read()
 """

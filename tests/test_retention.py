@@ -3,10 +3,14 @@ the verbatim section that puts back what a summary lost, within the summary's ca
 
 from __future__ import annotations
 
+from typing import Any
+
+from agent_samples import interactive, text_mode, tool_loop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.retention import VERBATIM_HEADER, Detail, extract_details, score
+from memoryd.retention import VERBATIM_HEADER, Beside, Detail, extract_details, score
+from memoryd.summarizers.toolcalls import command_label, label_key
 from memoryd.tokens import estimate_text_tokens
 from memoryd.verbatim import by_priority, fit, render_section, with_free_room, with_verbatim_section
 
@@ -181,3 +185,90 @@ def test_fit_counts_the_section_exactly(paths: list[str], words: list[str], cap:
     if rest:
         # The first detail left out (by priority) would not have fitted.
         assert estimate_text_tokens(render_section([*chosen, rest[0]])) > cap
+
+
+def test_commands_exception_names_and_the_task_are_details() -> None:
+    transcript = tool_loop(2)
+    details = extract_details(transcript.messages)
+    kinds = _kinds(details)
+    assert kinds["command"] == {label_key(command_label(c)) for c in transcript.commands}
+    assert kinds["error"] == {name.casefold() for name in transcript.exceptions}
+    [task] = [d for d in details if d.kind == "task"]
+    assert task.text == f"Task: {transcript.task}"
+
+
+def test_text_mode_commands_and_lint_codes_are_details() -> None:
+    fenced = text_mode(1)
+    assert _kinds(extract_details(fenced.messages))["command"] == {
+        label_key(command) for command in fenced.commands
+    }
+    session = interactive(1)
+    assert {"e501", session.exceptions[0].casefold()} <= _kinds(extract_details(session.messages))[
+        "error"
+    ]
+
+
+def test_tool_output_gives_error_names_and_nothing_else() -> None:
+    """A file read in a tool result is not what the conversation said: its paths,
+    versions, links and cue sentences are not details; the exception it reports is."""
+    output = (
+        "We decided to use v2.4.1 from https://example.com/x, see src/other/file.py.\n"
+        "    raise ValueError('bad')\n"
+        "KeyError: 'missing'\n"
+    )
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Read the guide and fix what it says."},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "docs/guide.md"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": output}],
+        },
+    ]
+    kinds = _kinds(extract_details(messages))
+    assert kinds.pop("path") == {"docs/guide.md"}
+    assert kinds.pop("error") == {"keyerror"}
+    assert set(kinds) == {"task"}
+
+
+def test_a_code_detail_needs_two_letters_or_digits() -> None:
+    details = extract_details([{"role": "user", "content": 'Use `a`, `""`, `[]`, `{}` and `ls`.'}])
+    assert _kinds(details) == {"code": {"ls"}}
+
+
+def test_standing_instructions_are_not_details() -> None:
+    standing = "Always run the full test suite before you submit anything."
+    messages = [
+        {"role": "user", "content": f"Fix the login redirect.\n{standing}"},
+        {"role": "assistant", "content": "Looking."},
+        {"role": "user", "content": f"Carry on.\n{standing}"},
+    ]
+    assert "preference" not in _kinds(extract_details(messages))
+
+
+def test_details_kept_beside_the_summary_count_as_kept() -> None:
+    details = extract_details([{"role": "user", "content": PLANTED}])
+    beside = Beside([{"role": "user", "content": "src/memoryd/config.py is unchanged"}], details)
+    alone = score(details, "A fluent summary.")
+    together = score(details, "A fluent summary.", beside)
+    assert together.total == alone.total
+    assert [d.key for d in alone.missing if d not in together.missing] == ["src/memoryd/config.py"]
+
+
+def test_the_verbatim_section_puts_the_task_first_and_lists_commands_and_errors() -> None:
+    transcript = tool_loop(5)
+    details = extract_details(transcript.messages)
+    section = with_verbatim_section("", score(details, "").missing, 1024)
+    lines = section.splitlines()
+    assert lines[:2] == [VERBATIM_HEADER, f"- Task: {transcript.task}"]
+    [commands] = [line for line in lines if line.startswith("- Commands: ")]
+    assert all(f"`{command_label(c)}`" in commands for c in transcript.commands)
+    [errors] = [line for line in lines if line.startswith("- Errors: ")]
+    assert all(name in errors for name in transcript.exceptions)
+    for line in lines[1:]:
+        for item in line.split(": ", 1)[1].split("; "):
+            assert len(item.strip()) >= 2

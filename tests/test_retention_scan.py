@@ -13,10 +13,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from memoryd import identifiers
+from memoryd import cues, identifiers
 from memoryd import retention as r
 from memoryd.summarizers.extractive import SENTENCE_END
-from memoryd.summarizers.prompts import render_transcript
+from memoryd.summarizers.transcript import read_messages
 
 FRAGMENTS = (
     "issue #42", "PR 17", "pr17", "#0042", "bug 7", "v2.4.1", "V1.2", "v10.0", "1.2.3-RC1",
@@ -50,14 +50,14 @@ ascii_texts = st.lists(
 def test_cue_sentences_found_around_the_phrases_are_those_of_every_sentence_searched(
     text: str,
 ) -> None:
-    assert list(r._cue_sentences(text)) == list(r._cue_sentences_searched(text))
+    assert list(cues.cue_sentences(text)) == list(cues.cue_sentences_searched(text))
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=texts | ascii_texts)
 def test_sentences_are_cut_where_the_sentence_pattern_cuts(text: str) -> None:
     pieces, start = [], 0
-    for cut in r._SENTENCE_BREAK.finditer(text):
+    for cut in cues._SENTENCE_BREAK.finditer(text):
         gap = cut.span(1) if cut.start(1) >= 0 else cut.span()
         pieces.append(text[start : gap[0]])
         start = gap[1]
@@ -66,9 +66,9 @@ def test_sentences_are_cut_where_the_sentence_pattern_cuts(text: str) -> None:
 
 
 def test_every_cue_phrase_is_looked_for_under_one_of_its_own_words() -> None:
-    for family, (_pattern, phrases) in enumerate(r._CUES):
+    for family, (_pattern, phrases) in enumerate(cues._CUES):
         for phrase in phrases:
-            owners = [w for w, found in r._PHRASES_BY_WORD.items() if (family, phrase) in found]
+            owners = [w for w, found in cues._PHRASES_BY_WORD.items() if (family, phrase) in found]
             assert len(owners) == 1 and owners[0] in re.findall(r"\w+", phrase), phrase
 
 
@@ -83,7 +83,7 @@ def test_every_cue_phrase_is_looked_for_under_one_of_its_own_words() -> None:
     ],
 )
 def test_a_cue_next_to_any_punctuation_is_found(text: str, kind: str) -> None:
-    assert [k for k, _sentence in r._cue_sentences(text)] == [kind]
+    assert [k for k, _sentence in cues.cue_sentences(text)] == [kind]
 
 
 PLAIN_CUES = (
@@ -97,7 +97,7 @@ PLAIN_CUES = (
 @settings(max_examples=300, deadline=None)
 @given(text=texts | ascii_texts)
 def test_the_cue_patterns_built_from_phrases_match_where_the_plain_ones_do(text: str) -> None:
-    for plain, (pattern, _phrases) in zip(PLAIN_CUES, r._CUES, strict=True):
+    for plain, (pattern, _phrases) in zip(PLAIN_CUES, cues._CUES, strict=True):
         assert bool(re.search(plain, text, re.IGNORECASE)) == bool(pattern.search(text))
 
 
@@ -247,10 +247,13 @@ ROLES = ["user", "assistant", "tool_result", "User", "a]b", "x y", "", None, 7]
     role=st.sampled_from(ROLES),
     content=texts | st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": texts})),
 )
-def test_a_message_text_is_its_rendering_without_the_role_tag(role: Any, content: Any) -> None:
-    message = {"role": role, "content": content}
-    rendered = render_transcript([message])
-    assert r._message_text(message) == re.sub(r"^\[[a-z_]+\]\s*", "", rendered, count=1)
+def test_a_written_message_is_checked_as_it_was_written(role: Any, content: Any) -> None:
+    """A message of text alone (no tool block, code fence or hook block) is checked as
+    its text blocks joined, whatever its role."""
+    parts = [content] if isinstance(content, str) else [block["text"] for block in content]
+    assume(not any("```" in part or "<" in part for part in parts))
+    [checked] = r.checked_texts(read_messages([{"role": role, "content": content}]))
+    assert checked == "\n".join(parts).strip()
 
 
 def _plain_missing(details: list[r.Detail], text: str) -> list[r.Detail]:
@@ -294,3 +297,11 @@ def test_a_number_in_other_digits_is_still_matched() -> None:
 def test_a_key_written_otherwise_in_code_still_counts() -> None:
     details = r.extract_details([{"role": "user", "content": "See issue 42 and `1.2.3-RC1`."}])
     assert r.score(details, "Track `#42`; ship 1.2.3-RC1.").score == 1.0
+
+
+def test_a_figure_in_other_digits_alone_is_still_matched() -> None:
+    """A key with no ASCII digit has no tag to look for: the summary's non-ASCII windows
+    are scanned all the same."""
+    details = r.extract_details([{"role": "user", "content": "The probe #٤٢ms ran."}])
+    assert [d.key for d in details] == ["٤٢ ms"]
+    assert r.score(details, "Probe #٤٢ms.").score == 1.0

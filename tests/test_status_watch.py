@@ -72,6 +72,9 @@ def test_frame_has_one_line_per_workspace_cut_to_the_width() -> None:
     assert all(len(line) <= 60 for line in lines)
     coloured = render_frame(rows, NOW, 200, fancy=True, colour=True)
     assert "\x1b[31mcritical\x1b[0m" in coloured[3]
+    assert render_frame(rows[:1], NOW, 60, fancy=False)[0].startswith(
+        "memoryd status: 1 workspace, "
+    )
 
 
 def test_watch_redraws_in_place_on_a_terminal_and_in_blocks_otherwise() -> None:
@@ -93,6 +96,26 @@ def test_watch_with_json_or_a_bad_interval_is_refused(workspace: WorkspaceFactor
     assert cli("status", str(folder), "--watch", "--json")[0] == 2
     assert cli("status", str(folder), "--watch", "--interval", "0")[0] == 2
     assert cli("status", str(folder / "nope"), "--watch")[0] == 2
+
+
+@pytest.mark.parametrize("interval", ["inf", "nan", "-1", "3601", "1e400", "soon"])
+def test_an_interval_that_is_not_a_finite_number_of_seconds_is_one_line(
+    workspace: WorkspaceFactory, tmp_path: Path, interval: str
+) -> None:
+    """``--interval inf`` passed the check and overflowed the wait with a traceback."""
+    folder = workspace(2, 10)
+    result = subprocess.run(
+        [sys.executable, "-m", "memoryd", "status", str(folder), "--watch", "--interval", interval],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("memoryd: status: argument --interval:"), line
 
 
 def _watch_argv(folder: Path) -> list[str]:
@@ -139,7 +162,9 @@ def test_on_a_terminal_the_table_follows_appends_and_ctrl_c_exits_0(
             "a frame showing the new usage",
         )
         process.send_signal(signal.SIGINT)
-        assert process.wait(20) == 0
+        # Keep reading: a terminal nobody reads blocks the last frame's write, and the exit.
+        wait_until(lambda: read_some() is not None and process.poll() is not None, 20, "exit")
+        assert process.returncode == 0
         assert process.stderr is not None and b"Traceback" not in process.stderr.read()
         output = bytes(seen)
         assert output.count(b"\x1b[H") >= 2 and b"\xe2\x96\x88" in output  # redrawn, bars
@@ -176,3 +201,42 @@ def test_on_a_pipe_each_refresh_is_plain_text(workspace: WorkspaceFactory, tmp_p
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_ctrl_c_ends_the_watch_of_a_process_started_with_sigint_ignored(
+    workspace: WorkspaceFactory, tmp_path: Path
+) -> None:
+    """A background job of a shell without job control starts with SIGINT ignored, and
+    Python then installs no handler: the watch must still end on SIGINT, with 0."""
+    workspace(4, 100, name="root/alpha")
+    ignoring = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "os.execv(sys.executable, sys.argv[1:])"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", ignoring, *_watch_argv(tmp_path / "root")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(tmp_path),
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith(b"memoryd status: 1 workspace, ")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=20)
+        assert process.returncode == 0, stderr
+        assert b"Traceback" not in stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_the_watch_puts_back_the_sigint_handler_it_found() -> None:
+    frames = iter([[row("/a", 0.1, "normal")]])
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        watch(lambda: next(frames), io.StringIO(), 0, is_tty=False, frames=1)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -304,8 +304,15 @@ def test_a_write_appends_and_never_rewrites_the_store(ws: Path) -> None:
         ("bookmarks", "not json", "not valid JSON"),
         ("bookmarks", "[1, 2]", "got an array"),
         ("bookmarks", '"text"', "got a string"),
-        ("bookmarks", '{"x": NaN}', "cannot be stored as JSON"),
+        ("bookmarks", '{"x": NaN}', "NaN is not JSON"),
         ("notes", '{"x": 1}', "unknown memory store 'notes'"),
+        ("lessons", "{}", "the memory entry is empty"),
+        ("lessons", '{"text": "", "tags": [], "timestamp": "2026-01-01"}', "entry is empty"),
+        (
+            "lessons",
+            '{"text": "' + "x" * 16_400 + '"}',
+            r"more than memory.max_entry_bytes \(16384\)",
+        ),
     ],
 )
 def test_bad_entries_are_refused_with_exit_2_and_nothing_written(
@@ -317,6 +324,18 @@ def test_bad_entries_are_refused_with_exit_2_and_nothing_written(
     assert caught.value.exit_code == 2
     assert "\n" not in str(caught.value)
     assert tree(ws) == {}
+
+
+def test_the_python_api_takes_an_entry_up_to_max_entry_bytes_and_refuses_one_byte_more(
+    ws: Path,
+) -> None:
+    entry = {"timestamp": "2026-01-01T00:00:00.000Z", "text": ""}
+    entry["text"] = "x" * (1024 - len(json.dumps(entry, separators=(",", ":"))) - 1)
+    assert write_entry(ws, "lessons", entry, 50, max_entry_bytes=1024)["written"]
+    entry["text"] += "x"
+    with pytest.raises(InputError, match=r"is 1025 bytes, more than memory.max_entry_bytes"):
+        write_entry(ws, "lessons", entry, 50, max_entry_bytes=1024)
+    assert len((ws / "memory" / "lessons.jsonl").read_bytes().splitlines()) == 1
 
 
 def test_the_python_api_refuses_a_non_object_entry_and_writes_nothing(ws: Path) -> None:

@@ -42,6 +42,12 @@ def test_the_unit_ships_the_hardening_that_works_in_a_user_unit() -> None:
         assert unit.get(key) == value, key
 
 
+def test_the_unit_gives_the_daemon_more_descriptors_than_the_default_1024() -> None:
+    """systemd's default soft limit is 1,024: the metrics endpoint's bound and reserve
+    keep the daemon working within it, the unit leaves it room for bursts."""
+    assert int(settings(UNIT)["LimitNOFILE"]) >= 4096
+
+
 def test_the_drop_in_holds_the_private_users_set_and_says_what_private_tmp_hides() -> None:
     drop_in = settings(DROP_IN)
     for key in ("PrivateUsers", "PrivateTmp", "PrivateDevices", "ProtectClock"):

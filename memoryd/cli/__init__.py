@@ -103,14 +103,36 @@ class _Parser(argparse.ArgumentParser):
     global options.
     """
 
+    dash_words = False
+    """Whether an unknown word that starts with one ``-`` is a positional argument (a
+    search query such as ``-postgres``) rather than an unknown option."""
+
     def __init__(self, *args: Any, top: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         add_global_options(self, None if top else argparse.SUPPRESS)
+
+    def _parse_optional(self, arg_string: str) -> Any:
+        found = super()._parse_optional(arg_string)
+        if (
+            self.dash_words
+            and isinstance(found, tuple)
+            and found[0] is None
+            and not arg_string.startswith("--")
+        ):
+            return None  # not one of this parser's options: a positional
+        return found
 
     def error(self, message: str) -> NoReturn:
         # main() prefixes "memoryd: "; a subcommand's errors name the subcommand.
         where = self.prog.removeprefix(PROG).strip()
         raise UsageError(f"{where}: {message}" if where else message)
+
+
+def take_dash_words(parser: argparse.ArgumentParser) -> None:
+    """Let ``parser`` take a word such as ``-postgres`` that is none of its options as a
+    positional argument (a query), instead of refusing it as an unknown option."""
+    if isinstance(parser, _Parser):
+        parser.dash_words = True
 
 
 def command_in(argv: Sequence[str]) -> str | None:

@@ -17,6 +17,16 @@ def load_config(args: argparse.Namespace, **overrides: Any) -> LoadedSettings:
     return load_settings(args.config, {"log_format": args.log_format, **overrides})
 
 
+def config_given(args: argparse.Namespace) -> bool:
+    """True when this run was told which configuration to read (``--config`` or
+    ``$MEMORYD_CONFIG``); otherwise status reports use the budget the daemon recorded."""
+    import os
+
+    from memoryd.config_files import CONFIG_ENV
+
+    return args.config is not None or bool(os.environ.get(CONFIG_ENV))
+
+
 def log_to_stderr(args: argparse.Namespace) -> None:
     """One-shot commands keep stdout for their answer and log warnings only, on stderr."""
     import sys

@@ -1,4 +1,5 @@
-"""``memoryd demo``: prepare a demo root, then run the daemon on it."""
+"""``memoryd demo``: prepare a demo root, then run the daemon on it (its logs in console
+format on a terminal, JSON otherwise)."""
 
 from __future__ import annotations
 
@@ -40,8 +41,18 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         flush=True,
     )
     loaded = load_settings(config, {"log_format": args.log_format})
+    chosen = demo_log_format(loaded.sources.get("log_format", "default"), sys.stdout.isatty())
+    if chosen is not None:
+        loaded = load_settings(config, {"log_format": chosen})
     result: int = run_daemon(loaded, config_file=config)
     return result
+
+
+def demo_log_format(source: str, terminal: bool) -> str | None:
+    """``"console"`` when no flag, variable or file chose a log format (``source`` is
+    ``"default"``) and the logs go to a terminal: a person is reading them. None keeps the
+    format as loaded (JSON, as the daemon logs, or what was chosen)."""
+    return "console" if source == "default" and terminal else None
 
 
 def this_command() -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from memoryd.cli.common import load_config
+from memoryd.cli.recall import count
 from memoryd.errors import UsageError
 
 
@@ -18,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", type=Path, help="a workspace, or a folder (a root) of them")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument(
-        "--limit", type=int, metavar="N", help="only the N most recent jobs (totals cover all)"
+        "--limit", type=count, metavar="N", help="only the N most recent jobs (totals cover all)"
     )
 
 
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from memoryd.workspace import CONVERSATION, Workspace
 
     if args.limit is not None and args.limit < 1:
-        raise UsageError(f"--limit: {args.limit} is not a positive number")
+        raise UsageError(f"--limit must be a whole number of 1 or more (got {args.limit})")
     path: Path = args.path
     if not path.is_dir():
         raise UsageError(f"{path}: no such folder")

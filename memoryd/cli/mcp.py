@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from memoryd.cli.common import load_config, log_to_stderr
+from memoryd.cli.common import config_given, load_config, log_to_stderr
 from memoryd.errors import InputError
 
 
@@ -35,5 +35,5 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             named = ", ".join(str(root) for root in settings.roots) or "none"
             raise InputError(f"none of the configured roots exists ({named}); pass --root")
         scope = Scope.for_roots(roots, settings.max_depth)
-    serve(scope, settings)
+    serve(scope, settings, daemon_budget=not config_given(args))
     return 0

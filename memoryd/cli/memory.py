@@ -41,10 +41,13 @@ def memory_setting(args: argparse.Namespace, name: str) -> int:
 
 def parse_entry(text: str) -> dict[str, Any]:
     """The ``--entry`` argument as a JSON object; InputError (exit 2) otherwise."""
+    from memoryd import strict_json
+
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"--entry is not valid JSON: {exc}") from None
+        value = strict_json.loads(text)
+    except strict_json.JSONProblem as problem:
+        where = f" ({problem.detail})" if problem.detail else ""
+        raise InputError(f"--entry is not valid JSON: {problem}{where}") from None
     if not isinstance(value, dict):
         kind = _JSON_KINDS.get(type(value), type(value).__name__)
         raise InputError(f"--entry must be a JSON object, got {kind}")
@@ -60,7 +63,11 @@ def handle_write(args: argparse.Namespace, out: TextIO) -> int:
     check_store(args.store)
     entry = parse_entry(args.entry)
     threshold = memory_setting(args, "threshold")
-    _write_json(out, stores.write_entry(args.workspace, args.store, entry, threshold))
+    largest = memory_setting(args, "max_entry_bytes")
+    result = stores.write_entry(
+        args.workspace, args.store, entry, threshold, max_entry_bytes=largest
+    )
+    _write_json(out, result)
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from memoryd.cli.common import log_to_stderr
+from memoryd.recall_query import QUERY_SECONDS
 
 if TYPE_CHECKING:
     from memoryd.recall import Hit
@@ -25,18 +26,42 @@ def count(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    """A number of seconds for argparse (its range is checked by the search)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """PATH, QUERY, ``--limit``, ``--role``, ``--json`` and ``--raw``."""
+    """PATH, QUERY, ``--limit``, ``--role``, ``--json``, ``--raw`` and ``--timeout``.
+
+    A query that starts with ``-`` is the query, not an unknown option (``-postgres``);
+    ``--`` ends the options too.
+    """
+    from memoryd.cli import take_dash_words
+
+    take_dash_words(parser)
     parser.add_argument(
         "path", type=Path, help="a workspace, or a folder to search every workspace below"
     )
     parser.add_argument(
-        "query", help='plain words (all must match); "a phrase"; word* for a prefix'
+        "query",
+        help='words or a question (hits with every word first); "a phrase"; word* for a prefix '
+        "(2 letters or more); a query that starts with - is a query",
     )
     parser.add_argument("--limit", type=count, default=10, help="at most this many hits (10)")
     parser.add_argument("--role", choices=("user", "assistant"), help="only this role's messages")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--raw", action="store_true", help="the query is SQLite FTS5 syntax")
+    parser.add_argument(
+        "--timeout",
+        type=seconds,
+        default=QUERY_SECONDS,
+        metavar="SECONDS",
+        help=f"stop a search that runs longer than this ({QUERY_SECONDS:g})",
+    )
 
 
 def _when(timestamp: int | None) -> str:
@@ -72,7 +97,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         from memoryd.cli.common import load_config
 
         depth = load_config(args).settings.max_depth
-    hits = recall(args.path, args.query, args.limit, args.role, raw=args.raw, max_depth=depth)
+    hits = recall(
+        args.path,
+        args.query,
+        args.limit,
+        args.role,
+        raw=args.raw,
+        max_depth=depth,
+        timeout=args.timeout,
+    )
     if args.json:
         out.write(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2) + "\n")
     elif hits:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from memoryd.cli.common import load_config
+from memoryd.cli.common import config_given, load_config
 from memoryd.errors import MemorydError, UsageError
 
 if TYPE_CHECKING:
@@ -26,12 +26,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--watch", action="store_true", help="refresh the table until Ctrl-C (live on a terminal)"
     )
     parser.add_argument(
-        "--interval", type=float, default=2.0, help="seconds between refreshes (default: 2)"
+        "--interval",
+        type=interval,
+        default=2.0,
+        help=f"seconds between refreshes, above 0 and at most {MAX_INTERVAL:g} (default: 2)",
     )
 
 
+MAX_INTERVAL = 3600.0
+"""The longest refresh interval of ``--watch`` (an hour); longer is refused, as infinity
+is (a wait that long overflowed)."""
+
+
+def interval(text: str) -> float:
+    """A refresh interval for argparse: a number of seconds above 0, at most an hour."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < seconds <= MAX_INTERVAL:  # NaN and infinity fail here too
+        raise argparse.ArgumentTypeError(
+            f"must be above 0 and at most {MAX_INTERVAL:g} seconds (got {text})"
+        )
+    return seconds
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    """Print a table (or JSON rows) of usage, level, strategy and heartbeat."""
+    """Print a table (or JSON rows) of usage, level, strategy and heartbeat. Without
+    ``--config`` (or ``$MEMORYD_CONFIG``) each workspace is counted against the budget the
+    daemon recorded for it (docs/design.md#state)."""
     from memoryd.status import collect_status, render_status_table
 
     settings, for_workspace = _settings(args)
@@ -43,9 +66,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         for root in settings.roots:
             if not root.is_dir():
                 print(f"memoryd: root {root} does not exist (yet)", file=sys.stderr)
+    daemon_budget = not config_given(args)
     if args.watch:
-        return _watch_status(args, paths, load_config(args).settings, out)
-    rows = collect_status(paths, settings, for_workspace)
+        return _watch_status(args, paths, load_config(args).settings, out, daemon_budget)
+    rows = collect_status(paths, settings, for_workspace, daemon_budget=daemon_budget)
     if args.json:
         json.dump(rows, out, indent=2)
         out.write("\n")
@@ -82,21 +106,24 @@ def _settings(args: argparse.Namespace) -> tuple[StatusConfig, ForWorkspace]:
 
 
 def _watch_status(
-    args: argparse.Namespace, paths: list[Path], settings: Settings, out: TextIO
+    args: argparse.Namespace,
+    paths: list[Path],
+    settings: Settings,
+    out: TextIO,
+    daemon_budget: bool,
 ) -> int:
     from memoryd.status import collect_status
     from memoryd.status_watch import watch
 
     if args.json:
         raise UsageError("status: --watch and --json cannot be combined")
-    if not args.interval > 0:
-        raise UsageError(f"status: --interval must be above 0 (got {args.interval:g})")
-    last = [collect_status(paths, settings)]  # a bad PATH is refused before the screen is taken
+    # A bad PATH is refused before the screen is taken.
+    last = [collect_status(paths, settings, daemon_budget=daemon_budget)]
 
     def rows() -> list[dict[str, Any]]:
         # A workspace removed between two frames must not end the watch: keep the last frame.
         with contextlib.suppress(MemorydError, OSError):
-            last[0] = collect_status(paths, settings)
+            last[0] = collect_status(paths, settings, daemon_budget=daemon_budget)
         return last[0]
 
     return watch(

@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from memoryd import strict_json
 from memoryd.conversation import Counted
 from memoryd.discovery import Found
 from memoryd.draining import FOLDER as DRAINING
-from memoryd.errors import UnsafePathError
+from memoryd.errors import InputError, MemorydError, UnsafePathError
 from memoryd.fsutil import SYMLINK_REFUSED, create_in, replace_in
 from memoryd.heartbeat import parse
 from memoryd.recovery import leftover
-from memoryd.state import WorkspaceState, state_bytes
+from memoryd.regular_files import not_regular
+from memoryd.state import STATE_MAX_BYTES, WorkspaceState, state_bytes
 from memoryd.workspace import HEARTBEAT, META
 
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -78,9 +79,10 @@ def read_seed(found: Found) -> Seed:
         state: Any = {}
         if STATE in names:
             try:
-                state = json.loads(_read(meta, STATE, f"{path}/{META}") or b"")
-            except (OSError, ValueError, UnsafePathError):
-                state = {}
+                raw = _read(meta, STATE, f"{path}/{META}", STATE_MAX_BYTES)
+                state = strict_json.loads(raw or b"")
+            except (OSError, ValueError, MemorydError):
+                state = {}  # as memoryd.state.read_state: rebuilt (docs/design.md#state)
         leftovers = (
             leftovers
             or any(leftover(META, name) for name in names)
@@ -126,10 +128,14 @@ class Folders:
         os.close(self.fd)
 
     def ensure_meta(self) -> int:
-        """The descriptor of ``.memoryd``, created (mode 0755) when missing."""
+        """The descriptor of ``.memoryd``, created (mode 0755, and the workspace folder
+        fsynced) when missing."""
         if self.meta is None:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(META, 0o755, dir_fd=self.fd)
+                # Its entry must outlive a power cut before anything durable is put in it,
+                # as fsutil's walk does for every folder (docs/design.md#power-cut).
+                os.fsync(self.fd)
             meta = f"{self.path}/{META}"
             self.meta = _open_folder(self.fd, meta)
             if self.meta is None:
@@ -184,28 +190,37 @@ def _holds_leftovers(parent: int | None, kind: str, where: str) -> bool:
         os.close(fd)
 
 
-def _read(folder: int | None, name: str, where: str) -> bytes | None:
-    """The bytes of ``name`` (in the open ``folder``, or a whole path when None; ``where``
-    names the folder in errors); None when it is missing."""
+def _read(folder: int | None, name: str, where: str, max_bytes: int | None = None) -> bytes | None:
+    """The bytes of the regular file ``name`` (in the open ``folder``, or a whole path when
+    None; ``where`` names the folder in errors); None when it is missing. A symlink, FIFO,
+    socket or device is refused (UnsafePathError) without a wait, as
+    :mod:`memoryd.regular_files` refuses them (docs/design.md#regular-files); with
+    ``max_bytes``, so is a longer file (InputError)."""
+    shown = f"{where}/{os.path.basename(name)}"
     try:
         fd = os.open(name, FILE_FLAGS, dir_fd=folder)
     except FileNotFoundError:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UnsafePathError(f"{where}/{os.path.basename(name)}: {SYMLINK_REFUSED}") from None
+            raise UnsafePathError(f"{shown}: {SYMLINK_REFUSED}") from None
+        if exc.errno == errno.ENXIO:  # a socket: there, but nothing to open
+            raise not_regular(shown) from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UnsafePathError(f"{where}/{os.path.basename(name)}: is not a regular file")
+            raise not_regular(shown)
+        limit = st.st_size if max_bytes is None else min(st.st_size, max_bytes)
         # One read for the size it has, and more only if it grew meanwhile.
-        data = os.read(fd, st.st_size + 1)
-        if len(data) <= st.st_size:
-            return data
-        chunks = [data]
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
+        data = os.read(fd, limit + 1)
+        chunks, total = [data], len(data)
+        if total > limit:
+            while (max_bytes is None or total <= max_bytes) and (chunk := os.read(fd, 1 << 16)):
+                chunks.append(chunk)
+                total += len(chunk)
+        if max_bytes is not None and total > max_bytes:
+            raise InputError(f"{shown}: is larger than {max_bytes:,} bytes")
         return b"".join(chunks)
     finally:
         os.close(fd)

@@ -9,7 +9,6 @@ is asked at each dispatch which backend the job gets (docs/design.md#spend-cap).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,12 +18,22 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd.budget import Downgrade, SpendCap, SpendLedger, cap_reason, ledger_path
+from memoryd import strict_json
+from memoryd.budget import (
+    Downgrade,
+    SpendCap,
+    SpendLedger,
+    cap_reason,
+    ledger_path,
+    rebuild_spend,
+    utc_day,
+)
 from memoryd.config import Settings, parse_listen
 from memoryd.daemon.hooks import DaemonHooks
-from memoryd.errors import ConfigError
+from memoryd.errors import ConfigError, MemorydError
 from memoryd.job import JobResult
 from memoryd.receipts import LLMUsage, Receipt
+from memoryd.regular_files import read_file_from
 from memoryd.summarizers.base import choose_backend
 from memoryd.tracked import Tracked, over_budget
 
@@ -46,20 +55,19 @@ def salvaged_since(events_file: Path, offset: int) -> int:
     """Lines that ``salvaged_lines`` events appended after ``offset`` carried over.
 
     The drain that salvages runs in the worker after the job has returned, so the count
-    cannot come back with the job's result: it is read from the workspace's events.
+    cannot come back with the job's result: it is read from the workspace's events (a
+    file that is not a regular one, or not strict JSON, counts nothing).
     """
     try:
-        with events_file.open("rb") as file:
-            file.seek(offset)
-            tail = file.read()
-    except OSError:
+        tail = read_file_from(events_file, offset)
+    except (OSError, MemorydError):
         return 0
     count = 0
     for line in tail.splitlines():
         if b'"salvaged_lines"' not in line:
             continue
         try:
-            record = json.loads(line)
+            record = strict_json.loads(line)
         except ValueError:
             continue
         if not isinstance(record, dict) or record.get("type") != "salvaged_lines":
@@ -85,6 +93,7 @@ class Telemetry(DaemonHooks):
         self.env = env
         self.metrics: Metrics | None = None
         self.textfile: Path | None = None
+        self.roots = list(roots)
         self.cap = SpendCap(SpendLedger(ledger_path(env, roots)))
         self._textfile_due = 0.0
         self._textfile_dirty = False
@@ -118,6 +127,17 @@ class Telemetry(DaemonHooks):
         if settings.metrics_textfile:
             self.textfile = Path(settings.metrics_textfile).expanduser()
             self._write_textfile(now)
+
+    def settle_ledger(self, now_wall: float) -> None:
+        """A ledger that could not be used at start (or is missing while a cap is set):
+        rebuild the day's total from the receipts under the roots, or keep the cap reached
+        for the day (the cap fails closed; docs/design.md#spend-cap)."""
+        ledger, summarizer = self.cap.ledger, self.settings.summarizer
+        capped = summarizer.max_cost_per_day_usd > 0 or summarizer.max_llm_tokens_per_day > 0
+        if ledger.needs_rebuild is None and not (ledger.missing and capped):
+            return
+        rebuilt = rebuild_spend(self.roots, self.settings.max_depth, utc_day(now_wall))
+        ledger.settle(rebuilt, now_wall)
 
     def close(self) -> None:
         """Stop serving; write the textfile one last time."""
@@ -200,6 +220,9 @@ class Telemetry(DaemonHooks):
         return reason is not None, spend.cost_usd, spend.tokens
 
     # ----- hooks ----------------------------------------------------------------------
+
+    def started(self, now: float) -> None:
+        self.settle_ledger(time.time())
 
     def counted(self, tracked: Tracked, new_lines: int, malformed: int, now: float) -> None:
         if self.metrics is not None and malformed:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import os
 import stat
 import time
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -24,7 +22,14 @@ from memoryd.heartbeat import Heartbeat, HeartbeatManager, render
 from memoryd.job import report_failure
 from memoryd.logs import debug_enabled
 from memoryd.recovery import recover
-from memoryd.state import numbers_key, read_state, saved_counted, saved_numbers
+from memoryd.state import (
+    numbers_key,
+    read_state,
+    saved_calibration,
+    saved_counted,
+    saved_numbers,
+    saved_time,
+)
 from memoryd.tracked import Tracked
 from memoryd.watch import classify
 from memoryd.workspace import CONVERSATION, Workspace
@@ -122,8 +127,8 @@ class WorkspaceTracking(DaemonParts):
             reader=reader,
             config_error=config_error,
             level=level if level in ("normal", "warning", "critical") else None,
-            last_summary_at=saved.get("last_summary_at"),
-            calibration=_calibration(saved.get("calibration")),
+            last_summary_at=saved_time(saved),
+            calibration=saved_calibration(saved),
             state_numbers=numbers_key(saved_numbers(saved)),
             changed_at=time.monotonic() - max(0.0, time.time() - st.st_mtime),
         )
@@ -265,11 +270,3 @@ def _recover(workspace: Workspace) -> None:
             archives_finalised=cleaned.archives_finalised,
             archives_discarded=cleaned.archives_discarded,
         )
-
-
-def _calibration(value: Any) -> float:
-    try:
-        factor = float(value)
-    except (TypeError, ValueError):
-        return 1.0
-    return factor if math.isfinite(factor) and factor > 0 else 1.0

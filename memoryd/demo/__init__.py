@@ -17,15 +17,20 @@ import tomli_w
 from memoryd.errors import InputError
 
 DEMO_TOKEN_LIMIT = 13_000
-"""Small enough that the shipped conversation (~11,400 tokens) is past the 80% trigger."""
+"""Small enough that the shipped conversation (~11,400 tokens) is past the 80% trigger.
+Kept in the workspace's own ``.memoryd/config.toml``, so that every command (status with
+or without ``--config``, the MCP server, the Python API) counts it against the same
+budget as the daemon."""
 CONFIG_NAME = "memoryd.toml"
 WORKSPACE_NAME = "example-agent"
-HEADER = "# Written by `memoryd demo`: the demo root, a small budget, the offline summarizer.\n"
+HEADER = "# Written by `memoryd demo`: the demo root and the offline summarizer.\n"
+WORKSPACE_HEADER = "# Written by `memoryd demo`: the example's small budget.\n"
 
 
 def prepare_demo(folder: Path) -> Path:
-    """Create (or reset) ``folder`` with ``example-agent/`` and a ``memoryd.toml``; returns
-    the config (the workspace is ``example-agent`` beside it).
+    """Create (or reset) ``folder`` with ``example-agent/`` (its budget in its own
+    ``.memoryd/config.toml``) and a ``memoryd.toml``; returns the config (the workspace is
+    ``example-agent`` beside it).
 
     Raises InputError (nothing changed) when ``folder`` is not a folder or holds anything
     an earlier demo did not write.
@@ -40,10 +45,14 @@ def prepare_demo(folder: Path) -> Path:
     source = resources.files(__package__).joinpath(WORKSPACE_NAME, "conversation.jsonl")
     with source.open("rb") as src, (workspace / "conversation.jsonl").open("wb") as dst:
         shutil.copyfileobj(src, dst)
+    (workspace / ".memoryd").mkdir()
+    budget = {"token_limit": DEMO_TOKEN_LIMIT}
+    (workspace / ".memoryd" / "config.toml").write_text(
+        WORKSPACE_HEADER + tomli_w.dumps(budget), encoding="utf-8"
+    )
     config = folder / CONFIG_NAME
     settings = {
         "roots": [str(folder)],
-        "token_limit": DEMO_TOKEN_LIMIT,
         "checkin_interval": 1.0,
         "summarizer": {"backend": "extractive"},
     }

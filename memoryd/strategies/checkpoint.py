@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import structlog
 from pydantic import ValidationError
 
-from memoryd import events
+from memoryd import events, strict_json
 from memoryd.checkpoint import (
     CHECKPOINT_PREFIX,
     SECTIONS,
@@ -23,14 +23,16 @@ from memoryd.checkpoint import (
     CheckpointSummary,
     CompactionInfo,
     render_checkpoint,
+    render_lists,
 )
 from memoryd.config import Settings
 from memoryd.conversation import Line
-from memoryd.errors import SummarizerError
+from memoryd.errors import MemorydError, SummarizerError
 from memoryd.fsutil import atomic_write
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
 from memoryd.receipts import RetentionFigures
-from memoryd.retention import Detail, extract_details, score
+from memoryd.regular_files import read_file
+from memoryd.retention import Beside, Detail, extract_details, score
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
     billed_on_failure,
@@ -41,10 +43,16 @@ from memoryd.strategies.summary import (
     transcript_messages,
 )
 from memoryd.summarizers.base import Summarizer, compact_to_checkpoint, make_summarizer
+from memoryd.tokens import estimate_text_tokens
 from memoryd.verbatim import fit
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
+
+LISTS_SHARE = 0.95
+"""Of ``summarizer.max_summary_tokens``, the room of the lists the offline builder fills;
+the details kept verbatim get what the lists leave, and never less than the rest
+(docs/design.md#checkpoint)."""
 
 
 def load_checkpoint(workspace: Workspace, head: Line | None = None) -> Checkpoint | None:
@@ -55,10 +63,10 @@ def load_checkpoint(workspace: Workspace, head: Line | None = None) -> Checkpoin
     """
     stored: Checkpoint | None = None
     try:
-        stored = Checkpoint.model_validate_json(workspace.checkpoint.read_bytes())
+        stored = Checkpoint.model_validate(strict_json.loads(read_file(workspace.checkpoint)))
     except FileNotFoundError:
         pass
-    except (OSError, ValidationError) as exc:
+    except (OSError, MemorydError, ValueError) as exc:  # ValidationError is a ValueError
         log.warning(
             "checkpoint_unreadable", workspace=str(workspace.path), error=type(exc).__name__
         )
@@ -109,10 +117,11 @@ def _repaired_lists(
     lists: CheckpointSummary,
     details: Sequence[Detail],
     min_retention: float,
+    beside: Beside | None = None,
 ) -> tuple[CheckpointSummary, float]:
     """The lists, after one repair request when they kept less than ``min_retention`` of
     ``details`` (and the score before it). A failed or worse repair keeps the lists."""
-    first = score(details, _lists_text(lists))
+    first = score(details, _lists_text(lists), beside)
     if min_retention <= 0 or first.score >= min_retention:
         return lists, first.score
     try:
@@ -120,9 +129,20 @@ def _repaired_lists(
     except SummarizerError as exc:
         log.warning("checkpoint_repair_failed", backend=summarizer.name, reason=str(exc))
         return lists, first.score
-    if repaired is None or score(details, _lists_text(repaired)).score <= first.score:
+    if repaired is None or score(details, _lists_text(repaired), beside).score <= first.score:
         return lists, first.score
     return repaired, first.score
+
+
+def _uncovered(missing: Sequence[Detail]) -> list[Detail]:
+    """The missing details less the paths that a longer missing path holds
+    (``src/a.py`` in ``/repo/src/a.py``): keeping the longer one keeps both."""
+    paths = [d.key for d in missing if d.kind == "path"]
+    return [
+        d
+        for d in missing
+        if d.kind != "path" or not any(d.key != other and d.key in other for other in paths)
+    ]
 
 
 def retain_in_lists(
@@ -131,6 +151,7 @@ def retain_in_lists(
     budget: int,
     min_retention: float,
     before: float | None = None,
+    beside: Beside | None = None,
 ) -> tuple[list[str], RetentionFigures]:
     """The retention check over a checkpoint's lists (pure): the details they lost, to
     keep verbatim beside them within ``budget`` tokens, and the scores.
@@ -138,15 +159,16 @@ def retain_in_lists(
     As for summaries: below ``min_retention`` the missing details may take up to the
     whole budget; at or above it they are kept as well while they fit; 0 switches the
     check's repair off (docs/design.md#retention). ``before`` is the score before an
-    earlier repair request, when there was one.
+    earlier repair request, when there was one; what stays ``beside`` the checkpoint (the
+    pinned messages) counts as kept.
     """
     text = _lists_text(lists)
-    first = score(details, text)
+    first = score(details, text, beside)
     start = first.score if before is None else before
     if min_retention <= 0 or not first.missing:
         return [], RetentionFigures(start, first.score, len(first.missing))
-    chosen = [d.text for d in fit(first.missing, budget)]
-    final = score(details, "\n".join([text, *chosen]))
+    chosen = [d.text for d in fit(_uncovered(first.missing), budget)]
+    final = score(details, "\n".join([text, *chosen]), beside)
     return chosen, RetentionFigures(start, final.score, len(final.missing))
 
 
@@ -190,20 +212,28 @@ class CheckpointStrategy:
         request.progress(
             f"checkpointing {len(messages)} messages with the {summarizer.name} backend"
         )
+        budget = request.settings.summarizer.max_summary_tokens
         with contextlib.closing(summarizer), billed_on_failure(summarizer):
             lists, calls = compact_to_checkpoint(
-                summarizer, previous, messages, request.settings.summarizer.max_input_tokens
+                summarizer,
+                previous,
+                messages,
+                request.settings.summarizer.max_input_tokens,
+                int(budget * LISTS_SHARE),
             )
             details = extract_details(messages, _previous_text(previous))
+            beside = Beside(transcript_messages(request.kept), details)
             lists, before = _repaired_lists(
-                summarizer, lists, details, request.settings.summarizer.min_retention
+                summarizer, lists, details, request.settings.summarizer.min_retention, beside
             )
+        lists_tokens = estimate_text_tokens(render_lists(lists))
         kept_verbatim, retention = retain_in_lists(
             lists,
             details,
-            request.settings.summarizer.max_summary_tokens,
+            max(budget - lists_tokens, budget - int(budget * LISTS_SHARE)),
             request.settings.summarizer.min_retention,
             before,
+            beside,
         )
         now = time.time()
         timestamps = [

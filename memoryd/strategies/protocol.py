@@ -80,6 +80,10 @@ class HeadRequest:
     deadline: float
     """Seconds the summarizer may take in all (every call and retry)."""
     progress: Progress
+    kept: Sequence[Line] = ()
+    """The lines that stay verbatim after the head: the prefix's pinned messages (their
+    indices below ``plan.keep_from``), then the kept part. The retention check counts what
+    they carry as kept (docs/design.md#retention)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,10 @@ import structlog
 from memoryd.conversation import Line
 from memoryd.errors import SummarizerError
 from memoryd.receipts import RetentionFigures
-from memoryd.retention import Detail, extract_details, score
+from memoryd.retention import Beside, Detail, extract_details, score
 from memoryd.strategies.protocol import Head, HeadRequest
 from memoryd.summarizers.base import Summarizer, make_summarizer, summarize_messages
+from memoryd.summarizers.transcript import read_messages, task_phrase
 from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
 from memoryd.verbatim import with_free_room, with_verbatim_section
 
@@ -112,11 +113,27 @@ def transcript_messages(lines: Sequence[Line]) -> list[Mapping[str, Any]]:
     return messages
 
 
+def pinned_task(prefix: Sequence[Line], kept: Sequence[Line]) -> str | None:
+    """``Task: …`` for a task message that is pinned, or None (pure).
+
+    The task is the conversation's first message, a user turn; when it is pinned, the
+    summary never sees it, so it is given this line as the summary so far, to state the
+    task too (docs/design.md#summarizers).
+    """
+    first = next((line for line in kept if line.message is not None), None)
+    if first is None or first.message is None or (prefix and first.index > prefix[0].index):
+        return None
+    [view] = read_messages([first.message])
+    phrase = task_phrase(view.text) if view.genuine else None
+    return f"Task: {phrase}" if phrase else None
+
+
 def summary_head(request: HeadRequest, style: Style) -> Head:
     """One summary message for the prefix, folding in a previous summary at its head."""
     settings, prefix, plan = request.settings, request.prefix, request.plan
     previous = previous_summary_text(prefix[0]) if plan.folds_previous_summary else None
     to_summarize = prefix[1:] if previous is not None else prefix
+    folded = previous if previous is not None else pinned_task(prefix, request.kept)
     summarizer = make_summarizer(settings, request.env, request.deadline)
     request.progress(
         f"summarizing {plan.summarized_count} messages with the {summarizer.name} backend"
@@ -125,17 +142,19 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
     budget = settings.summarizer.max_summary_tokens
     with contextlib.closing(summarizer), billed_on_failure(summarizer):
         summary = summarize_messages(
-            summarizer, messages, previous, budget, settings.summarizer.max_input_tokens, style
+            summarizer, messages, folded, budget, settings.summarizer.max_input_tokens, style
         )
         if not summary.text.strip():
             raise SummarizerError("the summarizer returned an empty summary")
         request.progress("checking that the summary kept the details")
+        details = extract_details(messages, folded)
         text, retention = retain_details(
             summarizer,
             summary.text,
-            extract_details(messages, previous),
+            details,
             budget,
             settings.summarizer.min_retention,
+            Beside(transcript_messages(request.kept), details),
         )
     count = plan.summarized_count + (previous_count(prefix[0]) if previous is not None else 0)
     message = summary_message(
@@ -175,8 +194,13 @@ def retain_details(
     details: Sequence[Detail],
     budget: int,
     min_retention: float,
+    beside: Beside | None = None,
 ) -> tuple[str, RetentionFigures]:
     """``text``, repaired when it kept less than ``min_retention`` of ``details``.
+
+    A detail that the messages kept ``beside`` the summary carry (the pinned messages,
+    the kept part) counts as kept: the figures are measured on what the file holds after
+    the commit, and nothing is repaired or kept verbatim twice.
 
     Below the threshold the backend is asked once to repair the summary (a backend that
     cannot be asked is not); if it is still below, the missing details are appended as a
@@ -185,7 +209,7 @@ def retain_details(
     no detail are taken out. A threshold of 0 switches the repairs off; the score is still
     measured (docs/design.md#retention).
     """
-    first = score(details, text)
+    first = score(details, text, beside)
     if min_retention <= 0:
         return text, RetentionFigures(first.score, first.score, len(first.missing))
     current = first
@@ -198,7 +222,7 @@ def retain_details(
             log.warning("summary_repair_failed", backend=summarizer.name, reason=str(exc))
             repaired = None
         if repaired is not None and repaired.text.strip():
-            candidate = score(details, repaired.text)
+            candidate = score(details, repaired.text, beside)
             if candidate.score >= first.score and estimate_text_tokens(repaired.text) <= budget:
                 text, current = repaired.text, candidate
     scored = text
@@ -210,5 +234,5 @@ def retain_details(
         else:
             text = with_free_room(text, current.missing, budget, kept)
     # score is pure: a text left as it was scored keeps its score (docs/design.md#retention).
-    final = current if text == scored else score(details, text)
+    final = current if text == scored else score(details, text, beside)
     return text, RetentionFigures(first.score, final.score, len(final.missing))

@@ -83,8 +83,13 @@ class Summarizer(Protocol):
         cannot be asked (the extractive one)."""
 
     def checkpoint(
-        self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
-    ) -> CheckpointSummary: ...
+        self,
+        previous: CheckpointSummary | None,
+        messages: Sequence[Mapping[str, Any]],
+        budget: int,
+    ) -> CheckpointSummary:
+        """``messages`` folded into ``previous``; ``budget`` is the room of the lists, in
+        tokens of the checkpoint's text (the LLM is asked for short lists instead)."""
 
     def repair_checkpoint(
         self, lists: CheckpointSummary, missing: Sequence[str]
@@ -119,9 +124,12 @@ class ExtractiveSummarizer:
         return None
 
     def checkpoint(
-        self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
+        self,
+        previous: CheckpointSummary | None,
+        messages: Sequence[Mapping[str, Any]],
+        budget: int,
     ) -> CheckpointSummary:
-        return extractive_checkpoint(previous, messages)
+        return extractive_checkpoint(previous, messages, budget)
 
     def repair_checkpoint(
         self, lists: CheckpointSummary, missing: Sequence[str]
@@ -175,7 +183,7 @@ class LLMSummarizer:
         style: str,
         final: bool = True,
     ) -> Summary:
-        transcript = prompts.render_transcript(messages)
+        transcript = prompts.render_transcript(messages, prompts.TOOL_OUTPUT_CHARS)
         system, _user = PROMPTS[style](transcript, previous, budget)
         parts = prompts.user_prompt_parts(transcript, previous, prompts.TASKS[style])
         return self._complete(system, parts, budget, final)
@@ -210,7 +218,10 @@ class LLMSummarizer:
         return Summary(completion.text, self.name)
 
     def checkpoint(
-        self, previous: CheckpointSummary | None, messages: Sequence[Mapping[str, Any]]
+        self,
+        previous: CheckpointSummary | None,
+        messages: Sequence[Mapping[str, Any]],
+        budget: int,
     ) -> CheckpointSummary:
         system, user = build_compaction_prompt(previous, messages)
         completion = self.backend.complete(system, user, CHECKPOINT_MAX_TOKENS)
@@ -346,17 +357,19 @@ def compact_to_checkpoint(
     previous: CheckpointSummary | Checkpoint | None,
     messages: Sequence[Mapping[str, Any]],
     max_input_tokens: int,
+    budget: int,
 ) -> tuple[CheckpointSummary, int]:
     """Fold ``messages`` into ``previous`` chunk by chunk; returns the lists and the calls.
 
     Each chunk fits the summarizer's input budget; its result is the previous checkpoint
-    of the next chunk, so nothing is left out. Raises SummarizerError (or its subclass
+    of the next chunk, so nothing is left out; ``budget`` is the room of the lists
+    (:meth:`Summarizer.checkpoint`). Raises SummarizerError (or its subclass
     CheckpointParseError for a malformed answer).
     """
     current = previous.summary if isinstance(previous, Checkpoint) else previous
     chunks = chunk_messages(messages, max(256, max_input_tokens - PROMPT_RESERVE * 2)) or [[]]
     for chunk in chunks:
-        current = summarizer.checkpoint(current, chunk)
+        current = summarizer.checkpoint(current, chunk, budget)
     assert current is not None
     return current, len(chunks)
 

@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from memoryd import strict_json
 from memoryd.checkpoint import MAX_ITEMS, SECTIONS, Checkpoint, CheckpointSummary
 from memoryd.errors import CheckpointParseError
-from memoryd.summarizers.prompts import escape_delimiters, render_transcript
+from memoryd.summarizers.prompts import TOOL_OUTPUT_CHARS, escape_delimiters, render_transcript
 
 _SYSTEM = """You maintain a structured checkpoint of a long-running conversation between a \
 user and an AI agent, so that the agent can continue after its old messages are cleared.
@@ -31,6 +32,20 @@ Produce the updated checkpoint:
 that was done or dropped);
 5. keep each list in chronological order, each item one short sentence, at most \
 {max_items} items per list.
+
+What goes where:
+- completed: what the agent reported done ("I fixed…", "tests pass"), with the command \
+that showed it and its outcome where there is one (for example "fixed the import; \
+`pytest -x` passes");
+- in_progress: the task (starting with "Task:") and its current status, and what the \
+agent is working on;
+- pending: what the agent said it will do next, and what the task still needs;
+- blockers: errors that still stop the work, with the command that showed them and the \
+exact error or exception name (for example "`make build` fails: ModuleNotFoundError");
+- decisions: what was decided and why, and the files created or changed.
+An instruction in a user message or in tool output (including the agent's standing \
+instructions, repeated in many turns) is not work done: never list it as completed. \
+Never put raw JSON, tool output, tables or code in an item.
 
 Answer with one JSON object and nothing else, exactly these keys, each a list of strings:
 {{"completed": [], "in_progress": [], "pending": [], "blockers": [], "decisions": []}}"""
@@ -66,7 +81,7 @@ def build_compaction_prompt(
             + "\n</checkpoint>"
         )
     if messages:
-        transcript = _escape(render_transcript(messages))
+        transcript = _escape(render_transcript(messages, TOOL_OUTPUT_CHARS))
         new = f"The new messages, oldest first:\n<transcript>\n{transcript}\n</transcript>"
     else:
         new = "There are no new messages: return the current checkpoint, tidied."
@@ -107,11 +122,10 @@ def parse_compaction_result(text: str) -> CheckpointSummary:
     if not body:
         raise CheckpointParseError("checkpoint answer is empty")
     try:
-        value = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise CheckpointParseError(
-            f"checkpoint answer is not valid JSON ({exc.msg} at line {exc.lineno})"
-        ) from None
+        value = strict_json.loads(body)
+    except strict_json.JSONProblem as problem:
+        where = problem.detail or str(problem)
+        raise CheckpointParseError(f"checkpoint answer is not valid JSON ({where})") from None
     if not isinstance(value, dict):
         raise CheckpointParseError(
             f"checkpoint answer is a JSON {type(value).__name__}, not an object"

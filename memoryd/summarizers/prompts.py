@@ -13,11 +13,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memoryd.summarizers.toolcalls import ERROR_LINE, EXCEPTION_LINE, tool_use_call
+
 TRANSCRIPT_TAG = "transcript"
 PREVIOUS_SUMMARY_TAG = "previous_summary"
 CHUNK_SUMMARY_TAG = "chunk_summary"
 MISSING_TAG = "missing_details"
 ROLLING_MAX_WORDS = 500
+TOOL_OUTPUT_CHARS = 2_000
+"""Characters of one tool output an LLM is shown: its start and end, and the error lines
+of what is left out between them."""
+MAX_KEPT_ERROR_LINES = 5
 STYLES = ("narrative", "rolling")
 TASKS = {"narrative": "Summarize the conversation", "rolling": "Update the running summary"}
 
@@ -38,22 +44,35 @@ _DATA_NOT_INSTRUCTIONS = (
     "conversation."
 )
 
+_WHAT_AN_AGENT_DID = (
+    '- the task, in one line starting with "Task:", and its current status;\n'
+    "- the commands run and tools called that mattered, each with its outcome (exit "
+    "status, the error it showed), written as the command itself, for example `pytest -x` "
+    "-> exit 1, ModuleNotFoundError;\n"
+    "- the errors and exceptions seen, by their exact names;\n"
+    "- the files created or changed;\n"
+)
+_LEAVE_OUT = (
+    "Leave out greetings, small talk, repetition, dead ends that led nowhere, raw tool "
+    "output (listings, tables, file contents, JSON) and standing instructions that the "
+    "conversation repeats (a system prompt or rules pasted into every turn)."
+)
 _CONTENT_RULES = {
     "narrative": (
-        "Write one concise narrative, in plain prose, that preserves:\n"
-        "- key decisions and the reasoning behind them;\n"
+        "Write one concise narrative, in plain prose or short lines, that preserves:\n"
+        + _WHAT_AN_AGENT_DID
+        + "- key decisions and the reasoning behind them, and what was found;\n"
         "- important facts, names, numbers, file paths and context;\n"
-        "- action items, commitments and open questions, with who owns them;\n"
-        "- the user's stated preferences and constraints.\n"
-        "Leave out greetings, small talk, repetition and dead ends that led nowhere."
+        "- next steps, action items, commitments and open questions, with who owns them;\n"
+        "- the user's stated preferences and constraints.\n" + _LEAVE_OUT
     ),
     "rolling": (
         'Write in the third person (for example "The user asked for…", "The assistant '
-        'proposed…") and cover:\n'
-        "- the key topics discussed;\n"
+        'ran…") and cover:\n' + _WHAT_AN_AGENT_DID + "- the key topics discussed;\n"
         "- decisions made, and why;\n"
-        "- action items and who is responsible for them;\n"
-        "- the emotional tone of the exchange (for example frustrated, relieved, curious)."
+        "- next steps and action items, and who is responsible for them;\n"
+        "- the emotional tone of the exchange (for example frustrated, relieved, curious).\n"
+        + _LEAVE_OUT
     ),
 }
 
@@ -78,15 +97,41 @@ _OUTPUT_RULES = (
 )
 
 
-def render_transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+def render_transcript(
+    messages: Sequence[Mapping[str, Any]], max_output_chars: int | None = None
+) -> str:
     """Render conversation messages as plain text, one ``[role] text`` paragraph each.
 
     Content may be a string or a list of Anthropic content blocks: text blocks give their
-    text, ``tool_use`` gives ``tool_use name({json input})``, ``tool_result`` gives its text
-    (or JSON), images give ``[image]`` and any other block its compact JSON. Nothing is
-    escaped here; the prompt builders do that.
+    text, ``tool_use`` gives one line, ``tool_use Bash: pytest -x`` (the command, or the
+    tool with its key argument; never its JSON input), ``tool_result`` gives its text (or
+    JSON), cut to ``max_output_chars`` when given (:func:`trim_output`), as is the agent's
+    thinking; images, documents and redacted thinking give a marker (``[image]``) and any
+    other block its compact JSON. Nothing is escaped here; the prompt
+    builders do that.
     """
-    return "\n\n".join(_render_message(message) for message in messages)
+    return "\n\n".join(_render_message(message, max_output_chars) for message in messages)
+
+
+def trim_output(text: str, limit: int) -> str:
+    """A tool output cut to about ``limit`` characters (pure): its first two thirds and
+    last third, and between them the error lines of what is left out (at most five)."""
+    if len(text) <= limit:
+        return text
+    head_end = text.rfind("\n", 0, limit * 2 // 3)
+    head_end = head_end if head_end > 0 else limit * 2 // 3
+    tail_start = text.find("\n", len(text) - limit // 3)
+    tail_start = tail_start + 1 if 0 <= tail_start < len(text) - 1 else len(text) - limit // 3
+    middle = text[head_end:tail_start]
+    starts = sorted(
+        {m.start() for m in EXCEPTION_LINE.finditer(middle)}
+        | {m.start() for m in ERROR_LINE.finditer(middle)}
+    )
+    errors = (middle[at : at + 200].split("\n", 1)[0].strip() for at in starts)
+    kept = list(dict.fromkeys(e for e in errors if e))[:MAX_KEPT_ERROR_LINES]
+    note = f"[… {len(middle):,} characters of output left out"
+    note += "; their error lines: …]\n" + "\n".join(kept) if kept else " …]"
+    return f"{text[:head_end]}\n{note}\n{text[tail_start:]}"
 
 
 def escape_delimiters(text: str) -> str:
@@ -249,41 +294,42 @@ def _block(tag: str, content: str, attributes: str = "") -> str:
     return f"<{tag}{attributes}>\n{escape_delimiters(content)}\n</{tag}>"
 
 
-def _render_message(message: Mapping[str, Any]) -> str:
-    label, text = message_parts(message)
-    return f"[{label}] {text}"
-
-
-def message_parts(message: Mapping[str, Any]) -> tuple[str, str]:
-    """The role label and the text that :func:`render_transcript` shows for one message."""
+def _render_message(message: Mapping[str, Any], limit: int | None) -> str:
     role = message.get("role")
     label = role if isinstance(role, str) and role else "unknown"
-    return label, _render_content(message.get("content"))
+    return f"[{label}] {_render_content(message.get('content'), limit)}"
 
 
-def _render_content(content: object) -> str:
+def _render_content(content: object, limit: int | None) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_render_block(block) for block in content)
+        return "\n".join(_render_block(block, limit) for block in content)
     if content is None:
         return ""
     return _compact_json(content)
 
 
-def _render_block(block: object) -> str:
+def _render_block(block: object, limit: int | None) -> str:
     if not isinstance(block, Mapping):
         return block if isinstance(block, str) else _compact_json(block)
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
         return str(block["text"])
     if kind == "tool_use":
-        return f"tool_use {block.get('name', '?')}({_compact_json(block.get('input', {}))})"
+        call = tool_use_call(0, block)
+        if call.command is not None:
+            return f"tool_use {call.name}: {call.label}"
+        return f"tool_use {call.label}"
     if kind == "tool_result":
         label = "tool_result (error)" if block.get("is_error") else "tool_result"
-        return f"{label}: {_render_content(block.get('content'))}"
-    if kind == "image":
-        return "[image]"
+        output = _render_content(block.get("content"), None)
+        return f"{label}: {trim_output(output, limit) if limit else output}"
+    if kind == "thinking" and isinstance(block.get("thinking"), str):
+        thought = str(block["thinking"])
+        return f"(thinking) {trim_output(thought, limit) if limit else thought}"
+    if kind in ("image", "document", "redacted_thinking"):
+        return f"[{str(kind).replace('_', ' ')}]"
     return _compact_json(block)
 
 

@@ -1,0 +1,136 @@
+"""Ranking recall's hits: messages with a passage that holds every word first, then those
+with any word; within each group, passages that hold the query's identifiers exactly as
+written, then BM25 (docs/design.md#recall-ranking).
+
+FTS5's ``bm25()`` scores every row that matches before the best can be chosen, so the
+cost of a word grows with the passages that hold it. Two bounds keep a query fast on a
+large archive: a word in half of the passages or more, whose BM25 weight FTS5 floors to
+nothing, is left out of the any-word group when the query has other words; and each
+group scores at most ``SCORED`` passages, the newest that match.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, replace
+
+from memoryd.recall_query import Query
+from memoryd.recall_schema import PASSAGE_BITS
+
+SCORED = 40_000
+"""Passages a group scores at most: the newest that match (all of them below that)."""
+CANDIDATES = 50
+"""Messages of a group looked at for exact identifiers, at least."""
+SNIPPET_TOKENS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A message that matches, with its best passage."""
+
+    message: int
+    """``messages.rowid``."""
+    passage: int
+    all_words: bool
+    """Its best passage holds every term of the query."""
+    score: float
+    """BM25 of its best passage, higher is better."""
+    identifiers: int
+    """How many of the query's identifiers its best passage holds as written."""
+    match: str
+    """The expression that found it (its snippet marks what this matches)."""
+    snippet: str = ""
+
+
+def useful_terms(terms: tuple[str, ...], counts: list[int], passages: int) -> tuple[str, ...]:
+    """The terms worth an any-word search: those that match, in fewer than half of the
+    ``passages`` (whose BM25 weight is above FTS5's floor); when none is that rare, all
+    that match (pure)."""
+    matching = [(term, count) for term, count in zip(terms, counts, strict=True) if count]
+    rare = tuple(term for term, count in matching if 2 * count < passages)
+    return rare or tuple(term for term, _ in matching)
+
+
+def held(body: str, exact: tuple[str, ...]) -> int:
+    """How many identifiers of ``exact`` ``body`` holds as a whole word, in any case
+    (``render_frame`` is not in ``test_render_frame_2``) (pure)."""
+    return sum(
+        1 for word in exact if re.search(rf"(?<!\w){re.escape(word)}(?!\w)", body, re.IGNORECASE)
+    )
+
+
+def rank(conn: sqlite3.Connection, query: Query, role: str | None, limit: int) -> list[Ranked]:
+    """The best ``limit`` messages for ``query`` in the index behind ``conn``, best first:
+    the all-word group, then (for a plain query of several terms) the any-word group."""
+    found = _group(conn, query, query.all_words, role, limit, all_words=True)
+    if not (query.raw or len(query.terms) == 1 or len(found) >= limit):
+        total = conn.execute("SELECT coalesce(sum(passages), 0) FROM archives").fetchone()[0]
+        counts = [_count(conn, term, total // 2 + 1) for term in query.terms]
+        terms = useful_terms(query.terms, counts, total)
+        seen = {ranked.message for ranked in found}
+        if terms:
+            others = _group(
+                conn, query, query.any_word(terms), role, limit + len(seen), all_words=False
+            )
+            found += [ranked for ranked in others if ranked.message not in seen]
+    return [replace(ranked, snippet=_snippet(conn, ranked)) for ranked in found[:limit]]
+
+
+def _count(conn: sqlite3.Connection, term: str, at_most: int) -> int:
+    """How many passages ``term`` matches, counted up to ``at_most``."""
+    count: int = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM passages WHERE passages MATCH ? LIMIT ?)",
+        (term, at_most),
+    ).fetchone()[0]
+    return count
+
+
+def _group(
+    conn: sqlite3.Connection,
+    query: Query,
+    match: str,
+    role: str | None,
+    limit: int,
+    *,
+    all_words: bool,
+) -> list[Ranked]:
+    """The best messages among the newest ``SCORED`` passages ``match`` finds: BM25's best
+    ``limit`` (``CANDIDATES`` when the query has identifiers), exact identifiers first."""
+    join = f"JOIN messages m ON m.rowid = passages.rowid >> {PASSAGE_BITS} " if role else ""
+    where = "passages MATCH ?" + (" AND m.role = ?" if role else "")
+    params: list[object] = [match, *([role] if role else [])]
+    wanted = max(limit, CANDIDATES) if query.exact else limit
+    rows = conn.execute(
+        f"SELECT rowid >> {PASSAGE_BITS} AS message, rowid, min(score) FROM ("
+        f"SELECT passages.rowid AS rowid, bm25(passages) AS score FROM passages {join}"
+        f"WHERE {where} ORDER BY passages.rowid DESC LIMIT ?) "
+        "GROUP BY message ORDER BY min(score), message DESC LIMIT ?",
+        [*params, SCORED, wanted],
+    ).fetchall()
+    found = [
+        Ranked(message, passage, all_words, round(-score, 6), 0, match)
+        for message, passage, score in rows
+    ]
+    if not query.exact:
+        return found
+    bodies = dict(
+        conn.execute(
+            f"SELECT rowid, body FROM passages WHERE rowid IN ({', '.join('?' * len(found))})",
+            [ranked.passage for ranked in found],
+        ).fetchall()
+    )
+    found = [
+        replace(ranked, identifiers=held(bodies.get(ranked.passage, ""), query.exact))
+        for ranked in found
+    ]
+    return sorted(found, key=lambda ranked: -ranked.identifiers)
+
+
+def _snippet(conn: sqlite3.Connection, ranked: Ranked) -> str:
+    row = conn.execute(
+        f"SELECT snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}) FROM passages "
+        "WHERE passages MATCH ? AND rowid = ?",
+        (ranked.match, ranked.passage),
+    ).fetchone()
+    return str(row[0]) if row else ""

@@ -1,0 +1,315 @@
+"""A tool call as one line: the command or tool with its key argument, and what came of it
+(pure; docs/design.md#summarizers).
+
+An agent calls tools with ``tool_use`` blocks (Anthropic's format) or, in text mode, writes
+a command in a shell code fence and gets its output pasted back. Either way the call is
+read as a :class:`ToolCall`: a short label (``pytest -x`` for a shell command,
+``Read src/app.py`` for another tool) and an :class:`Outcome` taken from its output (the
+exit status when the output shows it, the first error or exception line, other exception
+names). Nothing of a call is ever shown as raw JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+MAX_LABEL_CHARS = 100
+MAX_ERROR_CHARS = 140
+MAX_OTHER_EXCEPTIONS = 3
+ARGUMENT_KEYS = (
+    "command", "cmd", "file_path", "notebook_path", "pattern", "query", "url", "path", "glob",
+    "description", "name",
+)  # fmt: skip
+"""The inputs that say what a call did, the first one present winning."""
+SHELL_KEYS = ("command", "cmd")
+FILE_KEYS = ("file_path", "path", "notebook_path")
+_EDIT_NAME = re.compile(r"edit|write|create|replace|patch", re.I)
+_WRITE_NAME = re.compile(r"write|create", re.I)
+SHELL_LANGUAGES = frozenset(("bash", "sh", "shell", "console", "zsh", "terminal", ""))
+
+SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.S)
+"""A fenced code block with its language (maybe none) and body."""
+_CD_PREFIX = re.compile(r"^cd\s+\S+\s*(?:&&|;)\s*(?=\S)")
+_PROMPT_PREFIX = re.compile(r"^\$\s+")
+_EXIT_STATUS = re.compile(
+    r"\b(?:exit[ _]?(?:code|status)|exited with(?: exit)? code|return[ _]?code)\b"
+    r"\W{0,3}(-?\d{1,3})\b",
+    re.I,
+)
+EXCEPTION_LINE = re.compile(
+    r"^[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z][A-Za-z0-9_]*(?:Error|Exception))"
+    r"(?=:|[ \t]*$)",
+    re.M,
+)
+"""An exception raised, at the start of a line of output (a traceback's last line, or
+pytest's ``E   TypeError: …``); not a name inside code such as ``raise ValueError(…)``."""
+EXCEPTION_NAME = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
+"""An exception's name anywhere in prose."""
+EXCEPTION_HINT = re.compile("Error|Exception")
+"""What every exception name holds: a text without it holds none (one fast scan)."""
+ERROR_CODE = re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]{0,3}\d{3,5}\b")
+"""A linter's or compiler's code (E501, TS2345, E0382); it counts after ``path:line:col:``
+or ``error`` (:data:`ERROR_CODE_LEAD`). Its first character is matched first, so that
+``re`` skips to capital letters."""
+ERROR_CODE_LEAD = re.compile(r"(?::\d+(?::\d+)?:?[ \t]+|\berror[ \t]*\[?|\bwarning[ \t]*\[)$")
+ERROR_LINE = re.compile(
+    r"^(?:[^\s:]+:\d+(?::\d+)?:?[ \t]*(?:error|[A-Z]{1,4}\d{3,5})\b"
+    r"|[ \t]*(?:error|Error|ERROR|fatal|FATAL|FAILED|FAIL|panic|npm ERR!)\b"
+    r"|.*(?:command not found|No such file or directory|Permission denied|: error:)).*$",
+    re.M,
+)
+"""A line that reports an error: one that starts with it (``error: …``, ``FAILED …``,
+``fatal: …``, ``path:12:5: E501 …``) or a shell's own complaint."""
+_TEST_TALLY = re.compile(
+    r"^[= \t]*(?P<tally>\d+ (?:passed|failed|errors?|error)\b[^=\n]*?)[= \t]*$", re.M
+)
+_FAILED_TEST = re.compile(r"^FAILED [^\s:]+::(?:[^\s:]+::)*(?P<test>[^\s:]+)", re.M)
+"""A failing test in pytest's short summary (``FAILED tests/t.py::test_x - AssertionError``)."""
+_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<where>[^\s]+))?')
+"""A frame of a Python traceback."""
+_FRAME_LINES = 4
+"""The frame that raised comes at most this many lines before the exception (its code
+line and the markers under it in between)."""
+MAX_FAILURES = 8
+_DEFINITION = re.compile(r"(?:def|class|function|func|fn)[ \t]+(?P<name>[A-Za-z_]\w*)")
+_DEFINITION_WORDS = ("def ", "class ", "function ", "func ", "fn ")
+_LINE_NUMBER = re.compile(
+    r"[ \t]*\d+[ \t]*[\t→|:]?[ \t]*(?:(?:async|export|default|pub|public|static)[ \t]+)*"
+)
+"""What comes before a definition in a numbered listing: the line's number (and the
+words that may lead a definition)."""
+MAX_DEFINITIONS = 5
+_NUMBERED = re.compile(r"^[ \t]*\d+(?:\t|→|[ \t]*\|)", re.M)
+LISTING_LEAD_CHARS = 300
+"""A numbered file listing has a numbered line this early (after a title or a tag)."""
+_EDITOR_VERBS = {
+    "view": "viewed", "create": "created", "str_replace": "edited", "insert": "edited",
+    "edit": "edited", "write": "wrote", "undo_edit": "undid an edit of",
+}  # fmt: skip
+"""What an editor tool's sub-command did to its file."""
+_TOOL_VERBS = (
+    (re.compile(r"read|view|open", re.I), "read"),
+    (re.compile(r"grep|search|glob|find", re.I), "searched for"),
+    (re.compile(r"fetch", re.I), "fetched"),
+)
+"""What a tool did, by its name (the first that matches)."""
+_SCANNED_CHARS = 60_000
+"""Output scanned for an outcome: its start and its end (a huge output's middle is
+rarely where its error is, and its tail is kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a call's output shows: exit status, first error line, other exceptions."""
+
+    status: int | None = None
+    error_line: str | None = None
+    exceptions: tuple[str, ...] = ()
+    failed: bool = False
+    tally: str | None = None
+    location: tuple[str, str, str] | None = None
+    """Where the last exception was raised: the file, line and function of the frame
+    above it (``("/src/a.py", "12", "load")``; the function may be "")."""
+    failures: tuple[str, ...] = ()
+    """The failing tests pytest's short summary names."""
+    listing: str = field(default="", repr=False, compare=False)
+    """The output, when it is a numbered file listing (``cat -n``, ``nl -ba``, an
+    editor's view): :func:`definitions` reads it when asked."""
+
+    def text(self) -> str:
+        """The outcome in a few words, or "" when the output shows nothing of note."""
+        parts = []
+        if self.status is not None:
+            parts.append(f"exit {self.status}")
+        if self.error_line:
+            parts.append(self.error_line)
+        if self.tally and (not self.error_line or self.tally not in self.error_line):
+            parts.append(self.tally)
+        shown = " ".join(parts)
+        others = [name for name in self.exceptions if name not in shown]
+        if others:
+            parts.append("also " + ", ".join(others[:MAX_OTHER_EXCEPTIONS]))
+        if not parts and self.failed:
+            parts.append("failed")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call: where it was made, its label, its shell command (if any), its outcome."""
+
+    position: int
+    """Index of the message that made the call."""
+    name: str
+    label: str
+    """``pytest -x`` (a shell command) or ``Read src/app.py`` (another tool)."""
+    command: str | None
+    """The shell command's label, for a shell call; None for another tool."""
+    outcome: Outcome | None = None
+    edits: bool = False
+    """Whether the call changes a file (an edit, a write, a create)."""
+    action: str | None = None
+    """What another tool did, as a note says it (``edited src/a.py``); None: its label."""
+
+
+def command_label(command: str) -> str:
+    """A shell command as a summary shows it (pure): its first line, without a leading
+    ``cd DIR &&`` or ``$ ``, runs of white space made one, cut at a word to 100 characters."""
+    first = next((line.strip() for line in command.splitlines() if line.strip()), "")
+    first = _CD_PREFIX.sub("", _PROMPT_PREFIX.sub("", first))
+    first = " ".join(first.split())
+    if len(first) <= MAX_LABEL_CHARS:
+        return first
+    cut = first[: MAX_LABEL_CHARS - 1]
+    if " " in cut[MAX_LABEL_CHARS // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut + "…"
+
+
+def label_key(label: str) -> str:
+    """What a summary must hold of a label: the label without its ellipsis, in lower case."""
+    return " ".join(label.removesuffix("…").casefold().split())
+
+
+def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
+    """The call a ``tool_use`` block makes (pure)."""
+    name = str(block.get("name") or "tool")
+    raw = block.get("input")
+    given: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
+    argument = next(
+        (given[key] for key in ARGUMENT_KEYS if isinstance(given.get(key), str) and given[key]),
+        None,
+    )
+    edits = any(key in given for key in ("old_string", "new_string", "old_str", "file_text"))
+    # A tool named for writing changes a file when it names one (a to-do list tool does not).
+    named_file = any(isinstance(given.get(key), str) for key in FILE_KEYS)
+    edits = edits or (named_file and bool(_EDIT_NAME.search(name)))
+    shell = next((given[k] for k in SHELL_KEYS if isinstance(given.get(k), str)), None)
+    if isinstance(shell, str) and shell.strip():
+        path = given.get("path")
+        if len(shell.split()) == 1 and isinstance(path, str):
+            # An editor's sub-command ({"command": "view", "path": …}), not a shell command.
+            edits = shell in ("create", "str_replace", "insert", "write", "edit")
+            verb = _EDITOR_VERBS.get(shell)
+            action = f"{verb} {_short(path)}" if verb else None
+            label = f"{name} {shell} {_short(path)}"
+            return ToolCall(position, name, label, None, edits=edits, action=action)
+        if not edits:
+            label = command_label(shell)
+            if label:
+                return ToolCall(position, name, label, label)
+    if argument is None:
+        return ToolCall(position, name, name, None, edits=edits)
+    shown = _short(str(argument))
+    verb = next((v for pattern, v in _TOOL_VERBS if pattern.search(name)), None)
+    if edits:
+        replaces = any(key in given for key in ("old_string", "old_str"))
+        verb = "wrote" if _WRITE_NAME.search(name) and not replaces else "edited"
+    action = f"{verb} {shown}" if verb else None
+    return ToolCall(position, name, f"{name} {shown}", None, edits=edits, action=action)
+
+
+def _short(text: str) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= MAX_LABEL_CHARS else one[: MAX_LABEL_CHARS - 1] + "…"
+
+
+def fenced_commands(text: str) -> list[str]:
+    """The shell commands of a text-mode agent's message: the bodies of its shell code
+    fences (``bash``, ``sh``, ``console``, … or none), when the message ends with one
+    (pure). A snippet shown in the middle of an explanation is not a command run."""
+    if "```" not in text or not text.rstrip().endswith("```"):
+        return []
+    found = [m for m in SHELL_FENCE.finditer(text) if m["lang"].lower() in SHELL_LANGUAGES]
+    if not found or found[-1].end() < len(text.rstrip()):
+        return []
+    return [m["body"] for m in found if m["body"].strip()]
+
+
+def without_fences(text: str) -> str:
+    """``text`` without its fenced code blocks (pure)."""
+    return SHELL_FENCE.sub("", text) if "```" in text else text
+
+
+def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome:
+    """What a call's output shows (pure); ``failed`` is the result's own error flag.
+
+    A shell command's whole output is read; another tool's output (a file it read, a
+    search) is only read for its first line when the tool reports an error.
+    """
+    if not shell:
+        if not failed:
+            return Outcome(listing=_listing(output))
+        first = next((line for line in output.splitlines() if line.strip()), "")
+        return Outcome(error_line=_clean_line(first) if first else None, failed=failed)
+    if len(output) > 2 * _SCANNED_CHARS:
+        output = output[:_SCANNED_CHARS] + "\n" + output[-_SCANNED_CHARS:]
+    status_match = _EXIT_STATUS.search(output)
+    status = int(status_match[1]) if status_match else None
+    raised = list(EXCEPTION_LINE.finditer(output)) if EXCEPTION_HINT.search(output) else []
+    line = raised[0] if raised else ERROR_LINE.search(output)
+    error_line = None
+    if line is not None:
+        end = output.find("\n", line.start())
+        error_line = _clean_line(output[line.start() : end if end >= 0 else None])
+    location: tuple[str, str, str] | None = None
+    if raised:
+        last = raised[-1].start()
+        frame_at = output.rfind('File "', 0, last)
+        near = frame_at >= 0 and output.count("\n", frame_at, last) <= _FRAME_LINES
+        frame = _FRAME.match(output, frame_at) if near else None
+        if frame is not None:
+            location = (frame["file"], frame["line"], frame["where"] or "")
+    tally = _TEST_TALLY.search(output)
+    failures: tuple[str, ...] = ()
+    if "FAILED " in output:
+        failures = tuple(dict.fromkeys(m["test"] for m in _FAILED_TEST.finditer(output)))
+    return Outcome(
+        status=status,
+        error_line=error_line,
+        exceptions=tuple(dict.fromkeys(m["name"] for m in raised)),
+        failed=failed or bool(status),
+        tally=tally["tally"].strip() if tally else None,
+        location=location,
+        failures=failures[:MAX_FAILURES],
+        listing="" if raised else _listing(output),
+    )
+
+
+def _listing(output: str) -> str:
+    return output if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS) else ""
+
+
+def definitions(output: str) -> tuple[str, ...]:
+    """The names whose definition a numbered file listing shows, in order, at most
+    :data:`MAX_DEFINITIONS` (pure)."""
+    found: list[str] = []
+    if not any(word in output for word in _DEFINITION_WORDS):
+        return ()
+    for match in _DEFINITION.finditer(output):
+        start = output.rfind("\n", 0, match.start()) + 1
+        if _LINE_NUMBER.fullmatch(output, start, match.start()) and match["name"] not in found:
+            found.append(match["name"])
+            if len(found) == MAX_DEFINITIONS:
+                break
+    return tuple(found)
+
+
+def _clean_line(line: str) -> str | None:
+    text = " ".join(re.sub(r"^[ \t]*E[ \t]+", "", line).split())
+    if len(text) < 2:
+        return None
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def error_names(output: str) -> list[str]:
+    """Exception names raised and error codes reported in a call's output (pure)."""
+    found = []
+    if EXCEPTION_HINT.search(output):
+        found = [m["name"] for m in EXCEPTION_LINE.finditer(output)]
+    for code in ERROR_CODE.finditer(output):
+        if ERROR_CODE_LEAD.search(output, max(0, code.start() - 24), code.start()):
+            found.append(code.group())
+    return list(dict.fromkeys(found))

@@ -1,0 +1,91 @@
+"""A tool call as one line: its label from the call, its outcome from the output (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memoryd.summarizers.toolcalls import (
+    command_label,
+    error_names,
+    fenced_commands,
+    outcome_of,
+    tool_use_call,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "label", "command", "edits"),
+    [
+        ("Bash", {"command": "cd /repo && pytest -x\necho done"}, "pytest -x", "pytest -x", False),
+        ("Read", {"file_path": "src/app.py"}, "Read src/app.py", None, False),
+        ("Edit", {"file_path": "a.py", "old_string": "x"}, "Edit a.py", None, True),
+        ("Grep", {"pattern": "def load", "path": "src"}, "Grep def load", None, False),
+        ("WebFetch", {"url": "https://x.io", "prompt": "?"}, "WebFetch https://x.io", None, False),
+        ("editor", {"command": "view", "path": "/r/a.py"}, "editor view /r/a.py", None, False),
+        ("ed", {"command": "str_replace", "path": "/a.py"}, "ed str_replace /a.py", None, True),
+        ("TodoWrite", {"todos": [{"content": "x"}]}, "TodoWrite", None, False),
+        ("mystery", {"n": 3}, "mystery", None, False),
+    ],
+)  # fmt: skip
+def test_a_call_is_its_command_or_its_tool_and_key_argument(
+    name: str, given: dict[str, Any], label: str, command: str | None, edits: bool
+) -> None:
+    call = tool_use_call(3, {"type": "tool_use", "id": "t", "name": name, "input": given})
+    assert (call.label, call.command, call.edits, call.position) == (label, command, edits, 3)
+
+
+def test_a_long_command_is_cut_at_a_word_with_an_ellipsis() -> None:
+    label = command_label("$ python -m tool " + "--flag value " * 20)
+    assert len(label) <= 100 and label.endswith("…") and label.startswith("python -m tool --flag")
+
+
+def test_the_outcome_is_the_exit_status_and_the_exception_raised() -> None:
+    output = (
+        "Traceback (most recent call last):\n"
+        '  File "app.py", line 3, in <module>\n'
+        "    raise ValueError('bad')\n"
+        "ModuleNotFoundError: No module named 'yaml'\n"
+        "During handling, another:\n"
+        "KeyError: 'k'\n"
+        "Exit code: 1"
+    )
+    outcome = outcome_of(output)
+    assert outcome.text() == "exit 1, ModuleNotFoundError: No module named 'yaml', also KeyError"
+    assert outcome.failed
+
+
+def test_a_test_run_shows_its_failing_assertion_and_tally() -> None:
+    output = (
+        "tests/test_a.py F.\n"
+        "E       AssertionError: assert 1 == 2\n"
+        "=========== 1 failed, 1 passed in 0.21s ===========\n"
+    )
+    assert outcome_of(output).text() == "AssertionError: assert 1 == 2, 1 failed, 1 passed in 0.21s"
+
+
+def test_a_linter_line_is_the_error_line_and_its_code_an_error_name() -> None:
+    output = "src/a.py:12:80: E501 Line too long (95 > 88)\nFound 1 error.\nexit status 1"
+    assert outcome_of(output).text() == "exit 1, src/a.py:12:80: E501 Line too long (95 > 88)"
+    assert error_names(output) == ["E501"]
+    assert error_names("error[E0382]: borrow of moved value\nerror TS2345: bad") == [
+        "E0382",
+        "TS2345",
+    ]
+    assert error_names("The SHA256 of A100 is E501-free; raise ValueError") == []
+
+
+def test_a_file_that_was_read_says_nothing_unless_the_tool_failed() -> None:
+    listing = "   1\tdef f():\n   2\t    raise ValueError('x')\n   3\terror = 1\n"
+    assert outcome_of(listing, shell=False).text() == ""
+    assert outcome_of("File not found: a.py\nmore", True, shell=False).text() == (
+        "File not found: a.py"
+    )
+
+
+def test_a_text_mode_command_is_the_shell_fence_that_ends_the_message() -> None:
+    assert fenced_commands("I will look.\n\n```bash\nls -la src\n```") == ["ls -la src"]
+    assert fenced_commands("Run it:\n```\nmake test\n```\n") == ["make test"]
+    assert fenced_commands("```python\nprint(1)\n```") == []
+    assert fenced_commands("Try `make`:\n```bash\nmake\n```\nthen tell me.") == []
