@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from memoryd import strict_json
+from memoryd.errors import MemorydError
 from memoryd.events import iso_ms
 from memoryd.fsutil import atomic_write, flocked, folder_in, named, replace_in
 from memoryd.regular_files import read_file
@@ -283,11 +284,12 @@ class HeartbeatManager:
         stop = threading.Event()
 
         def beat() -> None:
+            # OSError, or UnsafePathError for a symlink or a FIFO put at HEARTBEAT.md.
             if immediately:
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, MemorydError):
                     self.checkin()
             while not stop.wait(interval):
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError, MemorydError):
                     self.checkin()
 
         thread = threading.Thread(target=beat, name="memoryd-checkin", daemon=True)

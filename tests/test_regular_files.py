@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -89,6 +91,19 @@ def test_heartbeat_reads_and_writes_refuse_it(
     for call in (manager.get_status, lambda: manager.start_task("t"), manager.ensure_clean):
         with pytest.raises(UnsafePathError, match=r"HEARTBEAT\.md: is not a regular file"):
             call()
+
+
+def test_check_ins_skip_a_heartbeat_that_is_not_a_file(
+    ws: Workspace, special: Callable[[Path], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A running job's check-ins skip what they cannot write: no thread dies with a
+    traceback on the daemon's stderr."""
+    special(ws.heartbeat)
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    with HeartbeatManager(ws).checkins(0.01, immediately=True):
+        time.sleep(0.05)
+    assert raised == []
 
 
 def test_events_and_receipts_are_refused(ws: Workspace, special: Callable[[Path], None]) -> None:
