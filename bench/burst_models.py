@@ -41,9 +41,9 @@ from typing import Any
 import _common as common
 from latency import below_trigger
 
-from memoryd.config import Settings, load_settings
+from memoryd.config.settings import Settings, load_settings
 from memoryd.daemon.pool import preload
-from memoryd.job import JobRequest, run_job, summarizer_env
+from memoryd.job.run import JobRequest, run_job, summarizer_env
 
 TOKEN_LIMIT = 10_000
 

@@ -1,6 +1,6 @@
 """Commit of a 100 MB conversation against copying and fsyncing the same bytes.
 
-The commit is ``memoryd.commit.rewrite`` as a job calls it: the first 60% of the lines
+The commit is ``memoryd.commit.rewrite.rewrite`` as a job calls it: the first 60% of the lines
 (cut at a line boundary) go to a fsynced archive, the new file is one summary line plus
 the kept 40%, fsynced and renamed over the original, folder fsynced. It is timed with
 ``drain_seconds=0`` (the drain window is a fixed wait for writers that do not lock, not
@@ -32,9 +32,9 @@ from pathlib import Path
 
 import _common as common
 
-from memoryd.commit import ArchivePlan, rewrite
-from memoryd.fsutil import fsync_dir
-from memoryd.snapshot import read_snapshot
+from memoryd.commit.rewrite import ArchivePlan, rewrite
+from memoryd.commit.snapshot import read_snapshot
+from memoryd.files.fsutil import fsync_dir
 
 
 def copy_and_fsync(source: Path) -> float:

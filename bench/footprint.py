@@ -23,9 +23,9 @@ import warnings
 
 import _common as common
 
-from memoryd.config import load_settings
+from memoryd.config.settings import load_settings
 from memoryd.daemon import Supervisor
-from memoryd.logs import configure_logging
+from memoryd.daemon.logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:

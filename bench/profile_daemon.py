@@ -28,9 +28,9 @@ from pathlib import Path
 
 import _common as common
 
-from memoryd.config import load_settings
+from memoryd.config.settings import load_settings
 from memoryd.daemon import Supervisor
-from memoryd.logs import configure_logging
+from memoryd.daemon.logs import configure_logging
 
 
 class Sampler(threading.Thread):

@@ -48,12 +48,12 @@ import _common as common
 from fake_anthropic import FakeAnthropic, Reply
 
 import memoryd.strategies.summary as summary_module
-from memoryd.config import Settings, load_settings
-from memoryd.job import JobRequest, JobResult, run_job
-from memoryd.logs import configure_logging
-from memoryd.pricing import DEFAULT_PRICES, cost_usd
-from memoryd.receipts import LLMUsage, read_receipts
-from memoryd.retention import Detail, extract_details, score
+from memoryd.config.settings import Settings, load_settings
+from memoryd.daemon.logs import configure_logging
+from memoryd.job.run import JobRequest, JobResult, run_job
+from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd
+from memoryd.receipts.records import LLMUsage, read_receipts
+from memoryd.summarizers.retention import Detail, extract_details, score
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 

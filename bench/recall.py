@@ -40,9 +40,9 @@ import _common as common
 
 sys.path.insert(0, str(common.REPO))
 
-from memoryd.config import load_settings
-from memoryd.job import JobRequest, run_job
-from memoryd.recall import recall, update_index
+from memoryd.config.settings import load_settings
+from memoryd.job.run import JobRequest, run_job
+from memoryd.search.recall import recall, update_index
 
 FILES = 40
 RARE, SOME, MOST = "zqmarker7731", "handler417", "parser"

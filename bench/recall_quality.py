@@ -1,4 +1,4 @@
-"""Recall quality: does ``memoryd.recall`` find what an agent asks for, in its own words,
+"""Recall quality: does ``memoryd.search.recall`` find what an agent asks for, in its own words,
 and how fast is a query on a large archive?
 
 1. Quality. Transcripts from ``tests/agent_transcripts.py`` in its three shapes
@@ -43,11 +43,11 @@ import recall as archive_bench  # bench/recall.py: the 200 MB archive it measure
 from agent_transcripts import SHAPES, Transcript, generate, write_workspace
 from recall_questions import KINDS, Question, questions, recall_at
 
-from memoryd import recall_text
-from memoryd.config import load_settings
-from memoryd.job import JobRequest, run_job
-from memoryd.logs import configure_logging
-from memoryd.recall import recall, update_index
+from memoryd.config.settings import load_settings
+from memoryd.daemon.logs import configure_logging
+from memoryd.job.run import JobRequest, run_job
+from memoryd.search import text as recall_text
+from memoryd.search.recall import recall, update_index
 from memoryd.workspace import Workspace
 
 PER_KIND = {"natural": 10, "identifier": 6, "path": 6, "error": 6}

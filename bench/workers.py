@@ -46,7 +46,7 @@ def _load_sdk() -> tuple[int, float]:
 
 
 def _executor(context: Any, workers: int) -> ProcessPoolExecutor:
-    from memoryd.worker import worker_init
+    from memoryd.daemon.worker import worker_init
 
     return ProcessPoolExecutor(
         max_workers=workers,

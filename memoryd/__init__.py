@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from memoryd.api import MessageSummarizer, SummaryGenerator
     from memoryd.api_view import messages_for_api
     from memoryd.checkpoint import Checkpoint, CheckpointSummary
-    from memoryd.config import Settings, load_settings
+    from memoryd.config.settings import Settings, load_settings
     from memoryd.conversation import append_message
     from memoryd.errors import (
         CheckpointParseError,
@@ -28,17 +28,17 @@ if TYPE_CHECKING:
         SummarizerError,
         UsageError,
     )
-    from memoryd.heartbeat import Heartbeat, HeartbeatManager
-    from memoryd.job import JobRequest, JobResult, run_job
-    from memoryd.monitor import ContextMonitor, MonitorState
+    from memoryd.job.run import JobRequest, JobResult, run_job
     from memoryd.policy import (
         ThresholdAction,
         detect_threshold,
         get_threshold_action,
         should_emit_event,
     )
-    from memoryd.store_compaction import CompactionReport
-    from memoryd.stores import (
+    from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
+    from memoryd.signals.monitor import ContextMonitor, MonitorState
+    from memoryd.stores.compaction import CompactionReport
+    from memoryd.stores.disk import (
         compact,
         read_entries,
         record_task_bookmark,
@@ -53,7 +53,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "memoryd.api": ("MessageSummarizer", "SummaryGenerator"),
     "memoryd.api_view": ("messages_for_api",),
     "memoryd.checkpoint": ("Checkpoint", "CheckpointSummary"),
-    "memoryd.config": ("Settings", "load_settings"),
+    "memoryd.config.settings": ("Settings", "load_settings"),
     "memoryd.conversation": ("append_message",),
     "memoryd.errors": (
         "CheckpointParseError",
@@ -64,17 +64,17 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "SummarizerError",
         "UsageError",
     ),
-    "memoryd.heartbeat": ("Heartbeat", "HeartbeatManager"),
-    "memoryd.job": ("JobRequest", "JobResult", "run_job"),
-    "memoryd.monitor": ("ContextMonitor", "MonitorState"),
+    "memoryd.signals.heartbeat": ("Heartbeat", "HeartbeatManager"),
+    "memoryd.job.run": ("JobRequest", "JobResult", "run_job"),
+    "memoryd.signals.monitor": ("ContextMonitor", "MonitorState"),
     "memoryd.policy": (
         "ThresholdAction",
         "detect_threshold",
         "get_threshold_action",
         "should_emit_event",
     ),
-    "memoryd.store_compaction": ("CompactionReport",),
-    "memoryd.stores": (
+    "memoryd.stores.compaction": ("CompactionReport",),
+    "memoryd.stores.disk": (
         "compact",
         "read_entries",
         "record_task_bookmark",

@@ -8,10 +8,10 @@ import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
-from memoryd.config import Settings, load_settings, settings_for_workspace
+from memoryd.config.settings import Settings, load_settings, settings_for_workspace
 from memoryd.conversation import ConversationReader, parse_line
-from memoryd.job import JobRequest, JobResult, run_job, summarizer_env
-from memoryd.regular_files import open_for_reading
+from memoryd.files.regular import open_for_reading
+from memoryd.job.run import JobRequest, JobResult, run_job, summarizer_env
 from memoryd.strategies import Counts, strategy_for
 from memoryd.strategies.summary import previous_summary_text
 from memoryd.workspace import Workspace

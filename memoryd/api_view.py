@@ -17,7 +17,7 @@ from typing import Any
 
 from memoryd import strict_json
 from memoryd.errors import InputError
-from memoryd.fsutil import check_workspace, read_in
+from memoryd.files.fsutil import check_workspace, read_in
 from memoryd.workspace import Workspace
 
 _SERVER_RESULT = frozenset({"type", "tool_use_id", "content", "cache_control"})

@@ -22,7 +22,7 @@ from typing import Any
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError, UnsafePathError
-from memoryd.fsutil import (
+from memoryd.files.fsutil import (
     append_all_or_nothing,
     check_workspace,
     flocked,

@@ -1,5 +1,5 @@
 """Defaults that code outside the Settings model needs too (the monitor, the level text,
-the stores' functions): each is written here once, and ``memoryd.config`` uses them.
+the stores' functions): each is written here once, and ``memoryd.config.settings`` uses them.
 
 A module of plain constants, so that what imports it does not import pydantic.
 """

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from memoryd.fsutil import TEMP_MARK
+from memoryd.files.fsutil import TEMP_MARK
 from memoryd.workspace import CONVERSATION, HEARTBEAT, META
 
 

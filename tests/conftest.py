@@ -14,7 +14,7 @@ import structlog
 from daemon_harness import Processes
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.config import Settings, load_settings
+from memoryd.config.settings import Settings, load_settings
 
 FILLER_WORDS = (
     "alpha",

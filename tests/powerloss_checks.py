@@ -2,7 +2,7 @@
 (docs/design.md#power-cut).
 
 :func:`check_after_cut` runs, on a materialized crash state, what a daemon's start does
-(:func:`memoryd.recovery.recover`, then a clean HEARTBEAT.md), checks every file, runs
+(:func:`memoryd.commit.recovery.recover`, then a clean HEARTBEAT.md), checks every file, runs
 the next commands (an append, a memory write, an event, the index, optionally a job) and
 checks again. Each problem is one line; none means nothing was lost.
 """
@@ -23,18 +23,18 @@ from crash_states import CrashState, Model
 from powerloss_ops import DIR, Fsync, Recording, Rename, Returned
 
 from memoryd import strict_json
-from memoryd.config import Settings
+from memoryd.commit.recovery import recover
+from memoryd.config.settings import Settings
 from memoryd.conversation import append_message
 from memoryd.errors import InputError
-from memoryd.events import emit
-from memoryd.fsutil import TEMP_MARK
-from memoryd.heartbeat import HeartbeatManager, parse
-from memoryd.job import JobRequest, run_job
-from memoryd.job_report import report_failure
-from memoryd.recall_index import update_index
-from memoryd.recovery import recover
-from memoryd.state import read_state
-from memoryd.stores import write_entry
+from memoryd.files.fsutil import TEMP_MARK
+from memoryd.job.report import report_failure
+from memoryd.job.run import JobRequest, run_job
+from memoryd.search.index import update_index
+from memoryd.signals.events import emit
+from memoryd.signals.heartbeat import HeartbeatManager, parse
+from memoryd.signals.state import read_state
+from memoryd.stores.disk import write_entry
 from memoryd.workspace import Workspace
 
 WORKSPACE = "ws"

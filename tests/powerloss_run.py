@@ -22,7 +22,7 @@ from powerloss_checks import check_after_cut, expectations
 from powerloss_ops import Recording
 from powerloss_scenarios import Scenario
 
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 
 SHM = Path("/dev/shm")
 ENUMERATE_UP_TO = 50_000

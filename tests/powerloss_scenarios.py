@@ -24,17 +24,18 @@ from powerloss_checks import WORKSPACE, expectations
 from powerloss_ops import Recording, Rename
 from powerloss_record import Recorder, recording
 
-from memoryd import cli, commit
-from memoryd.config import Settings, load_settings
+from memoryd import cli
+from memoryd.commit import rewrite as commit
+from memoryd.commit.recovery import recover
+from memoryd.config.settings import Settings, load_settings
 from memoryd.conversation import append_message
-from memoryd.events import emit
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import JobRequest, run_job
-from memoryd.recall_index import update_index
-from memoryd.receipts import append_receipt, build_receipt
-from memoryd.recovery import recover
-from memoryd.state import build_state, write_state
-from memoryd.stores import compact, write_entry
+from memoryd.job.run import JobRequest, run_job
+from memoryd.receipts.records import append_receipt, build_receipt
+from memoryd.search.index import update_index
+from memoryd.signals.events import emit
+from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.signals.state import build_state, write_state
+from memoryd.stores.disk import compact, write_entry
 from memoryd.workspace import Workspace
 
 CONVERSATION = f"{WORKSPACE}/conversation.jsonl"

@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from memoryd.api_view import messages_for_api
-from memoryd.config import RollingSettings, Settings
+from memoryd.config.settings import RollingSettings, Settings
 from memoryd.conversation import ConversationReader, split_lines
-from memoryd.events import read_events
-from memoryd.job import JobRequest, JobResult, run_job
-from memoryd.receipts import read_receipts
+from memoryd.daemon.tracked import Tracked, job_due, over_budget, settle
+from memoryd.job.run import JobRequest, JobResult, run_job
+from memoryd.receipts.records import read_receipts
+from memoryd.signals.events import read_events
 from memoryd.strategies import Counts, strategy_for
-from memoryd.tracked import Tracked, job_due, over_budget, settle
 from memoryd.workspace import Workspace
 
 STRATEGIES = ("narrative", "rolling", "checkpoint")

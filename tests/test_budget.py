@@ -18,7 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.budget import (
+from memoryd.daemon.telemetry import Telemetry
+from memoryd.receipts.records import LLMUsage, build_receipt
+from memoryd.receipts.spend_cap import (
     Spend,
     SpendLedger,
     add_spend,
@@ -29,9 +31,7 @@ from memoryd.budget import (
     rebuild_spend,
     utc_day,
 )
-from memoryd.daemon.telemetry import Telemetry
-from memoryd.events import iso_ms
-from memoryd.receipts import LLMUsage, build_receipt
+from memoryd.signals.events import iso_ms
 
 NOON = float(calendar.timegm((2026, 11, 23, 12, 0, 0, 0, 0, 0)))
 NEXT_DAY = NOON + 86_400

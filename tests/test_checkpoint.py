@@ -17,11 +17,11 @@ from daemon_harness import Processes, read_state, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.checkpoint import CHECKPOINT_PREFIX, Checkpoint, CheckpointSummary
-from memoryd.config import load_settings
+from memoryd.config.settings import load_settings
 from memoryd.conversation import append_message, parse_line, split_lines
 from memoryd.errors import CheckpointParseError
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import JobRequest, run_job
+from memoryd.job.run import JobRequest, run_job
+from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies.checkpoint import load_checkpoint
 from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
 from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint

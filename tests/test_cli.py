@@ -448,7 +448,7 @@ def test_status_shows_every_workspace_and_a_bad_ones_error_in_its_row(
 
 
 def test_the_watch_frame_shows_an_error_row() -> None:
-    from memoryd.status_watch import render_frame
+    from memoryd.status.watch import render_frame
 
     rows = [{"workspace": "/r/b", "error": "config: token_limit = -3 (in file f): bad"}]
     lines = render_frame(rows, 0.0, 200, fancy=False)

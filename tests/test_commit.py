@@ -31,17 +31,17 @@ from daemon_harness import wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.commit import (
+from memoryd.commit.recovery import Recovery, recover
+from memoryd.commit.rewrite import (
     ArchivePlan,
     CommitResult,
     FaultHook,
     archive_name,
     rewrite,
 )
+from memoryd.commit.snapshot import Snapshot, read_snapshot
 from memoryd.errors import CommitAborted, UnsafePathError
-from memoryd.fsutil import TEMP_MARK, atomic_write, flocked, pid_alive, write_all
-from memoryd.recovery import Recovery, recover
-from memoryd.snapshot import Snapshot, read_snapshot
+from memoryd.files.fsutil import TEMP_MARK, atomic_write, flocked, pid_alive, write_all
 from memoryd.workspace import Workspace
 
 TESTS = Path(__file__).resolve().parent
@@ -438,7 +438,7 @@ def test_failed_fsync_never_renames(
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         real_fsync(fd)
 
-    monkeypatch.setattr("memoryd.commit.os.fsync", fsync)
+    monkeypatch.setattr("memoryd.commit.rewrite.os.fsync", fsync)
     with pytest.raises(CommitAborted, match="original untouched"):
         commit_half(ws, 0)
     assert len(failed) == 1
@@ -453,8 +453,8 @@ def test_failed_fsync_never_renames(
 KILL_AT_STEP = """
 import os, signal, sys
 from pathlib import Path
-from memoryd.commit import ArchivePlan, archive_name, rewrite
-from memoryd.snapshot import read_snapshot
+from memoryd.commit.rewrite import ArchivePlan, archive_name, rewrite
+from memoryd.commit.snapshot import read_snapshot
 from memoryd.workspace import Workspace
 
 ws = Workspace(Path(sys.argv[1]))
@@ -476,8 +476,8 @@ rewrite(snapshot, [summary, (cut, snapshot.end)], lock=ws.lock, archive=plan,
 COMMIT_FOREVER = """
 import os, sys, json
 from pathlib import Path
-from memoryd.commit import ArchivePlan, archive_name, rewrite
-from memoryd.snapshot import read_snapshot
+from memoryd.commit.rewrite import ArchivePlan, archive_name, rewrite
+from memoryd.commit.snapshot import read_snapshot
 from memoryd.workspace import Workspace
 
 ws = Workspace(Path(sys.argv[1]))
@@ -563,8 +563,8 @@ def test_sigkill_at_random_moments_while_writers_append_loses_nothing(tmp_path: 
 DRAIN_FOR_LONG = """
 import sys
 from pathlib import Path
-from memoryd.commit import ArchivePlan, archive_name, rewrite
-from memoryd.snapshot import read_snapshot
+from memoryd.commit.rewrite import ArchivePlan, archive_name, rewrite
+from memoryd.commit.snapshot import read_snapshot
 from memoryd.workspace import Workspace
 
 ws = Workspace(Path(sys.argv[1]))
@@ -633,7 +633,7 @@ def test_too_little_free_space_aborts_before_writing(
     ws = new_workspace(tmp_path / "ws", lines=20)
     original = ws.conversation.read_bytes()
     monkeypatch.setattr(
-        "memoryd.commit.shutil.disk_usage",
+        "memoryd.commit.rewrite.shutil.disk_usage",
         lambda _path: SimpleNamespace(total=1 << 30, used=(1 << 30) - 4096, free=4096),
     )
     with pytest.raises(CommitAborted, match="free space"):

@@ -1,4 +1,4 @@
-"""Tests of memoryd.config: sources and their precedence, refusals, masking, workspace overrides."""
+"""Tests of memoryd.config.settings: sources and their precedence, refusals, masking, workspace overrides."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from memoryd.config import (
+from memoryd.config.settings import (
     AnthropicSettings,
     LoadedSettings,
     Settings,
     load_settings,
     settings_for_workspace,
 )
-from memoryd.config_view import config_as_dict, render_config
+from memoryd.config.view import config_as_dict, render_config
 from memoryd.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent

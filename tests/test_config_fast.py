@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from memoryd.config import Settings, load_settings, settings_for_workspace
-from memoryd.config_fast import FIELDS, MODEL_CHECKS, fast_status_settings
+from memoryd.config.fast import FIELDS, MODEL_CHECKS, fast_status_settings
+from memoryd.config.settings import Settings, load_settings, settings_for_workspace
 from memoryd.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def derived_fields(model: type[BaseModel], prefix: str = "") -> dict[str, tuple[
 
 
 def test_the_fast_table_mirrors_settings() -> None:
-    """When this fails, copy the printed table into memoryd/config_fast.py FIELDS (and teach
+    """When this fails, copy the printed table into memoryd/config/fast.py FIELDS (and teach
     the fast path any new kind, or make it "other" so that the full loader decides)."""
     expected = derived_fields(Settings)
     assert expected == FIELDS, "\n".join(f"    {k!r}: {v!r}," for k, v in expected.items())

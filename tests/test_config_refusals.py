@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from memoryd.config import Settings, load_settings, settings_for_workspace
+from memoryd.config.settings import Settings, load_settings, settings_for_workspace
 from memoryd.errors import ConfigError
 
 

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from conftest import WorkspaceFactory, encode_lines, generated_messages
 
-from memoryd import conversation, fsutil
+from memoryd import conversation
 from memoryd.conversation import ConversationReader, append_message, parse_line, split_lines
 from memoryd.errors import InputError, UnsafePathError
+from memoryd.files import fsutil
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
 
 

@@ -25,7 +25,7 @@ from daemon_harness import Daemon, Processes, llm_env, read_events, read_heartbe
 from fake_anthropic import FakeAnthropic, Reply
 from writers import line_bytes
 
-from memoryd.budget import ledger_path
+from memoryd.receipts.spend_cap import ledger_path
 
 EXTRACTIVE = {
     "MEMORYD_SUMMARIZER__BACKEND": "extractive",

@@ -29,15 +29,15 @@ from daemon_workspaces import (
 from structlog.testing import capture_logs
 from writers import line_bytes
 
-from memoryd.config import load_settings
+from memoryd.config.settings import load_settings
 from memoryd.conversation import split_lines
 from memoryd.daemon import Supervisor
 from memoryd.daemon.hooks import DaemonHooks
-from memoryd.fsutil import pid_alive
-from memoryd.job import JobResult
+from memoryd.daemon.tracked import Tracked
+from memoryd.daemon.watch import classify
+from memoryd.files.fsutil import pid_alive
+from memoryd.job.run import JobResult
 from memoryd.strategies.narrative import narrative_split
-from memoryd.tracked import Tracked
-from memoryd.watch import classify
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = REPO / "systemd" / "memoryd.service"
@@ -297,7 +297,7 @@ def test_the_daemon_process_never_imports_the_anthropic_sdk(tmp_path: Path) -> N
     write_lines(root / "ws", "w", 3)
     script = (
         "import sys\n"
-        "from memoryd.config import load_settings\n"
+        "from memoryd.config.settings import load_settings\n"
         "from memoryd.daemon import Supervisor\n"
         "if __name__ == '__main__':\n"
         f"    env = {{'HOME': {str(tmp_path)!r}, 'ANTHROPIC_API_KEY': 'sk-ant-x'}}\n"

@@ -32,7 +32,7 @@ from daemon_workspaces import (
 )
 from fake_anthropic import FakeAnthropic
 
-from memoryd.receipts import read_receipts
+from memoryd.receipts.records import read_receipts
 from memoryd.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent

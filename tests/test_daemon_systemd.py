@@ -192,7 +192,7 @@ def test_a_stop_leaves_no_process_for_systemd_to_kill_and_a_workers_change_is_in
 def test_a_failing_notify_socket_is_reported_once(tmp_path: Path) -> None:
     """NOTIFY_SOCKET set but unreachable: notify returns False and logs sd_notify_failed
     once, not at every watchdog ping; without NOTIFY_SOCKET nothing is logged."""
-    from memoryd import systemd
+    from memoryd.daemon import systemd
 
     env = {"NOTIFY_SOCKET": str(tmp_path / "nobody-listens.sock")}
     with capture_logs() as logs:

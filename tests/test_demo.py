@@ -17,7 +17,7 @@ import pytest
 from cli_helpers import cli
 
 from memoryd.cli.demo import demo_log_format
-from memoryd.config import load_settings, settings_for_workspace
+from memoryd.config.settings import load_settings, settings_for_workspace
 from memoryd.demo import DEMO_TOKEN_LIMIT, prepare_demo
 
 

@@ -16,11 +16,11 @@ from agent_transcripts import generate, write_workspace
 from conftest import SettingsFactory, make_message
 
 from memoryd.checkpoint import SECTIONS, CheckpointSummary, render_lists
-from memoryd.job import JobRequest, run_job
-from memoryd.retention import extract_details, score
+from memoryd.job.run import JobRequest, run_job
 from memoryd.summarizers.checkpoint_calls import call_key
 from memoryd.summarizers.extractive import extractive_summary
 from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
+from memoryd.summarizers.retention import extract_details, score
 from memoryd.summarizers.toolcalls import command_label
 from memoryd.tokens import estimate_text_tokens
 

@@ -247,7 +247,7 @@ PROBE = """
 import sys
 from pathlib import Path
 from memoryd.cli import main
-from memoryd.config import load_settings
+from memoryd.config.settings import load_settings
 from memoryd.daemon import Supervisor
 
 ws, root = Path(sys.argv[1]), Path(sys.argv[2])

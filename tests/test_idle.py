@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.conversation import ConversationReader
 from memoryd.daemon.scheduler import Scheduler
-from memoryd.tracked import Tracked, idle_due_at, job_due_now
+from memoryd.daemon.tracked import Tracked, idle_due_at, job_due_now
 from memoryd.workspace import Workspace
 
 LIMIT = 10_000

@@ -23,12 +23,12 @@ from conftest import (
 )
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.conversation import split_lines
-from memoryd.events import read_events
-from memoryd.fsutil import TEMP_MARK, flocked
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.job import JobRequest, JobResult, run_job
+from memoryd.files.fsutil import TEMP_MARK, flocked
+from memoryd.job.run import JobRequest, JobResult, run_job
+from memoryd.signals.events import read_events
+from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies.summary import SUMMARY_PREFIX
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace

@@ -14,14 +14,14 @@ from conftest import SettingsFactory, WorkspaceFactory, generated_messages, make
 from fake_anthropic import FakeAnthropic, Reply
 from structlog.testing import capture_logs
 
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.conversation import split_lines
-from memoryd.events import read_events
-from memoryd.job import JobRequest, JobResult, run_job
-from memoryd.pricing import DEFAULT_PRICES, cost_usd
-from memoryd.recall import expand
-from memoryd.receipts import read_receipts
-from memoryd.retention import VERBATIM_HEADER, extract_details, score
+from memoryd.job.run import JobRequest, JobResult, run_job
+from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd
+from memoryd.receipts.records import read_receipts
+from memoryd.search.recall import expand
+from memoryd.signals.events import read_events
+from memoryd.summarizers.retention import VERBATIM_HEADER, extract_details, score
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 

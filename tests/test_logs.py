@@ -10,7 +10,7 @@ from pathlib import Path
 
 PROBE = """
 import logging, structlog
-from memoryd.logs import configure_logging
+from memoryd.daemon.logs import configure_logging
 configure_logging("json", "debug")
 log = structlog.get_logger("probe")
 log.debug("d_event"); log.info("i_event"); log.warning("w_event"); log.error("e_event")

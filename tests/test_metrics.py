@@ -13,9 +13,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
-from memoryd.config import load_settings
+from memoryd.config.settings import load_settings
+from memoryd.daemon.metrics import DaemonView, JobObservation, Metrics, WorkspaceView
 from memoryd.daemon.telemetry import Telemetry, salvaged_since
-from memoryd.metrics import DaemonView, JobObservation, Metrics, WorkspaceView
 
 
 def view(per_root: int = 2) -> DaemonView:

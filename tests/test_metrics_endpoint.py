@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 from daemon_harness import wait_until
 
-from memoryd.metrics import DaemonView, Metrics
-from memoryd.metrics_server import BoundedServer, only_metrics
+from memoryd.daemon.metrics import DaemonView, Metrics
+from memoryd.daemon.metrics_server import BoundedServer, only_metrics
 
 pytestmark = pytest.mark.timeout(60)
 

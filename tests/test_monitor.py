@@ -16,10 +16,10 @@ from cli_helpers import cli
 from conftest import SettingsFactory, WorkspaceFactory
 
 from memoryd.errors import InputError
-from memoryd.events import iso_ms, read_events
-from memoryd.fsutil import TEMP_MARK
-from memoryd.monitor import ContextMonitor, monitor_path, read_monitors
+from memoryd.files.fsutil import TEMP_MARK
 from memoryd.policy import detect_threshold, get_threshold_action, should_emit_event
+from memoryd.signals.events import iso_ms, read_events
+from memoryd.signals.monitor import ContextMonitor, monitor_path, read_monitors
 
 FIXED_NOW = 1_700_000_000.0
 """2023-11-14T22:13:20Z: a fixed clock, far in the past of any real ``time.time()``."""

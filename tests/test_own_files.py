@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.fsutil import temp_name
-from memoryd.watch import classify, own_file
-from memoryd.watch_tree import own_name
+from memoryd.daemon.watch import classify, own_file
+from memoryd.daemon.watch_tree import own_name
+from memoryd.files.fsutil import temp_name
 
 ROOT = Path("/agents")
 WS = ROOT / "team" / "ws"

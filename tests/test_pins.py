@@ -12,10 +12,10 @@ from cli_helpers import cli
 from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_messages
 
 from memoryd.conversation import split_lines
-from memoryd.events import read_events
-from memoryd.job import JobRequest, JobResult, run_job
+from memoryd.job.run import JobRequest, JobResult, run_job
 from memoryd.pins import pinned_indices
-from memoryd.receipts import read_receipts
+from memoryd.receipts.records import read_receipts
+from memoryd.signals.events import read_events
 from memoryd.workspace import Workspace
 
 

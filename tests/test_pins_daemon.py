@@ -13,7 +13,7 @@ from daemon_harness import Processes, llm_env, read_events, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 from writers import line_bytes
 
-from memoryd.receipts import read_receipts
+from memoryd.receipts.records import read_receipts
 from memoryd.workspace import Workspace
 
 

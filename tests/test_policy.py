@@ -25,7 +25,7 @@ from memoryd.policy import (
     should_emit_event,
     usage_ratio,
 )
-from memoryd.state import build_state
+from memoryd.signals.state import build_state
 from memoryd.workspace import Workspace
 
 # --- levels, actions, events ----------------------------------------------------------

@@ -16,7 +16,7 @@ from daemon_harness import Processes, clean_env, llm_env, wait_until
 from daemon_workspaces import append_lines, write_lines
 from fake_anthropic import FakeAnthropic
 
-from memoryd.receipts import read_receipts
+from memoryd.receipts.records import read_receipts
 from memoryd.workspace import Workspace
 
 REPO = Path(__file__).resolve().parent.parent

@@ -50,12 +50,12 @@ from powerloss_scenarios import (
 )
 
 from memoryd import conversation
-from memoryd.commit import rewrite
-from memoryd.config import Settings
+from memoryd.commit.recovery import recover
+from memoryd.commit.rewrite import rewrite
+from memoryd.commit.snapshot import read_snapshot
+from memoryd.config.settings import Settings
 from memoryd.conversation import append_message
 from memoryd.errors import MemorydError
-from memoryd.recovery import recover
-from memoryd.snapshot import read_snapshot
 from memoryd.workspace import Workspace
 
 FAST_SAMPLE = 40

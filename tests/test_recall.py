@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from memoryd.errors import InputError, MemorydError, UnsafePathError, UsageError
-from memoryd.history import content_text
-from memoryd.job import JobRequest, run_job
-from memoryd.recall import Hit, expand, recall, update_index
-from memoryd.recall_query import plain_terms, to_match
+from memoryd.job.run import JobRequest, run_job
+from memoryd.search.history import content_text
+from memoryd.search.query import plain_terms, to_match
+from memoryd.search.recall import Hit, expand, recall, update_index
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -292,7 +292,7 @@ def test_a_process_killed_while_indexing_leaves_an_index_that_recall_completes(
         [
             sys.executable,
             "-c",
-            f"from memoryd.recall import update_index; update_index({str(folder)!r})",
+            f"from memoryd.search.recall import update_index; update_index({str(folder)!r})",
         ],
         env=env,
     )
@@ -323,7 +323,7 @@ def test_any_query_gives_hits_no_hits_or_a_usage_error(
 
 @pytest.fixture(scope="module")
 def history_for_queries(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from memoryd.config import load_settings
+    from memoryd.config.settings import load_settings
 
     folder = tmp_path_factory.mktemp("queries")
     (folder / "conversation.jsonl").write_bytes(encode_lines(marked(60)))
@@ -488,8 +488,8 @@ def test_per_message_commands_and_the_daemon_module_load_neither_the_index_nor_m
         "main(['status', ws, '--json'], out)\n"
         "main(['heartbeat', ws, 'show'], out)\n"
         "import memoryd.daemon\n"
-        "heavy = ('sqlite3', 'mcp', 'memoryd.recall', 'memoryd.recall_index',"
-        " 'memoryd.mcp_server')\n"
+        "heavy = ('sqlite3', 'mcp', 'memoryd.search.recall', 'memoryd.search.index',"
+        " 'memoryd.mcp_server.server')\n"
         "loaded = [m for m in sys.modules if m in heavy or m.split('.')[0] in heavy[:2]]\n"
         "print(json.dumps(sorted(loaded)))\n"
     )

@@ -20,8 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import TextContent
 
 from memoryd.errors import UsageError
-from memoryd.recall import recall, update_index
-from memoryd.recall_query import (
+from memoryd.search.query import (
     MAX_QUERY_CHARS,
     MAX_TERMS,
     QueryStopped,
@@ -29,6 +28,7 @@ from memoryd.recall_query import (
     plain_terms,
     to_match,
 )
+from memoryd.search.recall import recall, update_index
 
 WORDS = ["aa", "ab", "ac", "ad", "ae", "af", "ag", "ah"]
 SIXTEEN_PREFIXES = " ".join(f"{word}*" for word in WORDS * 2)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import WorkspaceFactory, encode_lines, generated_messages
 
-from memoryd.recall import expand, recall
+from memoryd.search.recall import expand, recall
 
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 12
@@ -24,8 +24,8 @@ DEADLINE_S = 240.0
 JOBS = """
 import json, os, sys
 from pathlib import Path
-from memoryd.config import load_settings
-from memoryd.job import JobRequest, run_job
+from memoryd.config.settings import load_settings
+from memoryd.job.run import JobRequest, run_job
 folder, config_home, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 settings = load_settings(
     overrides={"drain_seconds": 0, "token_limit": 4000, "summarizer.backend": "extractive"},

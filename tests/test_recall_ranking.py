@@ -17,11 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.recall import Hit, recall, update_index
-from memoryd.recall_query import identifiers, plain_terms, to_match
-from memoryd.recall_rank import held, useful_terms
-from memoryd.recall_schema import APPLICATION_ID
-from memoryd.recall_text import (
+from memoryd.search.query import identifiers, plain_terms, to_match
+from memoryd.search.rank import held, useful_terms
+from memoryd.search.recall import Hit, recall, update_index
+from memoryd.search.schema import APPLICATION_ID
+from memoryd.search.text import (
     PASSAGE_CHARS,
     camel_parts,
     identifier_parts,

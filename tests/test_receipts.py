@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from memoryd.errors import UnsafePathError
-from memoryd.job_history import history_totals, latest, render_history
-from memoryd.pricing import DEFAULT_PRICES, ModelPrice, cost_usd, price_for
-from memoryd.receipts import (
+from memoryd.receipts.pricing import DEFAULT_PRICES, ModelPrice, cost_usd, price_for
+from memoryd.receipts.records import (
     LLMUsage,
     Receipt,
     RetentionFigures,
@@ -20,6 +19,7 @@ from memoryd.receipts import (
     read_receipts,
     receipts_path,
 )
+from memoryd.receipts.totals import history_totals, latest, render_history
 from memoryd.workspace import Workspace
 
 FIELDS = {

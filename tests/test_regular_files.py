@@ -18,18 +18,18 @@ from cli_helpers import cli
 from fs_helpers import SPECIAL_KINDS, make_special
 
 from memoryd.api import SummaryGenerator
-from memoryd.config import load_settings
-from memoryd.config_fast import fast_status_settings
+from memoryd.commit.draining import salvage
+from memoryd.config.fast import fast_status_settings
+from memoryd.config.settings import load_settings
 from memoryd.daemon.telemetry import salvaged_since
-from memoryd.draining import salvage
 from memoryd.errors import ConfigError, UnsafePathError
-from memoryd.events import read_events
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.monitor import read_monitors
-from memoryd.recall_index import INDEX, _is_wal
-from memoryd.receipts import read_receipts
-from memoryd.regular_files import read_file, read_file_from
-from memoryd.state import read_state
+from memoryd.files.regular import read_file, read_file_from
+from memoryd.receipts.records import read_receipts
+from memoryd.search.index import INDEX, _is_wal
+from memoryd.signals.events import read_events
+from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.signals.monitor import read_monitors
+from memoryd.signals.state import read_state
 from memoryd.strategies.checkpoint import load_checkpoint
 from memoryd.workspace import Workspace
 
@@ -136,7 +136,7 @@ def test_a_workspace_config_is_refused_by_both_loaders(
     fast = fast_status_settings(None, {}, {})
     assert fast is not None
     assert fast.for_workspace(ws.path) is None
-    from memoryd.config import settings_for_workspace
+    from memoryd.config.settings import settings_for_workspace
 
     with pytest.raises(UnsafePathError, match=r"config\.toml: is (not a regular file|a symlink)"):
         settings_for_workspace(load_settings(env={}).settings, ws.path)

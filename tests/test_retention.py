@@ -9,10 +9,16 @@ from agent_samples import interactive, text_mode, tool_loop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.retention import VERBATIM_HEADER, Beside, Detail, extract_details, score
+from memoryd.summarizers.retention import VERBATIM_HEADER, Beside, Detail, extract_details, score
 from memoryd.summarizers.toolcalls import command_label, label_key
+from memoryd.summarizers.verbatim import (
+    by_priority,
+    fit,
+    render_section,
+    with_free_room,
+    with_verbatim_section,
+)
 from memoryd.tokens import estimate_text_tokens
-from memoryd.verbatim import by_priority, fit, render_section, with_free_room, with_verbatim_section
 
 PLANTED = (
     "We decided to use Postgres for the event store. "

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from memoryd import cues, identifiers
-from memoryd import retention as r
+from memoryd import identifiers
+from memoryd.summarizers import cues
+from memoryd.summarizers import retention as r
 from memoryd.summarizers.extractive import SENTENCE_END
 from memoryd.summarizers.transcript import read_messages
 

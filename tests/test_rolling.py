@@ -21,10 +21,10 @@ from conftest import (
 from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.api import MessageSummarizer, SummaryGenerator
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.conversation import append_message
 from memoryd.errors import ConfigError
-from memoryd.heartbeat import HeartbeatManager
+from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies.summary import SUMMARY_PREFIX
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace

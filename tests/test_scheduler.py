@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.conversation import ConversationReader
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.scheduler import Scheduler
-from memoryd.job import JobResult
-from memoryd.tracked import (
+from memoryd.daemon.tracked import (
     RETRY_FLOOR,
     WRITE_RETRY_MAX,
     Tracked,
@@ -22,6 +21,7 @@ from memoryd.tracked import (
     write_failed,
     write_succeeded,
 )
+from memoryd.job.run import JobResult
 from memoryd.workspace import Workspace
 
 WINDOW = 0.2
@@ -192,7 +192,9 @@ def test_a_failing_write_backs_off_and_is_reported_once_per_workspace_and_reason
 
 def test_status_says_one_workspace_in_the_singular(monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[str] = []
-    monkeypatch.setattr("memoryd.systemd.notify", lambda message, env=None: sent.append(message))
+    monkeypatch.setattr(
+        "memoryd.daemon.systemd.notify", lambda message, env=None: sent.append(message)
+    )
     publisher = Publisher({}, lambda tracked, when: None)
     publisher.status(1, 0, [])
     publisher.status(1, 0, [])

@@ -11,7 +11,7 @@ import pytest
 from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_messages
 
 from memoryd.conversation import split_lines
-from memoryd.job import JobRequest, run_job
+from memoryd.job.run import JobRequest, run_job
 from memoryd.strategies.summary import summarized_span
 
 

@@ -20,8 +20,8 @@ from daemon_workspaces import write_lines
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from memoryd.state import read_state, recorded_budget
-from memoryd.status import Budget, budget_of
+from memoryd.signals.state import read_state, recorded_budget
+from memoryd.status.report import Budget, budget_of
 from memoryd.workspace import Workspace
 
 

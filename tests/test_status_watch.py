@@ -20,7 +20,7 @@ from conftest import WorkspaceFactory, make_message
 from daemon_harness import clean_env, wait_until
 
 from memoryd.conversation import append_message
-from memoryd.status_watch import ago, last_job, render_frame, usage_bar, watch
+from memoryd.status.watch import ago, last_job, render_frame, usage_bar, watch
 
 NOW = 1_795_000_000.0  # 2026-11-19T...
 

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from memoryd.cli import build_parser
 from memoryd.cli import memory as memory_command
-from memoryd.commit import Part
+from memoryd.commit.rewrite import Part
 from memoryd.errors import InputError
-from memoryd.events import iso_ms, read_events
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.store_compaction import (
+from memoryd.signals.events import iso_ms, read_events
+from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.stores.compaction import (
     archived_parts,
     bookmark_summary,
     plan_compaction,
@@ -32,8 +32,7 @@ from memoryd.store_compaction import (
     summary_date,
     todo_summary,
 )
-from memoryd.store_entries import parse_store
-from memoryd.stores import (
+from memoryd.stores.disk import (
     compact,
     load_store,
     read_entries,
@@ -41,6 +40,7 @@ from memoryd.stores import (
     stores_needing_compaction,
     write_entry,
 )
+from memoryd.stores.entries import parse_store
 from memoryd.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -403,7 +403,7 @@ def test_a_trailing_fragment_is_neither_counted_nor_touched(ws: Path) -> None:
 def test_concurrent_writer_processes_lose_nothing_during_compactions(ws: Path) -> None:
     """Every entry written while compactions run is exactly once live or in the archive."""
     script = (
-        "import sys\nfrom pathlib import Path\nfrom memoryd.stores import write_entry\n"
+        "import sys\nfrom pathlib import Path\nfrom memoryd.stores.disk import write_entry\n"
         "for i in range(int(sys.argv[3])):\n"
         "    write_entry(Path(sys.argv[1]), 'bookmarks', {'id': f'{sys.argv[2]}-{i}'}, 10**6)\n"
     )

@@ -27,9 +27,9 @@ from split_checks import (
     tool_use,
 )
 
-from memoryd.config import RollingSettings, Settings, load_settings
+from memoryd.config.settings import RollingSettings, Settings, load_settings
 from memoryd.conversation import ConversationReader, Line
-from memoryd.job import ineffective_text, plan_job
+from memoryd.job.run import ineffective_text, plan_job
 from memoryd.policy import SplitPlan, valid_boundaries
 from memoryd.strategies import STRATEGIES, Counts, strategy_for
 from memoryd.strategies.checkpoint import checkpoint_split

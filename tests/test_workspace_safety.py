@@ -18,15 +18,15 @@ import pytest
 from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_messages
 from fs_helpers import fill_up, small_tmpfs, tree
 
-from memoryd import events
-from memoryd.config import settings_for_workspace
+from memoryd.commit.recovery import recover
+from memoryd.config.settings import settings_for_workspace
 from memoryd.errors import UnsafePathError
-from memoryd.fsutil import append_line, atomic_write, flocked, open_in, read_in
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.monitor import ContextMonitor
-from memoryd.recovery import recover
-from memoryd.state import build_state, write_state
-from memoryd.stores import compact, load_store, write_entry
+from memoryd.files.fsutil import append_line, atomic_write, flocked, open_in, read_in
+from memoryd.signals import events
+from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.signals.monitor import ContextMonitor
+from memoryd.signals.state import build_state, write_state
+from memoryd.stores.disk import compact, load_store, write_entry
 from memoryd.workspace import Workspace
 
 SMALL_BUDGET = {"MEMORYD_TOKEN_LIMIT": "4000", "MEMORYD_SUMMARIZER__BACKEND": "extractive"}

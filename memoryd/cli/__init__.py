@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if args.config is not None:
             # Every command refuses a --config that is not there, also one that reads no
             # setting: the user meant something by it.
-            from memoryd.config_files import find_config_file
+            from memoryd.config.sources import find_config_file
 
             find_config_file(args.config, {})
         code: int = load_command(args.command).run(args, stdout)

@@ -6,13 +6,13 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memoryd.config import LoadedSettings
+    from memoryd.config.settings import LoadedSettings
 
 
 def load_config(args: argparse.Namespace, **overrides: Any) -> LoadedSettings:
     """The configuration for this run: ``--config``, the environment, ``--log-format`` and
     ``overrides`` (flags by field name; None means not given)."""
-    from memoryd.config import load_settings
+    from memoryd.config.settings import load_settings
 
     return load_settings(args.config, {"log_format": args.log_format, **overrides})
 
@@ -22,7 +22,7 @@ def config_given(args: argparse.Namespace) -> bool:
     ``$MEMORYD_CONFIG``); otherwise status reports use the budget the daemon recorded."""
     import os
 
-    from memoryd.config_files import CONFIG_ENV
+    from memoryd.config.sources import CONFIG_ENV
 
     return args.config is not None or bool(os.environ.get(CONFIG_ENV))
 
@@ -31,6 +31,6 @@ def log_to_stderr(args: argparse.Namespace) -> None:
     """One-shot commands keep stdout for their answer and log warnings only, on stderr."""
     import sys
 
-    from memoryd.logs import configure_logging
+    from memoryd.daemon.logs import configure_logging
 
     configure_logging(args.log_format or "json", "warning", sys.stderr)

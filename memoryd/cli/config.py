@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print every effective value with where it came from."""
-    from memoryd.config_view import config_as_dict, render_config
+    from memoryd.config.view import config_as_dict, render_config
 
     loaded = load_config(args)
     if args.json:

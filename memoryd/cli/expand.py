@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the original JSON lines on stdout, exactly as they were appended."""
-    from memoryd.recall import expand
+    from memoryd.search.recall import expand
 
     log_to_stderr(args)
     data = b"".join(expand(args.workspace, args.id, args.before, args.after))

@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from memoryd.fsutil import check_workspace
-from memoryd.heartbeat import HeartbeatManager
+from memoryd.files.fsutil import check_workspace
+from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.workspace import Workspace
 
 
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     elif action == "checkin":
         heartbeat = manager.checkin()
     elif action == "complete":
-        from memoryd import stores
+        from memoryd.stores import disk as stores
 
         task = manager.get_status()
         heartbeat = manager.complete_task(args.result)
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     elif action == "fail":
         heartbeat = manager.fail_task(args.reason)
     elif action == "pause":
-        from memoryd import stores
+        from memoryd.stores import disk as stores
 
         heartbeat = manager.pause_task(args.notes, args.blockers)
         stores.record_task_bookmark(

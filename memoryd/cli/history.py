@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the table (or JSON) of receipts, oldest first, and the totals."""
     from memoryd.discovery import find_workspaces
-    from memoryd.job_history import history_totals, latest, render_history
-    from memoryd.receipts import read_receipts
+    from memoryd.receipts.records import read_receipts
+    from memoryd.receipts.totals import history_totals, latest, render_history
     from memoryd.workspace import CONVERSATION, Workspace
 
     if args.limit is not None and args.limit < 1:

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Serve on stdin/stdout until the client closes the connection; logs go to stderr."""
-    from memoryd.mcp_server import Scope, serve
+    from memoryd.mcp_server.server import Scope, serve
 
     log_to_stderr(args)
     settings = load_config(args).settings

@@ -15,10 +15,10 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoryd import stores
 from memoryd.cli.common import load_config, log_to_stderr
 from memoryd.errors import InputError
-from memoryd.store_entries import STORES, check_store, newest_entries
+from memoryd.stores import disk as stores
+from memoryd.stores.entries import STORES, check_store, newest_entries
 
 _JSON_KINDS: dict[type, str] = {
     list: "an array",

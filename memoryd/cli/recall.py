@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from memoryd.cli.common import log_to_stderr
-from memoryd.recall_query import QUERY_SECONDS
+from memoryd.search.query import QUERY_SECONDS
 
 if TYPE_CHECKING:
-    from memoryd.recall import Hit
+    from memoryd.search.recall import Hit
 
 
 def count(text: str) -> int:
@@ -88,7 +88,7 @@ def render_hits(hits: list[Hit]) -> str:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the hits, or "no matches" in words (exit 0)."""
-    from memoryd.recall import recall
+    from memoryd.search.recall import recall
 
     log_to_stderr(args)
     if (args.path / "conversation.jsonl").is_file():

@@ -14,8 +14,8 @@ from memoryd.cli.common import config_given, load_config
 from memoryd.errors import MemorydError, UsageError
 
 if TYPE_CHECKING:
-    from memoryd.config import Settings
-    from memoryd.status import ForWorkspace, StatusConfig
+    from memoryd.config.settings import Settings
+    from memoryd.status.report import ForWorkspace, StatusConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print a table (or JSON rows) of usage, level, strategy and heartbeat. Without
     ``--config`` (or ``$MEMORYD_CONFIG``) each workspace is counted against the budget the
     daemon recorded for it (docs/design.md#state)."""
-    from memoryd.status import collect_status, render_status_table
+    from memoryd.status.report import collect_status, render_status_table
 
     settings, for_workspace = _settings(args)
     if args.path:
@@ -85,8 +85,8 @@ def _settings(args: argparse.Namespace) -> tuple[StatusConfig, ForWorkspace]:
     """The settings, read by the fast path when it can vouch for them (status is polled;
     docs/design.md#configuration), else by the full loader; and how a workspace's own
     configuration is applied (falling back to the full loader for that workspace)."""
-    from memoryd.config_fast import fast_status_settings
-    from memoryd.status import full_for_workspace
+    from memoryd.config.fast import fast_status_settings
+    from memoryd.status.report import full_for_workspace
 
     fast = fast_status_settings(args.config, os.environ, {"log_format": args.log_format})
     if fast is None:
@@ -112,8 +112,8 @@ def _watch_status(
     out: TextIO,
     daemon_budget: bool,
 ) -> int:
-    from memoryd.status import collect_status
-    from memoryd.status_watch import watch
+    from memoryd.status.report import collect_status
+    from memoryd.status.watch import watch
 
     if args.json:
         raise UsageError("status: --watch and --json cannot be combined")

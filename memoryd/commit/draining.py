@@ -27,8 +27,9 @@ from pathlib import Path
 
 import structlog
 
+from memoryd.commit.snapshot import Snapshot
 from memoryd.errors import UnsafePathError
-from memoryd.fsutil import (
+from memoryd.files.fsutil import (
     append_all_or_nothing,
     flocked,
     folder_in,
@@ -36,8 +37,7 @@ from memoryd.fsutil import (
     open_in,
     pid_alive,
 )
-from memoryd.regular_files import open_for_reading
-from memoryd.snapshot import Snapshot
+from memoryd.files.regular import open_for_reading
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

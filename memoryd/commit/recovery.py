@@ -3,7 +3,7 @@
 A crash at any point of a commit leaves either the old file (plus a pending archive and
 a temp file, both removed here) or the new one (plus a pending archive, finalised here:
 the temp file's inode, part of the pending archive's name, tells which happened), and
-maybe a drain mark (:mod:`memoryd.draining`).
+maybe a drain mark (:mod:`memoryd.commit.draining`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from memoryd.commit import open_folder
-from memoryd.draining import FOLDER as DRAINING
-from memoryd.draining import MARK_RE, salvage
-from memoryd.fsutil import TEMP_MARK, folder_in, pid_alive
+from memoryd.commit.draining import FOLDER as DRAINING
+from memoryd.commit.draining import MARK_RE, salvage
+from memoryd.commit.rewrite import open_folder
+from memoryd.files.fsutil import TEMP_MARK, folder_in, pid_alive
 from memoryd.workspace import Workspace
 
 PENDING_RE = re.compile(r"^(?P<name>.+\.jsonl)\.(?P<pid>\d+)\.(?P<ino>\d+)\.pending$")

@@ -13,12 +13,12 @@ writers keep appending. The protocol:
    fsync the folder; turn the pending archive into a final one; release the lock;
 5. keep the old inode open for a short drain window and carry over any line that a
    writer which does not lock still put there; a hard link (a drain mark, see
-   :mod:`memoryd.draining`) made before the rename keeps it reachable until then, so a
+   :mod:`memoryd.commit.draining`) made before the rename keeps it reachable until then, so a
    crash inside the window loses nothing either.
 
-The snapshot and its re-check are :mod:`memoryd.snapshot`; the drain window is
-:mod:`memoryd.draining`. A crash at any point leaves either the old file (plus a pending
-archive and a temp file, both removed by :func:`memoryd.recovery.recover`) or the new one
+The snapshot and its re-check are :mod:`memoryd.commit.snapshot`; the drain window is
+:mod:`memoryd.commit.draining`. A crash at any point leaves either the old file (plus a pending
+archive and a temp file, both removed by :func:`memoryd.commit.recovery.recover`) or the new one
 (plus a pending archive that recovery finalises: the temp file's inode tells which
 happened).
 """
@@ -35,9 +35,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memoryd.draining import DrainMark, drain_safely, drain_then_report
+from memoryd.commit.draining import DrainMark, drain_safely, drain_then_report
+from memoryd.commit.snapshot import Snapshot, open_regular, same_file
 from memoryd.errors import CommitAborted, UnsafePathError
-from memoryd.fsutil import (
+from memoryd.files.fsutil import (
     NEW_FILE_FLAGS,
     flocked,
     folder_in,
@@ -45,7 +46,6 @@ from memoryd.fsutil import (
     temp_name,
     write_all,
 )
-from memoryd.snapshot import Snapshot, open_regular, same_file
 
 Part = bytes | tuple[int, int]
 """A piece of new content: literal bytes, or the byte range [start, end) of the snapshot."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memoryd.config_files import (
+from memoryd.config.sources import (
     ENV_PREFIX,
     LOG_LEVELS,
     RESERVED_ENV,
@@ -29,8 +29,8 @@ from memoryd.config_files import (
     find_config_file,
 )
 from memoryd.errors import MemorydError
-from memoryd.fsutil import read_in
-from memoryd.regular_files import read_file
+from memoryd.files.fsutil import read_in
+from memoryd.files.regular import read_file
 from memoryd.workspace import Workspace
 
 Bounds = tuple[tuple[str, float], ...]

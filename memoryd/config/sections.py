@@ -1,7 +1,7 @@
 """The sections of the configuration: ``[summarizer]``, ``[anthropic]``, ``[rolling]``,
 ``[checkpoint]``, ``[memory]``, and the rules every model of it follows.
 
-``memoryd.config`` re-exports them; ``Settings`` there holds one of each.
+``memoryd.config.settings`` re-exports them; ``Settings`` there holds one of each.
 """
 
 from __future__ import annotations

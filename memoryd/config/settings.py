@@ -6,8 +6,8 @@ defaults. ``load_settings`` builds them, refuses anything unknown or invalid wit
 ``ConfigError`` line naming the key, the value and its source, and records the source of
 every value.
 ``settings_for_workspace`` applies a workspace's own ``.memoryd/config.toml``;
-``memoryd.config_sections`` holds the sections' models, ``memoryd.config_view`` shows the
-result, ``memoryd.config_schema`` holds the helpers.
+``memoryd.config.sections`` holds the sections' models, ``memoryd.config.view`` shows the
+result, ``memoryd.config.schema`` holds the helpers.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from memoryd.config_files import LOG_LEVELS, WORKSPACE_KEYS
-from memoryd.config_schema import (
+from memoryd.config.schema import (
     API_KEY,
     ENV_DELIMITER,
     ENV_PREFIX,
@@ -56,22 +55,23 @@ from memoryd.config_schema import (
     origin_text,
     setting_env_vars,
 )
-from memoryd.config_sections import ANTHROPIC_API_KEY_ENV as ANTHROPIC_API_KEY_ENV
-from memoryd.config_sections import ANTHROPIC_BASE_URL_ENV as ANTHROPIC_BASE_URL_ENV
-from memoryd.config_sections import DAY, HOUR, MINUTE, WEEK
-from memoryd.config_sections import AnthropicSettings as AnthropicSettings
-from memoryd.config_sections import CheckpointSettings as CheckpointSettings
-from memoryd.config_sections import MemorySettings as MemorySettings
-from memoryd.config_sections import RollingSettings as RollingSettings
-from memoryd.config_sections import SummarizerSettings as SummarizerSettings
+from memoryd.config.sections import ANTHROPIC_API_KEY_ENV as ANTHROPIC_API_KEY_ENV
+from memoryd.config.sections import ANTHROPIC_BASE_URL_ENV as ANTHROPIC_BASE_URL_ENV
+from memoryd.config.sections import DAY, HOUR, MINUTE, WEEK
+from memoryd.config.sections import AnthropicSettings as AnthropicSettings
+from memoryd.config.sections import CheckpointSettings as CheckpointSettings
+from memoryd.config.sections import MemorySettings as MemorySettings
+from memoryd.config.sections import RollingSettings as RollingSettings
+from memoryd.config.sections import SummarizerSettings as SummarizerSettings
+from memoryd.config.sources import LOG_LEVELS, WORKSPACE_KEYS
 from memoryd.defaults import (
     DEFAULT_CRITICAL_AT,
     DEFAULT_TOKEN_LIMIT,
     DEFAULT_WARNING_AT,
 )
 from memoryd.errors import ConfigError
-from memoryd.fsutil import read_in
-from memoryd.pricing import ModelPrice
+from memoryd.files.fsutil import read_in
+from memoryd.receipts.pricing import ModelPrice
 from memoryd.workspace import Workspace
 
 

@@ -1,7 +1,7 @@
 """Where the configuration comes from: the file and the ``MEMORYD_*`` variables' names.
 
-Plain Python (no pydantic), shared by the full loader (``memoryd.config``) and the fast
-path of the polled commands (``memoryd.config_fast``), so both find the same file.
+Plain Python (no pydantic), shared by the full loader (``memoryd.config.settings``) and the fast
+path of the polled commands (``memoryd.config.fast``), so both find the same file.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memoryd.config import LoadedSettings
-from memoryd.config_schema import API_KEY, HEADERS, mask_headers
+from memoryd.config.schema import API_KEY, HEADERS, mask_headers
+from memoryd.config.settings import LoadedSettings
 
 MASKED = "set (masked)"
 UNSET = "unset"

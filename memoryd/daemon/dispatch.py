@@ -1,7 +1,7 @@
 """Counting a workspace and dispatching its jobs: one part of the supervisor.
 
 The backlog waits for a free worker and (on the anthropic backend) a free request, most
-urgent first; a job's outcome goes through the pure rules of :mod:`memoryd.tracked`
+urgent first; a job's outcome goes through the pure rules of :mod:`memoryd.daemon.tracked`
 (docs/design.md#daemon).
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 
 import structlog
 
-from memoryd import stores
 from memoryd.daemon.parts import DaemonParts
 from memoryd.daemon.publisher import describe
+from memoryd.daemon.tracked import Tracked, job_due_now, job_lost, settle
+from memoryd.daemon.worker import compact_stores_job
 from memoryd.errors import MemorydError
-from memoryd.heartbeat import Heartbeat, HeartbeatManager
-from memoryd.job import (
+from memoryd.job.run import (
     JobRequest,
     JobResult,
     report_failure,
@@ -31,10 +31,10 @@ from memoryd.job import (
     summarizer_env,
 )
 from memoryd.policy import detect_threshold, usage_ratio
-from memoryd.store_compaction import CompactionReport
+from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
+from memoryd.stores import disk as stores
+from memoryd.stores.compaction import CompactionReport
 from memoryd.summarizers.base import choose_backend
-from memoryd.tracked import Tracked, job_due_now, job_lost, settle
-from memoryd.worker import compact_stores_job
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

@@ -3,7 +3,7 @@ it starts tracking a workspace, and what its tidy after READY reads and writes.
 
 Every file is opened relative to a descriptor of one of the two folders, with
 ``O_NOFOLLOW``: the same refusal of symlinks below the workspace as the walk of
-:mod:`memoryd.fsutil`, done once per workspace instead of once per file. What a start
+:mod:`memoryd.files.fsutil`, done once per workspace instead of once per file. What a start
 on thousands of workspaces costs is then the reads it must make, and, on a first start,
 the files it must create (docs/design.md#scale-start).
 """
@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memoryd import strict_json
+from memoryd.commit.draining import FOLDER as DRAINING
+from memoryd.commit.recovery import leftover
 from memoryd.conversation import Counted
 from memoryd.discovery import Found
-from memoryd.draining import FOLDER as DRAINING
 from memoryd.errors import InputError, MemorydError, UnsafePathError
-from memoryd.fsutil import SYMLINK_REFUSED, create_in, replace_in
-from memoryd.heartbeat import parse
-from memoryd.recovery import leftover
-from memoryd.regular_files import not_regular
-from memoryd.state import STATE_MAX_BYTES, WorkspaceState, state_bytes
+from memoryd.files.fsutil import SYMLINK_REFUSED, create_in, replace_in
+from memoryd.files.regular import not_regular
+from memoryd.signals.heartbeat import parse
+from memoryd.signals.state import STATE_MAX_BYTES, WorkspaceState, state_bytes
 from memoryd.workspace import HEARTBEAT, META
 
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -49,7 +49,7 @@ class Seed:
     heartbeat: bytes | None
     """The bytes of HEARTBEAT.md; None when there is none."""
     leftovers: bool
-    """Something :func:`memoryd.recovery.recover` may act on is there."""
+    """Something :func:`memoryd.commit.recovery.recover` may act on is there."""
 
 
 def read_seed(found: Found) -> Seed:
@@ -82,7 +82,7 @@ def read_seed(found: Found) -> Seed:
                 raw = _read(meta, STATE, f"{path}/{META}", STATE_MAX_BYTES)
                 state = strict_json.loads(raw or b"")
             except (OSError, ValueError, MemorydError):
-                state = {}  # as memoryd.state.read_state: rebuilt (docs/design.md#state)
+                state = {}  # as memoryd.signals.state.read_state: rebuilt (docs/design.md#state)
         leftovers = (
             leftovers
             or any(leftover(META, name) for name in names)
@@ -194,7 +194,7 @@ def _read(folder: int | None, name: str, where: str, max_bytes: int | None = Non
     """The bytes of the regular file ``name`` (in the open ``folder``, or a whole path when
     None; ``where`` names the folder in errors); None when it is missing. A symlink, FIFO,
     socket or device is refused (UnsafePathError) without a wait, as
-    :mod:`memoryd.regular_files` refuses them (docs/design.md#regular-files); with
+    :mod:`memoryd.files.regular` refuses them (docs/design.md#regular-files); with
     ``max_bytes``, so is a longer file (InputError)."""
     shown = f"{where}/{os.path.basename(name)}"
     try:

@@ -36,8 +36,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from memoryd.fsutil import atomic_write
-from memoryd.metrics_server import BoundedServer, only_metrics
+from memoryd.daemon.metrics_server import BoundedServer, only_metrics
+from memoryd.files.fsutil import atomic_write
 from memoryd.strategies import STRATEGIES
 
 LEVELS = ("normal", "warning", "critical")
@@ -307,7 +307,7 @@ class Metrics:
         The thread sleeps in ``accept`` until a scrape comes: prometheus_client's own
         ``start_http_server`` wakes twice a second to check for shutdown, which an idle
         daemon should not (docs/design.md#metrics). Connections are bounded in number
-        and time (:mod:`memoryd.metrics_server`).
+        and time (:mod:`memoryd.daemon.metrics_server`).
         """
         self._server = BoundedServer((host, port))
         self._server.set_app(only_metrics(make_wsgi_app(self.served)))

@@ -15,15 +15,15 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.daemon.folders import TidyStep
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.telemetry import Telemetry
+from memoryd.daemon.tracked import Tracked
 from memoryd.daemon.watchers import RootWatchers
-from memoryd.tracked import Tracked
 
 
 class DaemonParts(abc.ABC):

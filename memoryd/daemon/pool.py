@@ -15,7 +15,7 @@ SDK). So the daemon's loop never calls the executor itself: ``submit()`` returns
 at once and one launcher thread hands the jobs over in order.
 
 A dead worker breaks the executor as a whole: every job it held fails with
-``BrokenProcessPool``. Each worker reports the job it takes (:func:`memoryd.worker.call`),
+``BrokenProcessPool``. Each worker reports the job it takes (:func:`memoryd.daemon.worker.call`),
 so :meth:`WorkerPool.died_with` blames only the job whose own worker died; the others are
 innocent and retried at once (docs/design.md#daemon).
 """
@@ -43,7 +43,12 @@ from memoryd.errors import PoolUnavailable
 
 log = structlog.get_logger()
 
-PRELOAD = ["memoryd.worker", "memoryd.job", "memoryd.recall_index", "memoryd.history"]
+PRELOAD = [
+    "memoryd.daemon.worker",
+    "memoryd.job.run",
+    "memoryd.search.index",
+    "memoryd.search.history",
+]
 """Imported once in the forkserver, so that every worker (and every pool rebuilt after a
 crash) starts without importing memoryd again, the modules its first job imports after
 its commit (the recall index) included."""
@@ -209,7 +214,7 @@ class WorkerPool:
                 self._retired.remove(generation)
 
     def _new_executor(self) -> ProcessPoolExecutor:
-        from memoryd.worker import worker_init
+        from memoryd.daemon.worker import worker_init
 
         return ProcessPoolExecutor(
             max_workers=self.size,
@@ -259,7 +264,7 @@ class WorkerPool:
             self._launch(launch)
 
     def _launch(self, launch: _Launch) -> None:
-        from memoryd.worker import call
+        from memoryd.daemon.worker import call
 
         executor = launch.generation.executor
         # Running from here on, as the executor's own future would be once queued: what

@@ -14,13 +14,14 @@ from typing import Any
 
 import structlog
 
-from memoryd import events, systemd
+from memoryd.daemon import systemd
 from memoryd.daemon.folders import Folders
+from memoryd.daemon.tracked import Tracked, write_failed, write_succeeded
 from memoryd.errors import MemorydError
-from memoryd.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.policy import should_emit_event
-from memoryd.state import WorkspaceState, build_state, numbers_key, write_state
-from memoryd.tracked import Tracked, write_failed, write_succeeded
+from memoryd.signals import events
+from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
+from memoryd.signals.state import WorkspaceState, build_state, numbers_key, write_state
 
 log = structlog.get_logger()
 

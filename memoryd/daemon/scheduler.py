@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-from memoryd.tracked import Tracked, idle_due_at
+from memoryd.daemon.tracked import Tracked, idle_due_at
 
 
 class Scheduler:

@@ -29,25 +29,25 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd import systemd
-from memoryd.config import LoadedSettings, load_settings, settings_for_workspace
+from memoryd.config.settings import LoadedSettings, load_settings, settings_for_workspace
 from memoryd.conversation import ConversationReader
+from memoryd.daemon import systemd
 from memoryd.daemon.dispatch import JobDispatch, JobDone
 from memoryd.daemon.folders import TidyStep
 from memoryd.daemon.hooks import DaemonHooks
+from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.telemetry import Telemetry, daemon_view
+from memoryd.daemon.watch import FsChange
 from memoryd.daemon.watchers import RootWatchers
 from memoryd.daemon.workspaces import WorkspaceTracking
 from memoryd.errors import MemorydError
-from memoryd.logs import configure_logging
 from memoryd.summarizers.base import choose_backend
-from memoryd.watch import FsChange
 
 if TYPE_CHECKING:
-    from memoryd.metrics import DaemonView
+    from memoryd.daemon.metrics import DaemonView
 
 log = structlog.get_logger()
 

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd import strict_json
-from memoryd.budget import (
+from memoryd.config.settings import Settings, parse_listen
+from memoryd.daemon.hooks import DaemonHooks
+from memoryd.daemon.tracked import Tracked, over_budget
+from memoryd.errors import ConfigError, MemorydError
+from memoryd.files.regular import read_file_from
+from memoryd.job.run import JobResult
+from memoryd.receipts.records import LLMUsage, Receipt
+from memoryd.receipts.spend_cap import (
     Downgrade,
     SpendCap,
     SpendLedger,
@@ -28,18 +35,11 @@ from memoryd.budget import (
     rebuild_spend,
     utc_day,
 )
-from memoryd.config import Settings, parse_listen
-from memoryd.daemon.hooks import DaemonHooks
-from memoryd.errors import ConfigError, MemorydError
-from memoryd.job import JobResult
-from memoryd.receipts import LLMUsage, Receipt
-from memoryd.regular_files import read_file_from
 from memoryd.summarizers.base import choose_backend
-from memoryd.tracked import Tracked, over_budget
 
 if TYPE_CHECKING:
+    from memoryd.daemon.metrics import DaemonView, Metrics
     from memoryd.daemon.scheduler import Scheduler
-    from memoryd.metrics import DaemonView, Metrics
 
 log = structlog.get_logger()
 
@@ -111,7 +111,7 @@ class Telemetry(DaemonHooks):
         settings = self.settings
         if not settings.metrics_listen and not settings.metrics_textfile:
             return
-        from memoryd.metrics import Metrics  # prometheus_client only when metrics are on
+        from memoryd.daemon.metrics import Metrics  # prometheus_client only when metrics are on
 
         self.metrics = Metrics(view, per_workspace=settings.metrics_per_workspace)
         if settings.metrics_listen:
@@ -251,7 +251,7 @@ class Telemetry(DaemonHooks):
             self.cap.record(usage, cost, wall)
         if self.metrics is None:
             return
-        from memoryd.metrics import JobObservation
+        from memoryd.daemon.metrics import JobObservation
 
         succeeded = result.outcome in ("completed", "ineffective")
         self.metrics.job_finished(
@@ -281,7 +281,7 @@ class Telemetry(DaemonHooks):
     def lost(self, tracked: Tracked | None, reason: str, its_fault: bool, now: float) -> None:
         if self.metrics is None or tracked is None or tracked.job_kind != "summarize":
             return
-        from memoryd.metrics import JobObservation
+        from memoryd.daemon.metrics import JobObservation
 
         self.metrics.job_finished(
             JobObservation(
@@ -341,7 +341,7 @@ def daemon_view(
 
     The loop may change the registry while it is copied: a copy that races is retried.
     """
-    from memoryd.metrics import DaemonView, WorkspaceView
+    from memoryd.daemon.metrics import DaemonView, WorkspaceView
 
     tracked: list[Tracked] = []
     futures: list[Future[Any]] = []

@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.conversation import ConversationReader, Tally
-from memoryd.events import iso_ms
 from memoryd.policy import Level, failure_backoff, may_retry_after_ineffective, over_trigger
+from memoryd.signals.events import iso_ms
 from memoryd.strategies import Counts, strategy_for
 from memoryd.workspace import Workspace
 
 if TYPE_CHECKING:
-    from memoryd.job import JobResult
+    from memoryd.job.run import JobResult
 
 RETRY_FLOOR = 2.0
 """Seconds before a failed or busy workspace is tried again when nothing changes."""

@@ -33,8 +33,8 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
 from watchdog.observers.polling import PollingObserver
 
-from memoryd.fsutil import is_temp_name
-from memoryd.watch_tree import TreeObserver
+from memoryd.daemon.watch_tree import TreeObserver
+from memoryd.files.fsutil import is_temp_name
 from memoryd.workspace import CONVERSATION, HEARTBEAT, META
 
 log = structlog.get_logger()
@@ -169,7 +169,7 @@ def start_observer(
     When inotify has run out of watches (or instances), the root is polled instead,
     with one clear warning that says how to raise the limit. watchdog raises only when
     the root itself cannot be watched and stays silent for a subfolder, so the watch
-    counts the folders it could not watch (:mod:`memoryd.watch_tree`).
+    counts the folders it could not watch (:mod:`memoryd.daemon.watch_tree`).
     """
     handler = Enqueuer(changes)
     InotifyMoveEventGrouper.delay = MOVE_PAIRING_WAIT

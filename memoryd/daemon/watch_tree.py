@@ -28,7 +28,7 @@ from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT
 from watchdog.observers.inotify import InotifyEmitter, InotifyObserver, InotifyWatchGroup
 from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, Mask
 
-from memoryd.fsutil import TEMP_MARK
+from memoryd.files.fsutil import TEMP_MARK
 from memoryd.workspace import HEARTBEAT, META
 
 LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
@@ -45,7 +45,7 @@ def hidden(path: bytes) -> bool:
 
 def own_name(name: bytes) -> bool:
     """A name memoryd itself writes in a watched folder (pure): HEARTBEAT.md, ``.memoryd``,
-    a temp file. See :func:`memoryd.watch.own_file`, which the handler applies to paths."""
+    a temp file. See :func:`memoryd.daemon.watch.own_file`, which the handler applies to paths."""
     return name in OWN_NAMES or TEMP in name
 
 

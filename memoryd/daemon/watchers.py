@@ -17,7 +17,7 @@ log = structlog.get_logger()
 
 
 class RootWatchers:
-    """Observers that put :class:`memoryd.watch.FsChange` notes on ``notes``."""
+    """Observers that put :class:`memoryd.daemon.watch.FsChange` notes on ``notes``."""
 
     def __init__(self, notes: queue.SimpleQueue[object]) -> None:
         self.notes = notes
@@ -36,7 +36,7 @@ class RootWatchers:
         """Watch ``root`` (down to ``max_depth + 1`` levels); a missing or unwatchable root
         is logged (it is retried at the next rescan). Its folders are watched as the first
         scan lists them (:meth:`first_scan`)."""
-        from memoryd.watch import start_observer
+        from memoryd.daemon.watch import start_observer
 
         if root in self.observers:
             return
@@ -57,7 +57,7 @@ class RootWatchers:
     def first_scan(self, root: Path) -> Callable[[str], None] | None:
         """What the first scan of ``root`` calls for each folder before it lists it (adds
         its watch), or None when ``root`` had its first scan (or is polled)."""
-        from memoryd.watch_tree import TreeObserver
+        from memoryd.daemon.watch_tree import TreeObserver
 
         observer = self.observers.get(root)
         if root not in self.unscanned or not isinstance(observer, TreeObserver):
@@ -66,7 +66,7 @@ class RootWatchers:
 
     def scanned(self, root: Path) -> None:
         """The first scan of ``root`` is done: poll it instead if watches ran out."""
-        from memoryd.watch import poll_if_short
+        from memoryd.daemon.watch import poll_if_short
 
         observer = self.observers.get(root)
         if root not in self.unscanned or observer is None:

@@ -16,13 +16,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from memoryd import stores
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
+from memoryd.daemon.logs import configure_logging
 from memoryd.errors import MemorydError
-from memoryd.fsutil import pid_alive
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.logs import configure_logging
-from memoryd.store_compaction import CompactionReport
+from memoryd.files.fsutil import pid_alive
+from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.stores import disk as stores
+from memoryd.stores.compaction import CompactionReport
 from memoryd.workspace import Workspace
 
 ORPHAN_CHECK_SECONDS = 1.0

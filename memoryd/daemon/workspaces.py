@@ -9,20 +9,22 @@ from pathlib import Path
 
 import structlog
 
-from memoryd.config import workspace_settings
-from memoryd.config_schema import file_error
+from memoryd.commit.recovery import recover
+from memoryd.config.schema import file_error
+from memoryd.config.settings import workspace_settings
 from memoryd.conversation import ConversationReader
 from memoryd.daemon.folders import Folders, Seed, TidyStep, read_seed, tidy_step
+from memoryd.daemon.logs import debug_enabled
 from memoryd.daemon.parts import DaemonParts
+from memoryd.daemon.tracked import Tracked
+from memoryd.daemon.watch import classify
 from memoryd.discovery import Found, look, scan_workspaces
 from memoryd.errors import MemorydError
-from memoryd.events import iso_ms
-from memoryd.fsutil import flocked
-from memoryd.heartbeat import Heartbeat, HeartbeatManager, render
-from memoryd.job import report_failure
-from memoryd.logs import debug_enabled
-from memoryd.recovery import recover
-from memoryd.state import (
+from memoryd.files.fsutil import flocked
+from memoryd.job.run import report_failure
+from memoryd.signals.events import iso_ms
+from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager, render
+from memoryd.signals.state import (
     numbers_key,
     read_state,
     saved_calibration,
@@ -30,8 +32,6 @@ from memoryd.state import (
     saved_numbers,
     saved_time,
 )
-from memoryd.tracked import Tracked
-from memoryd.watch import classify
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = structlog.get_logger()

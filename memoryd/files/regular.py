@@ -8,7 +8,7 @@ ledger, stopped the daemon's loop or hung a command. Every such read goes throug
 no writer) and checked with ``fstat`` before a byte is read, and anything but a regular
 file is refused with the one-line error every refusal of a path uses
 (docs/design.md#regular-files). Writes inside a workspace go through
-:mod:`memoryd.fsutil`, which checks the same.
+:mod:`memoryd.files.fsutil`, which checks the same.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 events and state.json (docs/design.md#commit).
 
 Once the rewrite is durable the job has succeeded: a write after it that fails is logged
-(see :func:`memoryd.job_report.after_commit`) and never turns the job into a failure.
+(see :func:`memoryd.job.report.after_commit`) and never turns the job into a failure.
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ from typing import Any
 
 import structlog
 
-from memoryd import events
-from memoryd.commit import ArchivePlan, FaultHook, rewrite
+from memoryd.commit.rewrite import ArchivePlan, FaultHook, rewrite
+from memoryd.commit.snapshot import Snapshot
 from memoryd.conversation import Line, split_lines
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.job_report import JobClock, after_commit, record_receipt, span_ids
-from memoryd.job_types import JobRequest, JobResult, Progress
+from memoryd.files.regular import read_file_from
+from memoryd.job.report import JobClock, after_commit, record_receipt, span_ids
+from memoryd.job.request import JobRequest, JobResult, Progress
 from memoryd.pins import PinnedPlan, byte_ranges
 from memoryd.policy import over_trigger, usage_ratio
-from memoryd.receipts import SummarizedSpan, build_receipt
-from memoryd.regular_files import read_file_from
-from memoryd.snapshot import Snapshot
-from memoryd.state import build_state, write_state
+from memoryd.receipts.records import SummarizedSpan, build_receipt
+from memoryd.signals import events
+from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.signals.state import build_state, write_state
 from memoryd.strategies import Head, Strategy
 from memoryd.tokens import calibrate, estimate_message_tokens
 from memoryd.workspace import Workspace

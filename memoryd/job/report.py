@@ -1,7 +1,7 @@
 """What a job leaves behind when it reports: its receipt and, on failure, HEARTBEAT.md and
 the ``summarize_failed`` event (docs/design.md#receipts).
 
-Used by :mod:`memoryd.job` and by the daemon for a job whose worker died.
+Used by :mod:`memoryd.job.run` and by the daemon for a job whose worker died.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 import structlog
 
-from memoryd import events
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.conversation import Line
 from memoryd.errors import MemorydError, UnsafePathError
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.receipts import LLMUsage, Receipt, append_receipt, build_receipt
+from memoryd.receipts.records import LLMUsage, Receipt, append_receipt, build_receipt
+from memoryd.signals import events
+from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from memoryd.config import ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV, Settings
-from memoryd.receipts import Receipt
+from memoryd.config.settings import ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV, Settings
+from memoryd.receipts.records import Receipt
 
 Outcome = Literal["completed", "nothing_to_do", "ineffective", "failed", "busy", "dry_run"]
 Progress = Callable[[str], None]

@@ -1,11 +1,11 @@
 """One summarization job: what runs in a worker process, or in the foreground.
 
 Picklable arguments in (:class:`JobRequest`), a small picklable result out
-(:class:`JobResult`, :mod:`memoryd.job_types`). The same function serves the daemon and
+(:class:`JobResult`, :mod:`memoryd.job.request`). The same function serves the daemon and
 ``memoryd summarize``. What is due, where the split falls and what head replaces the prefix
 come from the workspace's strategy (:mod:`memoryd.strategies`); this module reads, plans
-and produces the head; :mod:`memoryd.job_commit` commits and reports what followed,
-:mod:`memoryd.job_report` records receipts and failures (docs/design.md#commit).
+and produces the head; :mod:`memoryd.job.finish` commits and reports what followed,
+:mod:`memoryd.job.report` records receipts and failures (docs/design.md#commit).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from dataclasses import replace
 
 import structlog
 
-from memoryd import events
-from memoryd.commit import FaultHook, archive_name
-from memoryd.config import Settings
+from memoryd.commit.recovery import recover
+from memoryd.commit.rewrite import FaultHook, archive_name
+from memoryd.commit.snapshot import read_snapshot
+from memoryd.config.settings import Settings
 from memoryd.conversation import Line, split_lines
 from memoryd.errors import (
     CommitAborted,
@@ -27,25 +28,24 @@ from memoryd.errors import (
     MemorydError,
     SummarizerError,
 )
-from memoryd.fsutil import check_workspace, flocked
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.job_commit import Produced, commit_and_report
+from memoryd.files.fsutil import check_workspace, flocked
+from memoryd.job.finish import Produced, commit_and_report
 
 # Re-exported: callers (the daemon, the CLI, the API, tests) import these from here.
-from memoryd.job_commit import ineffective_text as ineffective_text
-from memoryd.job_report import JobClock, pins_over_trigger_reason, record_receipt
-from memoryd.job_report import report_failure as report_failure
-from memoryd.job_report import report_lost_job as report_lost_job
-from memoryd.job_types import SUMMARIZER_ENV as SUMMARIZER_ENV
-from memoryd.job_types import JobRequest as JobRequest
-from memoryd.job_types import JobResult as JobResult
-from memoryd.job_types import Outcome as Outcome
-from memoryd.job_types import Progress as Progress
-from memoryd.job_types import summarizer_env as summarizer_env
+from memoryd.job.finish import ineffective_text as ineffective_text
+from memoryd.job.report import JobClock, pins_over_trigger_reason, record_receipt
+from memoryd.job.report import report_failure as report_failure
+from memoryd.job.report import report_lost_job as report_lost_job
+from memoryd.job.request import SUMMARIZER_ENV as SUMMARIZER_ENV
+from memoryd.job.request import JobRequest as JobRequest
+from memoryd.job.request import JobResult as JobResult
+from memoryd.job.request import Outcome as Outcome
+from memoryd.job.request import Progress as Progress
+from memoryd.job.request import summarizer_env as summarizer_env
 from memoryd.pins import PinnedPlan, apply_pins, pinned_indices
 from memoryd.policy import SplitPlan, over_trigger, usage_ratio
-from memoryd.recovery import recover
-from memoryd.snapshot import read_snapshot
+from memoryd.signals import events
+from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
 from memoryd.workspace import Workspace
 
@@ -354,6 +354,6 @@ def _index_in_background(workspace: Workspace) -> None:
     failure is logged and retried and never fails the job (docs/design.md#recall).
     Imported here: the daemon's own process never loads the index code.
     """
-    from memoryd.recall_index import update_index_in_background
+    from memoryd.search.index import update_index_in_background
 
     update_index_in_background(workspace.path)

@@ -21,13 +21,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
 
-from memoryd import __version__, stores
-from memoryd.config import Settings
+from memoryd import __version__
+from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
-from memoryd.fsutil import check_workspace
-from memoryd.mcp_tools import APPENDS, READS, UNSERVED, ToolServer, tool
-from memoryd.recall import Hit, expand, recall
-from memoryd.recall_query import MAX_LIMIT
+from memoryd.files.fsutil import check_workspace
+from memoryd.mcp_server.tools import APPENDS, READS, UNSERVED, ToolServer, tool
+from memoryd.search.query import MAX_LIMIT
+from memoryd.search.recall import Hit, expand, recall
+from memoryd.stores import disk as stores
 from memoryd.workspace import CONVERSATION
 
 INSTRUCTIONS = (
@@ -235,7 +236,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         critical (from 85%); `action` is none, prepare_handoff or force_return. The
         heartbeat says whether a summarization is running or how the last one ended.
         """
-        from memoryd.status import workspace_status
+        from memoryd.status.report import workspace_status
 
         path = scope.path(workspace, workspace=True)
         try:

@@ -1,5 +1,5 @@
 """Receipts: one JSON line per job in ``.memoryd/receipts.jsonl`` (totals and the
-table of them: :mod:`memoryd.job_history`).
+table of them: :mod:`memoryd.receipts.totals`).
 
 A receipt says what a job did and what it cost: the strategy and backend, the outcome and
 why, the messages and tokens before and after, the span it summarized (and where the
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import strict_json
-from memoryd.fsutil import append_line
-from memoryd.pricing import MAX_COST_USD, ModelPrice, cost_usd, price_for
-from memoryd.regular_files import read_file
+from memoryd.files.fsutil import append_line
+from memoryd.files.regular import read_file
+from memoryd.receipts.pricing import MAX_COST_USD, ModelPrice, cost_usd, price_for
 from memoryd.workspace import Workspace
 
 RECEIPTS = "receipts.jsonl"

@@ -24,10 +24,10 @@ import structlog
 from memoryd import strict_json
 from memoryd.discovery import find_workspaces
 from memoryd.errors import MemorydError
-from memoryd.events import iso_ms
-from memoryd.fsutil import atomic_write
-from memoryd.receipts import LLMUsage, Receipt, receipts_path
-from memoryd.regular_files import read_file
+from memoryd.files.fsutil import atomic_write
+from memoryd.files.regular import read_file
+from memoryd.receipts.records import LLMUsage, Receipt, receipts_path
+from memoryd.signals.events import iso_ms
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

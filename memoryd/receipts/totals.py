@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.receipts import Receipt
+from memoryd.receipts.records import Receipt
 
 
 @dataclass(frozen=True, slots=True)

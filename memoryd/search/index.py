@@ -21,8 +21,9 @@ from typing import TypeVar
 import structlog
 
 from memoryd.errors import MemorydError, UnsafePathError
-from memoryd.fsutil import flocked, open_in, resolve_inside
-from memoryd.history import (
+from memoryd.files.fsutil import flocked, open_in, resolve_inside
+from memoryd.files.regular import open_for_reading
+from memoryd.search.history import (
     ArchiveFile,
     archive_files,
     content_text,
@@ -30,7 +31,7 @@ from memoryd.history import (
     parse_message,
     read_lines,
 )
-from memoryd.recall_schema import (
+from memoryd.search.schema import (
     APPLICATION_ID,
     SCHEMA_VERSION,
     create_schema,
@@ -38,7 +39,6 @@ from memoryd.recall_schema import (
     passage_rows,
     schema_problem,
 )
-from memoryd.regular_files import open_for_reading
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from memoryd.errors import MemorydError, UsageError
-from memoryd.recall_text import camel_parts
+from memoryd.search.text import camel_parts
 
 ROLES = ("user", "assistant")
 MAX_LIMIT = 1000

@@ -15,8 +15,8 @@ import re
 import sqlite3
 from dataclasses import dataclass, replace
 
-from memoryd.recall_query import Query
-from memoryd.recall_schema import PASSAGE_BITS
+from memoryd.search.query import Query
+from memoryd.search.schema import PASSAGE_BITS
 
 SCORED = 40_000
 """Passages a group scores at most: the newest that match (all of them below that)."""

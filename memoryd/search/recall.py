@@ -1,6 +1,6 @@
 """Recall: search what memoryd summarized, and expand a message back to its original lines.
 
-Both read the archive through its index (:mod:`memoryd.recall_index`), a cache that is
+Both read the archive through its index (:mod:`memoryd.search.index`), a cache that is
 rebuilt from the archive whenever needed (docs/design.md#recall).
 """
 
@@ -17,9 +17,9 @@ import structlog
 
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
-from memoryd.history import context, is_summary, parse_message, read_lines
-from memoryd.recall_index import update_index, update_index_in_background, with_index
-from memoryd.recall_query import (
+from memoryd.search.history import context, is_summary, parse_message, read_lines
+from memoryd.search.index import update_index, update_index_in_background, with_index
+from memoryd.search.query import (
     QUERY_SECONDS,
     ROLES,
     Query,
@@ -29,7 +29,7 @@ from memoryd.recall_query import (
     check_timeout,
     to_match,
 )
-from memoryd.recall_rank import rank
+from memoryd.search.rank import rank
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = structlog.get_logger()

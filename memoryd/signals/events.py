@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import strict_json
-from memoryd.fsutil import append_line
-from memoryd.regular_files import read_file
+from memoryd.files.fsutil import append_line
+from memoryd.files.regular import read_file
 from memoryd.workspace import Workspace
 
 

@@ -19,9 +19,9 @@ from typing import Literal, get_args
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError
-from memoryd.events import iso_ms
-from memoryd.fsutil import atomic_write, flocked, folder_in, named, replace_in
-from memoryd.regular_files import read_file
+from memoryd.files.fsutil import atomic_write, flocked, folder_in, named, replace_in
+from memoryd.files.regular import read_file
+from memoryd.signals.events import iso_ms
 from memoryd.workspace import HEARTBEAT, Workspace
 
 Status = Literal["idle", "active", "completed", "failed", "paused"]

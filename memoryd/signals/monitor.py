@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from memoryd import events, strict_json
+from memoryd import strict_json
 from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_WARNING_AT
 from memoryd.errors import InputError, MemorydError
-from memoryd.events import iso_ms
-from memoryd.fsutil import atomic_write
+from memoryd.files.fsutil import atomic_write
+from memoryd.files.regular import read_file
 from memoryd.policy import (
     Level,
     ThresholdAction,
@@ -31,7 +31,8 @@ from memoryd.policy import (
     get_threshold_action,
     should_emit_event,
 )
-from memoryd.regular_files import read_file
+from memoryd.signals import events
+from memoryd.signals.events import iso_ms
 from memoryd.workspace import Workspace
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

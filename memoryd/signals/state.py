@@ -11,8 +11,8 @@ from typing import Any, Protocol
 from memoryd import strict_json
 from memoryd.conversation import Counted
 from memoryd.errors import MemorydError
-from memoryd.events import iso_ms
-from memoryd.fsutil import atomic_write
+from memoryd.files.fsutil import atomic_write
+from memoryd.files.regular import read_file
 from memoryd.policy import (
     Action,
     Level,
@@ -21,7 +21,7 @@ from memoryd.policy import (
     get_threshold_action,
     usage_ratio,
 )
-from memoryd.regular_files import read_file
+from memoryd.signals.events import iso_ms
 from memoryd.tokens import CALIBRATION_BOUNDS
 from memoryd.workspace import Workspace
 

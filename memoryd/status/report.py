@@ -13,10 +13,10 @@ from typing import Any, Protocol
 from memoryd.conversation import ConversationReader
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError
-from memoryd.fsutil import read_in
-from memoryd.heartbeat import HeartbeatManager
-from memoryd.monitor import read_monitors
-from memoryd.state import (
+from memoryd.files.fsutil import read_in
+from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.signals.monitor import read_monitors
+from memoryd.signals.state import (
     BUDGET_FIELDS,
     BudgetSettings,
     build_state,
@@ -30,7 +30,7 @@ from memoryd.workspace import Workspace
 
 class StatusConfig(BudgetSettings, Protocol):
     """What status needs of the settings: a ``Settings``, or the fast path's
-    ``memoryd.config_fast.StatusSettings`` (which does not import pydantic)."""
+    ``memoryd.config.fast.StatusSettings`` (which does not import pydantic)."""
 
     @property
     def roots(self) -> list[Path]: ...
@@ -51,7 +51,7 @@ ForWorkspace = Callable[[Path], StatusConfig]
 
 def full_for_workspace(settings: StatusConfig) -> ForWorkspace:
     """``settings_for_workspace`` over a full ``Settings``."""
-    from memoryd.config import Settings, settings_for_workspace
+    from memoryd.config.settings import Settings, settings_for_workspace
 
     if not isinstance(settings, Settings):
         raise TypeError("a workspace's settings are derived from a full Settings")

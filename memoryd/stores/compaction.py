@@ -5,7 +5,7 @@ See docs/design.md#memory-stores.
 Compaction replaces entries one for one with summary lines, so a store keeps its line
 count and its line numbers; the replaced lines go to the archive byte for byte.
 ``decisions`` and ``lessons`` are sacred: never compacted. Everything here is pure: the
-plan is a value, and :mod:`memoryd.stores` carries it out through the lossless rewrite.
+plan is a value, and :mod:`memoryd.stores.disk` carries it out through the lossless rewrite.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from memoryd.store_entries import (
+from memoryd.stores.entries import (
     SACRED,
     TIMESTAMP_KEYS,
     Entry,
@@ -28,7 +28,7 @@ from memoryd.store_entries import (
 )
 
 if TYPE_CHECKING:
-    from memoryd.commit import Part
+    from memoryd.commit.rewrite import Part
 
 BOOKMARK_TASK_KEYS = ("task", "title", "description", "name")
 TASK_TITLE_KEYS = ("title", "text", "task", "description", "content", "name")

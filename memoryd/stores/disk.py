@@ -2,9 +2,9 @@
 
 See docs/design.md#memory-stores.
 
-The shell around two pure modules: :mod:`memoryd.store_entries` (what a store's lines
-are) and :mod:`memoryd.store_compaction` (which entries become summary lines, and the
-report). Here are the lock, appends, reads, the rewrite of :mod:`memoryd.commit` (the
+The shell around two pure modules: :mod:`memoryd.stores.entries` (what a store's lines
+are) and :mod:`memoryd.stores.compaction` (which entries become summary lines, and the
+report). Here are the lock, appends, reads, the rewrite of :mod:`memoryd.commit.rewrite` (the
 replaced lines go to ``.memoryd/archive/`` byte for byte) and the events.
 """
 
@@ -16,25 +16,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
-from memoryd.commit import ArchivePlan, archive_name, rewrite
+from memoryd.commit.rewrite import ArchivePlan, archive_name, rewrite
+from memoryd.commit.snapshot import read_snapshot
 from memoryd.defaults import (
     DEFAULT_KEEP_BOOKMARKS,
     DEFAULT_MAX_ENTRY_BYTES,
     DEFAULT_MEMORY_THRESHOLD,
 )
 from memoryd.errors import InputError, MemorydError, UnsafePathError
-from memoryd.events import emit
-from memoryd.fsutil import append_line, check_workspace, flocked, read_in
-from memoryd.heartbeat import Heartbeat
-from memoryd.snapshot import read_snapshot
-from memoryd.store_compaction import (
+from memoryd.files.fsutil import append_line, check_workspace, flocked, read_in
+from memoryd.signals.events import emit
+from memoryd.signals.heartbeat import Heartbeat
+from memoryd.stores.compaction import (
     CompactionPlan,
     CompactionReport,
     archived_parts,
     plan_compaction,
     rewritten_head,
 )
-from memoryd.store_entries import (
+from memoryd.stores.entries import (
     SACRED,
     STORES,
     Entry,

@@ -8,7 +8,7 @@ live entry (a JSON object), a summary line standing for an entry compacted earli
 dropped: it stays where it is and is reported. A last fragment without ``\\n`` is a write
 in progress: it is neither counted nor touched.
 
-Pure: values in, values out; reading and appending are in :mod:`memoryd.stores`.
+Pure: values in, values out; reading and appending are in :mod:`memoryd.stores.disk`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from memoryd import strict_json
 from memoryd.errors import InputError
-from memoryd.events import iso_ms
-from memoryd.heartbeat import Heartbeat
+from memoryd.signals.events import iso_ms
+from memoryd.signals.heartbeat import Heartbeat
 
 STORES: tuple[str, ...] = ("bookmarks", "todos", "decisions", "lessons")
 SACRED: frozenset[str] = frozenset({"decisions", "lessons"})

@@ -22,7 +22,7 @@ from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, Strategy
 from memoryd.strategies.rolling import Rolling
 
 if TYPE_CHECKING:
-    from memoryd.config import Settings
+    from memoryd.config.settings import Settings
 
 __all__ = ["Counts", "Due", "Head", "HeadRequest", "Strategy", "strategy_for"]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import structlog
 from pydantic import ValidationError
 
-from memoryd import events, strict_json
+from memoryd import strict_json
 from memoryd.checkpoint import (
     CHECKPOINT_PREFIX,
     SECTIONS,
@@ -25,14 +25,14 @@ from memoryd.checkpoint import (
     render_checkpoint,
     render_lists,
 )
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.conversation import Line
 from memoryd.errors import MemorydError, SummarizerError
-from memoryd.fsutil import atomic_write
+from memoryd.files.fsutil import atomic_write
+from memoryd.files.regular import read_file
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
-from memoryd.receipts import RetentionFigures
-from memoryd.regular_files import read_file
-from memoryd.retention import Beside, Detail, extract_details, score
+from memoryd.receipts.records import RetentionFigures
+from memoryd.signals import events
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
     billed_on_failure,
@@ -43,8 +43,9 @@ from memoryd.strategies.summary import (
     transcript_messages,
 )
 from memoryd.summarizers.base import Summarizer, compact_to_checkpoint, make_summarizer
+from memoryd.summarizers.retention import Beside, Detail, extract_details, score
+from memoryd.summarizers.verbatim import fit
 from memoryd.tokens import estimate_text_tokens
-from memoryd.verbatim import fit
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

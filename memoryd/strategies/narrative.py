@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from memoryd.config import Settings
+from memoryd.config.settings import Settings
 from memoryd.policy import (
     MessageLike,
     SplitPlan,

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.policy import MessageLike, SplitPlan, may_retry_after_ineffective, over_trigger
-from memoryd.receipts import LLMUsage, RetentionFigures
+from memoryd.receipts.records import LLMUsage, RetentionFigures
 
 if TYPE_CHECKING:
     from memoryd.checkpoint import Checkpoint
-    from memoryd.config import Settings
+    from memoryd.config.settings import Settings
     from memoryd.conversation import Line, Tally
     from memoryd.workspace import Workspace
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memoryd.config import RollingSettings, Settings
+from memoryd.config.settings import RollingSettings, Settings
 from memoryd.policy import (
     MessageLike,
     SplitPlan,

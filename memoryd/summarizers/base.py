@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from memoryd.checkpoint import Checkpoint, CheckpointSummary
-from memoryd.config import Settings
-from memoryd.receipts import LLMUsage
+from memoryd.config.settings import Settings
+from memoryd.receipts.records import LLMUsage
 from memoryd.summarizers import prompts
 from memoryd.summarizers.checkpoint_prompt import (
     build_compaction_prompt,

@@ -9,7 +9,7 @@ from what the user and the agent wrote and from the tool calls, not from tool ou
 whose error names alone count. Retention is the share of them that a summary, with what
 stays verbatim beside it, still carries, matched on normalised forms. What a summary lost
 can be put back in a deterministic "Details kept verbatim" section that fits the
-summary's token cap (:mod:`memoryd.verbatim`; docs/design.md#retention).
+summary's token cap (:mod:`memoryd.summarizers.verbatim`; docs/design.md#retention).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd.cues import cue_sentences
 from memoryd.identifiers import (
     ALL_KINDS,
     digit_tag,
@@ -27,6 +26,7 @@ from memoryd.identifiers import (
     keys_with_tags,
     normalise,
 )
+from memoryd.summarizers.cues import cue_sentences
 from memoryd.summarizers.prompts import render_transcript
 from memoryd.summarizers.toolcalls import EXCEPTION_HINT, EXCEPTION_NAME, label_key
 from memoryd.summarizers.transcript import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from memoryd.retention import (
+from memoryd.summarizers.retention import (
     IDENTIFIER_KINDS,
     SENTENCE_KINDS,
     VERBATIM_HEADER,
