@@ -24,8 +24,8 @@ import warnings
 import _common as common
 
 from memoryd.config.settings import load_settings
-from memoryd.daemon import Supervisor
 from memoryd.daemon.logs import configure_logging
+from memoryd.daemon.supervisor import Supervisor
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,8 +29,8 @@ from pathlib import Path
 import _common as common
 
 from memoryd.config.settings import load_settings
-from memoryd.daemon import Supervisor
 from memoryd.daemon.logs import configure_logging
+from memoryd.daemon.supervisor import Supervisor
 
 
 class Sampler(threading.Thread):

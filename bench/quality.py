@@ -52,9 +52,9 @@ from memoryd.config.settings import Settings, load_settings
 from memoryd.daemon.logs import configure_logging
 from memoryd.job.run import JobRequest, JobResult, run_job
 from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd
-from memoryd.receipts.records import LLMUsage, read_receipts
+from memoryd.receipts.records import read_receipts
 from memoryd.summarizers.retention import Detail, extract_details, score
-from memoryd.tokens import estimate_text_tokens
+from memoryd.tokens import LLMUsage, estimate_text_tokens
 from memoryd.workspace import Workspace
 
 API_KEY = "sk-ant-bench-quality"

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         get_threshold_action,
         should_emit_event,
     )
+    from memoryd.search.recall import expand, recall
     from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
     from memoryd.signals.monitor import ContextMonitor, MonitorState
     from memoryd.stores.compaction import CompactionReport
@@ -73,6 +74,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "get_threshold_action",
         "should_emit_event",
     ),
+    "memoryd.search.recall": ("expand", "recall"),
     "memoryd.stores.compaction": ("CompactionReport",),
     "memoryd.stores.disk": (
         "compact",
@@ -109,11 +111,13 @@ __all__ = [
     "build_compaction_prompt",
     "compact",
     "detect_threshold",
+    "expand",
     "get_threshold_action",
     "load_settings",
     "messages_for_api",
     "parse_compaction_result",
     "read_entries",
+    "recall",
     "record_task_bookmark",
     "run_job",
     "should_emit_event",

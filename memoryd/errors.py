@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memoryd.receipts.records import LLMUsage
+    from memoryd.tokens import LLMUsage
 
 
 class MemorydError(Exception):

@@ -1,4 +1,5 @@
-"""Token estimates: about characters / 4 of a message's content, plus a constant.
+"""Token estimates: about characters / 4 of a message's content, plus a constant; and the
+tokens an LLM call used, as the API reported them.
 
 See docs/design.md#counting.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 MESSAGE_OVERHEAD = 4
@@ -54,3 +56,57 @@ def calibrate(previous: float, estimated: int, measured: int) -> float:
     low, high = CALIBRATION_BOUNDS
     observed = min(high, max(low, measured / estimated))
     return round(min(high, max(low, 0.7 * previous + 0.3 * observed)), 4)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMUsage:
+    """What a job asked of the LLM, as the API reported it (zeros for the extractive backend)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    """Uncached input tokens."""
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+    def __add__(self, other: LLMUsage) -> LLMUsage:
+        return LLMUsage(
+            self.calls + other.calls,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_creation_tokens + other.cache_creation_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_creation_tokens
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> LLMUsage:
+        return cls(
+            *(
+                int(record.get(name) or 0)
+                for name in (
+                    "calls",
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_tokens",
+                    "cache_creation_tokens",
+                )
+            )
+        )

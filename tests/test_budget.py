@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from memoryd.daemon.telemetry import Telemetry
-from memoryd.receipts.records import LLMUsage, build_receipt
+from memoryd.receipts.records import build_receipt
 from memoryd.receipts.spend_cap import (
     Spend,
     SpendLedger,
@@ -32,6 +32,7 @@ from memoryd.receipts.spend_cap import (
     utc_day,
 )
 from memoryd.signals.events import iso_ms
+from memoryd.tokens import LLMUsage
 
 NOON = float(calendar.timegm((2026, 11, 23, 12, 0, 0, 0, 0, 0)))
 NEXT_DAY = NOON + 86_400

@@ -1,4 +1,5 @@
-"""Tests of memoryd.config.settings: sources and their precedence, refusals, masking, workspace overrides."""
+"""Tests of memoryd.config.settings: sources and their precedence, refusals, masking,
+workspace overrides."""
 
 from __future__ import annotations
 

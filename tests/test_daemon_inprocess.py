@@ -31,8 +31,8 @@ from writers import line_bytes
 
 from memoryd.config.settings import load_settings
 from memoryd.conversation import split_lines
-from memoryd.daemon import Supervisor
 from memoryd.daemon.hooks import DaemonHooks
+from memoryd.daemon.supervisor import Supervisor
 from memoryd.daemon.tracked import Tracked
 from memoryd.daemon.watch import classify
 from memoryd.files.fsutil import pid_alive
@@ -298,7 +298,7 @@ def test_the_daemon_process_never_imports_the_anthropic_sdk(tmp_path: Path) -> N
     script = (
         "import sys\n"
         "from memoryd.config.settings import load_settings\n"
-        "from memoryd.daemon import Supervisor\n"
+        "from memoryd.daemon.supervisor import Supervisor\n"
         "if __name__ == '__main__':\n"
         f"    env = {{'HOME': {str(tmp_path)!r}, 'ANTHROPIC_API_KEY': 'sk-ant-x'}}\n"
         f"    overrides = {{'roots': [{str(root)!r}], 'summarizer.backend': 'anthropic'}}\n"

@@ -248,7 +248,7 @@ import sys
 from pathlib import Path
 from memoryd.cli import main
 from memoryd.config.settings import load_settings
-from memoryd.daemon import Supervisor
+from memoryd.daemon.supervisor import Supervisor
 
 ws, root = Path(sys.argv[1]), Path(sys.argv[2])
 assert main(["append", str(ws), "--role", "user", "--content", "hello"]) == 0

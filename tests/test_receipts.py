@@ -11,7 +11,6 @@ import pytest
 from memoryd.errors import UnsafePathError
 from memoryd.receipts.pricing import DEFAULT_PRICES, ModelPrice, cost_usd, price_for
 from memoryd.receipts.records import (
-    LLMUsage,
     Receipt,
     RetentionFigures,
     SummarizedSpan,
@@ -20,6 +19,7 @@ from memoryd.receipts.records import (
     receipts_path,
 )
 from memoryd.receipts.totals import history_totals, latest, render_history
+from memoryd.tokens import LLMUsage
 from memoryd.workspace import Workspace
 
 FIELDS = {

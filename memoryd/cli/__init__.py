@@ -18,6 +18,9 @@ Keep heavy imports (the Anthropic SDK, watchdog, mcp, prometheus_client, pydanti
 a module's top level unless its command needs them every time. The global options
 (``--config``, ``--log-format``) are accepted before and after the command by every
 (sub)parser; ``memoryd.cli.common.load_config(args)`` reads the configuration.
+
+May import: core, files, workspace, commit, signals, receipts, config, stores, search,
+summarizers, strategies, job, daemon, status, mcp_server.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Write the demo root and run the daemon on it until Ctrl-C."""
     from memoryd.config.settings import load_settings
-    from memoryd.daemon import run_daemon
+    from memoryd.daemon.supervisor import run_daemon
     from memoryd.demo import prepare_demo
 
     config = prepare_demo(args.folder)

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run the daemon until it is stopped; its exit code."""
-    from memoryd.daemon import run_daemon
+    from memoryd.daemon.supervisor import run_daemon
 
     roots = [str(root) for root in args.root] if args.root else None
     loaded = load_config(args, roots=roots)

@@ -25,7 +25,7 @@ from memoryd.daemon.tracked import Tracked, over_budget
 from memoryd.errors import ConfigError, MemorydError
 from memoryd.files.regular import read_file_from
 from memoryd.job.run import JobResult
-from memoryd.receipts.records import LLMUsage, Receipt
+from memoryd.receipts.records import Receipt
 from memoryd.receipts.spend_cap import (
     Downgrade,
     SpendCap,
@@ -36,6 +36,7 @@ from memoryd.receipts.spend_cap import (
     utc_day,
 )
 from memoryd.summarizers.base import choose_backend
+from memoryd.tokens import LLMUsage
 
 if TYPE_CHECKING:
     from memoryd.daemon.metrics import DaemonView, Metrics

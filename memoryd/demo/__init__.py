@@ -4,6 +4,9 @@ The demo owns its folder: it takes a folder that does not exist or is empty, or 
 an earlier demo wrote (its ``memoryd.toml`` and ``example-agent/`` and nothing else), and
 refuses any other, so that it never overwrites a file or summarizes a workspace it did not
 create. Each run starts the example afresh, so the summarization shows again.
+
+May import: core, files, workspace, commit, signals, receipts, config, stores, search,
+summarizers, strategies, job, daemon, status, mcp_server.
 """
 
 from __future__ import annotations

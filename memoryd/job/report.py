@@ -17,9 +17,10 @@ import structlog
 from memoryd.config.settings import Settings
 from memoryd.conversation import Line
 from memoryd.errors import MemorydError, UnsafePathError
-from memoryd.receipts.records import LLMUsage, Receipt, append_receipt, build_receipt
+from memoryd.receipts.records import Receipt, append_receipt, build_receipt
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.tokens import LLMUsage
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

@@ -20,6 +20,7 @@ from memoryd import strict_json
 from memoryd.files.fsutil import append_line
 from memoryd.files.regular import read_file
 from memoryd.receipts.pricing import MAX_COST_USD, ModelPrice, cost_usd, price_for
+from memoryd.tokens import LLMUsage
 from memoryd.workspace import Workspace
 
 RECEIPTS = "receipts.jsonl"
@@ -63,60 +64,6 @@ class SummarizedSpan:
             _str_or_none(record.get("archive")),
             int(record.get("offset") or 0),
             int(record.get("length") or 0),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class LLMUsage:
-    """What a job asked of the LLM, as the API reported it (zeros for the extractive backend)."""
-
-    calls: int = 0
-    input_tokens: int = 0
-    """Uncached input tokens."""
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
-
-    def __add__(self, other: LLMUsage) -> LLMUsage:
-        return LLMUsage(
-            self.calls + other.calls,
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_creation_tokens + other.cache_creation_tokens,
-        )
-
-    @property
-    def total_tokens(self) -> int:
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cache_read_tokens
-            + self.cache_creation_tokens
-        )
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_creation_tokens": self.cache_creation_tokens,
-        }
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> LLMUsage:
-        return cls(
-            *(
-                int(record.get(name) or 0)
-                for name in (
-                    "calls",
-                    "input_tokens",
-                    "output_tokens",
-                    "cache_read_tokens",
-                    "cache_creation_tokens",
-                )
-            )
         )
 
 

@@ -26,8 +26,9 @@ from memoryd.discovery import find_workspaces
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
-from memoryd.receipts.records import LLMUsage, Receipt, receipts_path
+from memoryd.receipts.records import Receipt, receipts_path
 from memoryd.signals.events import iso_ms
+from memoryd.tokens import LLMUsage
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memoryd.policy import MessageLike, SplitPlan, may_retry_after_ineffective, over_trigger
-from memoryd.receipts.records import LLMUsage, RetentionFigures
+from memoryd.receipts.records import RetentionFigures
+from memoryd.tokens import LLMUsage
 
 if TYPE_CHECKING:
     from memoryd.checkpoint import Checkpoint

@@ -11,7 +11,6 @@ import structlog
 
 from memoryd.checkpoint import Checkpoint, CheckpointSummary
 from memoryd.config.settings import Settings
-from memoryd.receipts.records import LLMUsage
 from memoryd.summarizers import prompts
 from memoryd.summarizers.checkpoint_prompt import (
     build_compaction_prompt,
@@ -20,7 +19,7 @@ from memoryd.summarizers.checkpoint_prompt import (
 )
 from memoryd.summarizers.extractive import extractive_summary
 from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
-from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
+from memoryd.tokens import LLMUsage, estimate_message_tokens, estimate_text_tokens
 
 if TYPE_CHECKING:
     from memoryd.summarizers.anthropic import AnthropicBackend, Completion

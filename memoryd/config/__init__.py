@@ -1,0 +1,13 @@
+"""Configuration: the validated Settings, where each value came from, and a fast path for
+the commands agents run per message (docs/design.md#configuration).
+
+- :mod:`~memoryd.config.settings`: ``Settings`` and ``load_settings`` (pydantic);
+- :mod:`~memoryd.config.sections`, :mod:`~memoryd.config.schema`: its sections and helpers;
+- :mod:`~memoryd.config.sources`: the file and the ``MEMORYD_*`` variables;
+- :mod:`~memoryd.config.fast`: the few values ``memoryd status`` needs, without pydantic;
+- :mod:`~memoryd.config.view`: ``memoryd config``.
+
+Nothing here imports pydantic at import time except ``settings`` and ``view``.
+
+May import: core, files, workspace, commit, signals, receipts.
+"""

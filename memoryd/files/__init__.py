@@ -1,0 +1,9 @@
+"""Careful file primitives: atomic replace (temp file, fsync, rename, fsync of the
+folder), all-or-nothing appends, the writers' lock, and reads that open only a regular
+file and never wait on a FIFO (docs/design.md#layout).
+
+- :mod:`~memoryd.files.fsutil`: writing and locking;
+- :mod:`~memoryd.files.regular`: reading a file that someone else may replace.
+
+May import: core.
+"""
