@@ -26,7 +26,10 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         ),
     ),
     ("files", frozenset({"files"})),
-    ("workspace", frozenset({"workspace", "conversation", "pins", "discovery", "api_view"})),
+    (
+        "workspace",
+        frozenset({"workspace", "conversation", "pins", "discovery", "api_view", "api_blocks"}),
+    ),
     ("commit", frozenset({"commit"})),
     ("signals", frozenset({"signals"})),
     ("receipts", frozenset({"receipts"})),

@@ -42,7 +42,8 @@ from memoryd.strategies.summary import (
     summary_message,
     transcript_messages,
 )
-from memoryd.summarizers.base import Summarizer, compact_to_checkpoint, make_summarizer
+from memoryd.summarizers.base import Summarizer, make_summarizer
+from memoryd.summarizers.chunking import compact_to_checkpoint
 from memoryd.summarizers.retention import Beside, Detail, extract_details, score
 from memoryd.summarizers.verbatim import fit
 from memoryd.tokens import estimate_text_tokens

@@ -17,7 +17,8 @@ from memoryd.conversation import Line
 from memoryd.errors import SummarizerError
 from memoryd.receipts.records import RetentionFigures
 from memoryd.strategies.protocol import Head, HeadRequest
-from memoryd.summarizers.base import Summarizer, make_summarizer, summarize_messages
+from memoryd.summarizers.base import Summarizer, make_summarizer
+from memoryd.summarizers.chunking import summarize_messages
 from memoryd.summarizers.retention import Beside, Detail, extract_details, score
 from memoryd.summarizers.transcript import read_messages, task_phrase
 from memoryd.summarizers.verbatim import with_free_room, with_verbatim_section
