@@ -22,7 +22,7 @@ from api_rules import (
 )
 from fake_anthropic import FakeAnthropic
 
-from memoryd import api_view
+from memoryd import api_blocks
 
 MODEL = "claude-test"
 HEADER_PARAMS = {"user_profile_id", "workspace_id"}
@@ -54,8 +54,8 @@ def test_the_block_tables_match_the_sdks_block_params() -> None:
     checked against itself); both are the SDK's."""
     blocks = sdk_fields(content_block_param.ContentBlockParam)
     inner = sdk_fields(tool_result_block_param.Content)
-    assert blocks == BLOCK_FIELDS == api_view.BLOCK_FIELDS
-    assert inner == RESULT_CONTENT_FIELDS == api_view.TOOL_RESULT_CONTENT_FIELDS
+    assert blocks == BLOCK_FIELDS == api_blocks.BLOCK_FIELDS
+    assert inner == RESULT_CONTENT_FIELDS == api_blocks.TOOL_RESULT_CONTENT_FIELDS
 
 
 @pytest.fixture(scope="module")

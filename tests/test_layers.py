@@ -114,10 +114,10 @@ def test_no_module_imports_itself_back() -> None:
         module: {imported for imported, _ in imports(module, path) if imported != module}
         for module, path in modules().items()
     }
-    cycles = []
+    cycles: list[str] = []
     for start in graph:
         seen: set[str] = set()
-        stack = [(start, (start,))]
+        stack: list[tuple[str, tuple[str, ...]]] = [(start, (start,))]
         while stack:
             node, trail = stack.pop()
             for nxt in graph.get(node, ()):
