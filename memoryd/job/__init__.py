@@ -1,5 +1,5 @@
 """One summarization job, from the request to the report: what runs in a pool worker or in
-the foreground (docs/design.md#job).
+the foreground (docs/design.md#jobs).
 
 - :mod:`~memoryd.job.request`: what a job takes and gives back (plain picklable values);
 - :mod:`~memoryd.job.run`: ``run_job``: read, split, produce the head, commit;

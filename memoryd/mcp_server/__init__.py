@@ -1,5 +1,5 @@
 """``memoryd mcp``: recall, expand, context status, the API view and the memory stores as
-MCP tools for agents, on the official MCP SDK (docs/design.md#recall).
+MCP tools for agents, on the official MCP SDK (docs/design.md#mcp-server).
 
 - :mod:`~memoryd.mcp_server.server`: the tools;
 - :mod:`~memoryd.mcp_server.tools`: what it adds to the SDK's server (one-line errors).

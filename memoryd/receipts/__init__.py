@@ -1,5 +1,5 @@
 """What jobs did and cost: one receipt per job, the totals ``memoryd history`` prints, the
-price table, and the daily spend cap kept from the receipts (docs/design.md#layout).
+price table, and the daily spend cap kept from the receipts (docs/design.md#receipts).
 
 - :mod:`~memoryd.receipts.records`: ``.memoryd/receipts.jsonl``;
 - :mod:`~memoryd.receipts.totals`: totals over receipts and the history table (pure);
