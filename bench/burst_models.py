@@ -5,7 +5,7 @@ N workspaces are over their trigger (as in bench/makespan.py: token_limit 10,000
 crossing message each); each job is ``run_job`` on the anthropic backend against the
 fake Messages API (``--latency`` seconds, an answer that keeps every detail, so one
 request per job), with ``--slots`` jobs in flight, from a cold pool: no forkserver yet.
-Both models use a forkserver that preloads what the daemon's does (``pool.preload``:
+Both models use a forkserver that preloads what the daemon's does (``processes.preload``:
 memoryd, the SDK and the modules a first job imports), and differ only in how jobs
 reach a process:
 
@@ -42,7 +42,7 @@ import _common as common
 from latency import below_trigger
 
 from memoryd.config.settings import Settings, load_settings
-from memoryd.daemon.pool import preload
+from memoryd.daemon.processes import preload
 from memoryd.job.run import JobRequest, run_job, summarizer_env
 
 TOKEN_LIMIT = 10_000

@@ -2,7 +2,7 @@
 the Anthropic SDK preloaded in the forkserver.
 
 Each variant runs in a fresh interpreter (the forkserver's preload list is global):
-it starts the forkserver with the daemon's preload list (``memoryd.daemon.pool.preload``),
+it starts the forkserver with the daemon's preload list (``memoryd.daemon.processes.preload``),
 optionally plus ``anthropic``, then
 
 - times the first worker (the forkserver is still importing its preload list: what the
@@ -57,7 +57,7 @@ def _executor(context: Any, workers: int) -> ProcessPoolExecutor:
 
 
 def variant(preload_sdk: bool, workers: int, rounds: int) -> dict[str, Any]:
-    from memoryd.daemon.pool import preload
+    from memoryd.daemon.processes import preload
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(preload(preload_sdk))

@@ -22,7 +22,7 @@ from memoryd import strict_json
 from memoryd.commit.recovery import leftover
 from memoryd.config.settings import load_settings
 from memoryd.conversation import ConversationReader, Counted
-from memoryd.daemon import Supervisor
+from memoryd.daemon.supervisor import Supervisor
 from memoryd.daemon.folders import Seed, read_seed, tidy_step
 from memoryd.discovery import look, scan_workspaces
 from memoryd.errors import UnsafePathError

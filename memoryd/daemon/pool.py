@@ -39,33 +39,21 @@ from typing import Any
 
 import structlog
 
+from memoryd.daemon.processes import (
+    KILL_WAIT,
+    close_and_reap,
+    kill_executor,
+    kill_processes,
+    preload,
+    stop_forkserver,
+    stop_helpers,
+)
 from memoryd.errors import PoolUnavailable
 
 log = structlog.get_logger()
 
-PRELOAD = [
-    "memoryd.daemon.worker",
-    "memoryd.job.run",
-    "memoryd.search.index",
-    "memoryd.search.history",
-]
-"""Imported once in the forkserver, so that every worker (and every pool rebuilt after a
-crash) starts without importing memoryd again, the modules its first job imports after
-its commit (the recall index) included."""
-SDK_PRELOAD = ["anthropic", "memoryd.summarizers.anthropic", "httpcore2", "h11", "truststore"]
-"""With the anthropic backend: the SDK, and the HTTP stack it imports at its first
-request. Without the latter, a burst's first round made every fresh worker import them
-at once (docs/design.md#burst). A name that cannot be imported is skipped by the
-forkserver."""
-KILL_WAIT = 2.0
-"""Longest wait for a SIGKILLed worker to be gone."""
 LAUNCH_WAIT = 5.0
 """Longest wait at close for the launcher to hand over the job it holds."""
-
-
-def preload(sdk: bool) -> list[str]:
-    """What a forkserver imports before it forks a worker (``sdk``: the anthropic backend)."""
-    return [*PRELOAD, *(SDK_PRELOAD if sdk else [])]
 
 
 @dataclass(slots=True)
@@ -179,7 +167,7 @@ class WorkerPool:
 
         server: Any = forkserver._forkserver
         if server._forkserver_pid is not None:
-            pid = _stop_forkserver(server)
+            pid = stop_forkserver(server)
             if pid is not None:
                 self._exiting[pid] = time.monotonic() + KILL_WAIT
             log.info("forkserver_stopped")
@@ -207,7 +195,7 @@ class WorkerPool:
     def _reap(self) -> None:
         for generation in list(self._retired):
             if getattr(generation.executor, "_broken", False):
-                _kill(generation.executor)
+                kill_executor(generation.executor)
             if generation.jobs == 0 and all(
                 process.exitcode is not None for process in generation.processes.values()
             ):
@@ -358,7 +346,7 @@ class WorkerPool:
                 # workers (they ignore it): unkilled, they would run on and commit jobs the
                 # daemon has already reported failed, then hold the workspace against the
                 # retry.
-                _kill(old.executor)
+                kill_executor(old.executor)
             old.executor.shutdown(wait=False, cancel_futures=True)
             # Reaped like a retired executor: the forkserver stops only after its workers.
             self._retired.append(old)
@@ -379,17 +367,17 @@ class WorkerPool:
             # whole process group, say) has emptied that table, yet its idle workers live
             # on and keep the resource tracker's pipe open.
             self._fix_processes(generation)
-            _kill_processes(list(generation.processes.values()))
-            _kill(generation.executor)
+            kill_processes(list(generation.processes.values()))
+            kill_executor(generation.executor)
             generation.executor.shutdown(wait=True, cancel_futures=True)
         self._current = None
         self._retired.clear()
         self._jobs.clear()
         for pid in self._exiting:
             with contextlib.suppress(Exception):
-                _close_and_reap(pid, None)
+                close_and_reap(pid, None)
         self._exiting.clear()
-        _stop_helpers()
+        stop_helpers()
 
     def _stop_launcher(self) -> None:
         # Jobs still queued are cancelled; the one being handed over may wait for a
@@ -410,89 +398,3 @@ def _settle(future: Future[Any], done: Future[Any]) -> None:
         future.set_exception(exc)
     else:
         future.set_result(done.result())
-
-
-def _kill(executor: ProcessPoolExecutor) -> None:
-    # Workers ignore SIGTERM (only the daemon decides), so killing is the only way; Python
-    # 3.11 has no public API for it (3.14 adds kill_workers()).
-    # Joined too: a killed worker's locks are free once it is gone, so a job retried at
-    # once does not find its workspace busy.
-    _kill_processes(list((getattr(executor, "_processes", None) or {}).values()))
-
-
-def _kill_processes(processes: list[Any]) -> None:
-    for process in processes:
-        with contextlib.suppress(Exception):
-            process.kill()
-        # A worker whose forkserver died reads as exited (its sentinel pipe came from the
-        # forkserver), so kill() above skips it although it runs on.
-        with contextlib.suppress(Exception):
-            if process.exitcode is not None and _is_forkserver_child(process.pid):
-                os.kill(process.pid, signal.SIGKILL)
-    for process in processes:
-        with contextlib.suppress(Exception):
-            process.join(timeout=KILL_WAIT)
-
-
-def _is_forkserver_child(pid: int) -> bool:
-    """Is ``pid`` alive and a process forked by a forkserver (a worker, not a reused pid)?"""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return b"multiprocessing.forkserver" in cmdline.read()
-    except OSError:
-        return False
-
-
-def _stop_helpers() -> None:
-    """Stop the forkserver and the resource tracker, each within ``KILL_WAIT``.
-
-    Both stop when the daemon closes its end of their pipe. The standard library's own
-    ``_stop()`` then waits for them without a limit, and the tracker only sees the end of
-    its pipe once every process holding a copy has gone: a worker that outlived its
-    forkserver would hold the stop forever. So: close, wait a bounded time, then kill.
-    Private attributes, present since Python 3.8.
-    """
-    from multiprocessing import forkserver, resource_tracker
-
-    with contextlib.suppress(Exception):
-        _close_and_reap(_stop_forkserver(forkserver._forkserver), None)
-    tracker: Any = resource_tracker._resource_tracker
-    with contextlib.suppress(Exception):
-        pid, fd = tracker._pid, tracker._fd
-        tracker._pid = tracker._fd = None
-        _close_and_reap(pid, fd)
-
-
-def _stop_forkserver(server: Any) -> int | None:
-    """Ask ``server`` (the stdlib's ForkServer) to stop by closing its "alive" pipe, and
-    clear its fields under its own lock, so that ``ensure_running()`` starts a new one
-    later. Returns its pid, for the caller to reap."""
-    from multiprocessing import util
-
-    with server._lock:
-        pid, fd = server._forkserver_pid, server._forkserver_alive_fd
-        address = server._forkserver_address
-        server._forkserver_pid = server._forkserver_alive_fd = None
-        server._forkserver_address = None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        if address and not util.is_abstract_socket_namespace(address):
-            with contextlib.suppress(OSError):
-                os.unlink(address)
-    return pid if isinstance(pid, int) else None
-
-
-def _close_and_reap(pid: int | None, fd: int | None) -> None:
-    """Close a helper's pipe (asking it to stop) and reap it; SIGKILL it past KILL_WAIT."""
-    if fd is not None:
-        os.close(fd)
-    if pid is None:
-        return
-    deadline = time.monotonic() + KILL_WAIT
-    while time.monotonic() < deadline:
-        if os.waitpid(pid, os.WNOHANG) != (0, 0):
-            return
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
