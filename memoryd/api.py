@@ -9,9 +9,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 from memoryd.config.settings import Settings, load_settings, settings_for_workspace
-from memoryd.conversation import ConversationReader, parse_line
+from memoryd.conversation import parse_line
 from memoryd.files.regular import open_for_reading
 from memoryd.job.run import JobRequest, JobResult, run_job, summarizer_env
+from memoryd.reader import ConversationReader
 from memoryd.strategies import Counts, strategy_for
 from memoryd.strategies.summary import previous_summary_text
 from memoryd.workspace import Workspace

@@ -18,7 +18,7 @@ from typing import Any
 from memoryd import strict_json
 from memoryd.api_blocks import ASSISTANT_ONLY, BLOCK_FIELDS, TOOL_RESULT_CONTENT_FIELDS
 from memoryd.errors import InputError
-from memoryd.files.fsutil import check_workspace, read_in
+from memoryd.files.paths import check_workspace, read_in
 from memoryd.workspace import Workspace
 
 START_TURN = "[conversation start]"

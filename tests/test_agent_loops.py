@@ -21,9 +21,10 @@ from structlog.testing import capture_logs
 
 from memoryd.api_view import messages_for_api
 from memoryd.config.settings import RollingSettings, Settings
-from memoryd.conversation import ConversationReader, split_lines
+from memoryd.conversation import split_lines
 from memoryd.daemon.tracked import Tracked, job_due, over_budget, settle
 from memoryd.job.run import JobRequest, JobResult, run_job
+from memoryd.reader import ConversationReader
 from memoryd.receipts.records import read_receipts
 from memoryd.signals.events import read_events
 from memoryd.strategies import Counts, strategy_for

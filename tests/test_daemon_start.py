@@ -21,12 +21,12 @@ from writers import line_bytes
 from memoryd import strict_json
 from memoryd.commit.recovery import leftover
 from memoryd.config.settings import load_settings
-from memoryd.conversation import ConversationReader, Counted
-from memoryd.daemon.supervisor import Supervisor
 from memoryd.daemon.folders import Seed, read_seed, tidy_step
+from memoryd.daemon.supervisor import Supervisor
 from memoryd.discovery import look, scan_workspaces
 from memoryd.errors import UnsafePathError
 from memoryd.files.fsutil import create_in
+from memoryd.reader import ConversationReader, Counted
 from memoryd.signals.heartbeat import Heartbeat, render
 from memoryd.signals.state import WorkspaceState, saved_counted, state_bytes
 

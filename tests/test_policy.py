@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from split_checks import lines_of
 
 from memoryd import conversation
-from memoryd.conversation import ConversationReader, Line, split_lines
+from memoryd.conversation import Line, split_lines
 from memoryd.policy import (
     detect_threshold,
     failure_backoff,
@@ -25,6 +25,7 @@ from memoryd.policy import (
     should_emit_event,
     usage_ratio,
 )
+from memoryd.reader import ConversationReader
 from memoryd.signals.state import build_state
 from memoryd.workspace import Workspace
 

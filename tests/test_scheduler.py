@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from memoryd.config.settings import Settings
-from memoryd.conversation import ConversationReader
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.tracked import (
@@ -22,6 +21,7 @@ from memoryd.daemon.tracked import (
     write_succeeded,
 )
 from memoryd.job.run import JobResult
+from memoryd.reader import ConversationReader
 from memoryd.workspace import Workspace
 
 WINDOW = 0.2

@@ -28,9 +28,10 @@ from split_checks import (
 )
 
 from memoryd.config.settings import RollingSettings, Settings, load_settings
-from memoryd.conversation import ConversationReader, Line
+from memoryd.conversation import Line
 from memoryd.job.run import ineffective_text, plan_job
 from memoryd.policy import SplitPlan, valid_boundaries
+from memoryd.reader import ConversationReader
 from memoryd.strategies import STRATEGIES, Counts, strategy_for
 from memoryd.strategies.checkpoint import checkpoint_split
 from memoryd.strategies.narrative import narrative_split

@@ -21,7 +21,8 @@ from fs_helpers import fill_up, small_tmpfs, tree
 from memoryd.commit.recovery import recover
 from memoryd.config.settings import settings_for_workspace
 from memoryd.errors import UnsafePathError
-from memoryd.files.fsutil import append_line, atomic_write, flocked, open_in, read_in
+from memoryd.files.fsutil import append_line, atomic_write, flocked
+from memoryd.files.paths import open_in, read_in
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.signals.monitor import ContextMonitor

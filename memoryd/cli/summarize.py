@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run one job on the workspace and print one line saying what it did."""
     from memoryd.config.settings import settings_for_workspace
-    from memoryd.files.fsutil import check_workspace
+    from memoryd.files.paths import check_workspace
     from memoryd.job.run import JobRequest, run_job, summarizer_env
 
     log_to_stderr(args)

@@ -29,14 +29,8 @@ import structlog
 
 from memoryd.commit.snapshot import Snapshot
 from memoryd.errors import UnsafePathError
-from memoryd.files.fsutil import (
-    append_all_or_nothing,
-    flocked,
-    folder_in,
-    fsync_folder_in,
-    open_in,
-    pid_alive,
-)
+from memoryd.files.fsutil import append_all_or_nothing, flocked, fsync_folder_in, pid_alive
+from memoryd.files.paths import folder_in, open_in
 from memoryd.files.regular import open_for_reading
 from memoryd.workspace import Workspace
 

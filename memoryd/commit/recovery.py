@@ -18,7 +18,8 @@ from pathlib import Path
 from memoryd.commit.draining import FOLDER as DRAINING
 from memoryd.commit.draining import MARK_RE, salvage
 from memoryd.commit.rewrite import open_folder
-from memoryd.files.fsutil import TEMP_MARK, folder_in, pid_alive
+from memoryd.files.fsutil import TEMP_MARK, pid_alive
+from memoryd.files.paths import folder_in
 from memoryd.workspace import Workspace
 
 PENDING_RE = re.compile(r"^(?P<name>.+\.jsonl)\.(?P<pid>\d+)\.(?P<ino>\d+)\.pending$")

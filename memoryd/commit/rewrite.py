@@ -38,14 +38,8 @@ from pathlib import Path
 from memoryd.commit.draining import DrainMark, drain_safely, drain_then_report
 from memoryd.commit.snapshot import Snapshot, open_regular, same_file
 from memoryd.errors import CommitAborted, UnsafePathError
-from memoryd.files.fsutil import (
-    NEW_FILE_FLAGS,
-    flocked,
-    folder_in,
-    is_enospc,
-    temp_name,
-    write_all,
-)
+from memoryd.files.fsutil import NEW_FILE_FLAGS, flocked, is_enospc, temp_name, write_all
+from memoryd.files.paths import folder_in
 
 Part = bytes | tuple[int, int]
 """A piece of new content: literal bytes, or the byte range [start, end) of the snapshot."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.errors import CommitAborted, UnsafePathError
-from memoryd.files.fsutil import open_in
+from memoryd.files.paths import open_in
 
 SAMPLE = 64 * 1024
 """Bytes compared at both ends of the replaced prefix to detect an in-place rewrite."""

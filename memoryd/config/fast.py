@@ -29,7 +29,7 @@ from memoryd.config.sources import (
     find_config_file,
 )
 from memoryd.errors import MemorydError
-from memoryd.files.fsutil import read_in
+from memoryd.files.paths import read_in
 from memoryd.files.regular import read_file
 from memoryd.workspace import Workspace
 

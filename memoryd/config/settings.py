@@ -70,7 +70,7 @@ from memoryd.defaults import (
     DEFAULT_WARNING_AT,
 )
 from memoryd.errors import ConfigError
-from memoryd.files.fsutil import read_in
+from memoryd.files.paths import read_in
 from memoryd.receipts.pricing import ModelPrice
 from memoryd.workspace import Workspace
 

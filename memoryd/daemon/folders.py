@@ -21,11 +21,12 @@ from typing import Any, Literal
 from memoryd import strict_json
 from memoryd.commit.draining import FOLDER as DRAINING
 from memoryd.commit.recovery import leftover
-from memoryd.conversation import Counted
 from memoryd.discovery import Found
 from memoryd.errors import InputError, MemorydError, UnsafePathError
-from memoryd.files.fsutil import SYMLINK_REFUSED, create_in, replace_in
+from memoryd.files.fsutil import create_in, replace_in
+from memoryd.files.paths import SYMLINK_REFUSED
 from memoryd.files.regular import not_regular
+from memoryd.reader import Counted
 from memoryd.signals.heartbeat import parse
 from memoryd.signals.state import STATE_MAX_BYTES, WorkspaceState, state_bytes
 from memoryd.workspace import HEARTBEAT, META

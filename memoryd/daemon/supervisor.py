@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd.config.settings import LoadedSettings, load_settings, settings_for_workspace
-from memoryd.conversation import ConversationReader
 from memoryd.daemon import systemd
 from memoryd.daemon.dispatch import JobDispatch, JobDone
 from memoryd.daemon.folders import TidyStep
@@ -44,6 +43,7 @@ from memoryd.daemon.watch import FsChange
 from memoryd.daemon.watchers import RootWatchers
 from memoryd.daemon.workspaces import WorkspaceTracking
 from memoryd.errors import MemorydError
+from memoryd.reader import ConversationReader
 from memoryd.summarizers.base import choose_backend
 
 if TYPE_CHECKING:

@@ -12,7 +12,6 @@ import structlog
 from memoryd.commit.recovery import recover
 from memoryd.config.schema import file_error
 from memoryd.config.settings import workspace_settings
-from memoryd.conversation import ConversationReader
 from memoryd.daemon.folders import Folders, Seed, TidyStep, read_seed, tidy_step
 from memoryd.daemon.logs import debug_enabled
 from memoryd.daemon.parts import DaemonParts
@@ -22,6 +21,7 @@ from memoryd.discovery import Found, look, scan_workspaces
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import flocked
 from memoryd.job.run import report_failure
+from memoryd.reader import ConversationReader
 from memoryd.signals.events import iso_ms
 from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager, render
 from memoryd.signals.state import (

@@ -2,6 +2,8 @@
 folder), all-or-nothing appends, the writers' lock, and reads that open only a regular
 file and never wait on a FIFO (docs/design.md#layout).
 
+- :mod:`~memoryd.files.paths`: opening and creating inside a workspace, never through a
+  symlink out of it;
 - :mod:`~memoryd.files.fsutil`: writing and locking;
 - :mod:`~memoryd.files.regular`: reading a file that someone else may replace.
 

@@ -28,7 +28,8 @@ from memoryd.errors import (
     MemorydError,
     SummarizerError,
 )
-from memoryd.files.fsutil import check_workspace, flocked
+from memoryd.files.fsutil import flocked
+from memoryd.files.paths import check_workspace
 from memoryd.job.finish import Produced, commit_and_report
 
 # Re-exported: callers (the daemon, the CLI, the API, tests) import these from here.

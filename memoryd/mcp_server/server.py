@@ -24,7 +24,7 @@ from typing_extensions import TypedDict  # pydantic needs it for nested TypedDic
 from memoryd import __version__
 from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
-from memoryd.files.fsutil import check_workspace
+from memoryd.files.paths import check_workspace
 from memoryd.mcp_server.tools import APPENDS, READS, UNSERVED, ToolServer, tool
 from memoryd.search.query import MAX_LIMIT
 from memoryd.search.recall import Hit, expand, recall

@@ -20,7 +20,7 @@ from typing import Any
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError
-from memoryd.files.fsutil import resolve_inside
+from memoryd.files.paths import resolve_inside
 from memoryd.workspace import CONVERSATION, Workspace
 
 ARCHIVE_RE = re.compile(r"^conversation-[0-9A-Za-z]+-[0-9a-f]+\.jsonl$")

@@ -21,7 +21,8 @@ from typing import TypeVar
 import structlog
 
 from memoryd.errors import MemorydError, UnsafePathError
-from memoryd.files.fsutil import flocked, open_in, resolve_inside
+from memoryd.files.fsutil import flocked
+from memoryd.files.paths import open_in, resolve_inside
 from memoryd.files.regular import open_for_reading
 from memoryd.search.history import (
     ArchiveFile,

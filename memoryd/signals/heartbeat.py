@@ -19,7 +19,8 @@ from typing import Literal, get_args
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError
-from memoryd.files.fsutil import atomic_write, flocked, folder_in, named, replace_in
+from memoryd.files.fsutil import atomic_write, flocked, replace_in
+from memoryd.files.paths import folder_in, named
 from memoryd.files.regular import read_file
 from memoryd.signals.events import iso_ms
 from memoryd.workspace import HEARTBEAT, Workspace

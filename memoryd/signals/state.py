@@ -9,7 +9,6 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
 from memoryd import strict_json
-from memoryd.conversation import Counted
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
@@ -21,6 +20,7 @@ from memoryd.policy import (
     get_threshold_action,
     usage_ratio,
 )
+from memoryd.reader import Counted
 from memoryd.signals.events import iso_ms
 from memoryd.tokens import CALIBRATION_BOUNDS
 from memoryd.workspace import Workspace
@@ -160,7 +160,7 @@ def recorded_budget(saved: dict[str, Any]) -> dict[str, Any]:
 def state_bytes(state: WorkspaceState, counted: Counted | None = None) -> bytes:
     """The text of state.json for ``state`` (pure): ``strict_json.dumps(asdict(state), indent=2)``
     and a newline, written field by field, with ``counted`` (what the daemon's reader
-    counted, see :class:`~memoryd.conversation.Counted`) as a last object when given.
+    counted, see :class:`~memoryd.reader.Counted`) as a last object when given.
     Every field is a scalar; the indenting encoder is pure Python, slow at thousands of
     workspaces, and each call of it leaves reference cycles behind
     (docs/design.md#scale-start)."""
@@ -176,7 +176,7 @@ def state_bytes(state: WorkspaceState, counted: Counted | None = None) -> bytes:
 
 def saved_counted(saved: dict[str, Any]) -> Counted | None:
     """The ``counted`` object of a state.json read back, or None (missing or not exactly
-    the fields of :class:`~memoryd.conversation.Counted`, each of its type)."""
+    the fields of :class:`~memoryd.reader.Counted`, each of its type)."""
     value = saved.get("counted")
     if not isinstance(value, dict) or set(value) != set(COUNTED_FIELDS):
         return None

@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from memoryd.conversation import ConversationReader
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError
-from memoryd.files.fsutil import read_in
+from memoryd.files.paths import read_in
+from memoryd.reader import ConversationReader
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.signals.monitor import read_monitors
 from memoryd.signals.state import (

@@ -24,7 +24,8 @@ from memoryd.defaults import (
     DEFAULT_MEMORY_THRESHOLD,
 )
 from memoryd.errors import InputError, MemorydError, UnsafePathError
-from memoryd.files.fsutil import append_line, check_workspace, flocked, read_in
+from memoryd.files.fsutil import append_line, flocked
+from memoryd.files.paths import check_workspace, read_in
 from memoryd.signals.events import emit
 from memoryd.signals.heartbeat import Heartbeat
 from memoryd.stores.compaction import (

@@ -16,7 +16,8 @@ from memoryd.tokens import LLMUsage
 if TYPE_CHECKING:
     from memoryd.checkpoint import Checkpoint
     from memoryd.config.settings import Settings
-    from memoryd.conversation import Line, Tally
+    from memoryd.conversation import Line
+    from memoryd.reader import Tally
     from memoryd.workspace import Workspace
 
 Progress = Callable[[str], None]

@@ -27,7 +27,6 @@ exception is not chained, because its text embeds the response body.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import random
@@ -44,6 +43,7 @@ import structlog
 from anthropic.types import Message
 
 from memoryd.errors import ConfigError, SummarizerError
+from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
 
 log = structlog.get_logger()
 
@@ -314,41 +314,6 @@ def _request(
 def _turns(follow_up: Sequence[str]) -> list[dict[str, Any]]:
     roles = ("assistant", "user")
     return [{"role": roles[i % 2], "content": text} for i, text in enumerate(follow_up)]
-
-
-def parse_retry_after(headers: Mapping[str, str], now: float) -> float | None:
-    """Seconds the server asks us to wait: ``retry-after-ms``, else ``retry-after``.
-
-    ``retry-after`` may be seconds or an HTTP date (compared with ``now``, epoch seconds).
-    None when absent or unreadable; a date in the past gives 0.
-    """
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds is not None:
-        try:
-            return max(0.0, float(milliseconds) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, moment.timestamp() - now)
-
-
-def is_retryable_status(status: int, should_retry: str | None = None) -> bool:
-    """Whether an HTTP error status is worth another try (``x-should-retry`` wins)."""
-    if should_retry == "true":
-        return True
-    if should_retry == "false":
-        return False
-    return status in (408, 409, 429) or status >= 500
 
 
 def _status_failure(error: anthropic.APIStatusError) -> _Failure:
