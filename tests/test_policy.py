@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from split_checks import lines_of
 
-from memoryd import conversation
+from memoryd import reader as reader_module
 from memoryd.conversation import Line, split_lines
 from memoryd.policy import (
     detect_threshold,
@@ -195,7 +195,7 @@ def test_property_incremental_count_equals_a_full_recount(
     data, cuts = file
     with (
         tempfile.TemporaryDirectory() as folder,
-        mock.patch.object(conversation, "READ_CHUNK", read_chunk),
+        mock.patch.object(reader_module, "READ_CHUNK", read_chunk),
     ):
         path = Path(folder) / "conversation.jsonl"
         path.write_bytes(b"")
