@@ -129,14 +129,15 @@ class Folders:
         os.close(self.fd)
 
     def ensure_meta(self) -> int:
-        """The descriptor of ``.memoryd``, created (mode 0755, and the workspace folder
-        fsynced) when missing."""
+        """The descriptor of ``.memoryd``, created (mode 0755) when missing.
+
+        Not fsynced here: a first start creates it in every workspace and puts only
+        derived files in it. The first durable line in it fsyncs the folders above it
+        (fsutil.append_line), and so does a durable HEARTBEAT.md, which every job writes
+        before it starts (docs/design.md#power-cut)."""
         if self.meta is None:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(META, 0o755, dir_fd=self.fd)
-                # Its entry must outlive a power cut before anything durable is put in it,
-                # as fsutil's walk does for every folder (docs/design.md#power-cut).
-                os.fsync(self.fd)
             meta = f"{self.path}/{META}"
             self.meta = _open_folder(self.fd, meta)
             if self.meta is None:

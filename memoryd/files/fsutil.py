@@ -99,6 +99,14 @@ def fsync_folder_in(root: Path, folder: Path) -> None:
         os.fsync(fd)
 
 
+def _up_to(root: Path, folder: Path) -> list[Path]:
+    """``folder`` and each folder above it, ``root`` last."""
+    folders = [folder]
+    while folders[-1] != root and root in folders[-1].parents:
+        folders.append(folders[-1].parent)
+    return folders
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte of ``data`` to ``fd`` (os.write may write less than asked)."""
     view = memoryview(data)
@@ -244,8 +252,11 @@ def append_line(path: Path, line: bytes, *, root: Path) -> int:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePathError(f"{path}: is not a regular file")
         start = append_all_or_nothing(fd, line, seal_torn_tail=True)
-        if start == 0:  # maybe a new file: its name must be as durable as its line
-            fsync_folder_in(root, path.parent)
+        if start == 0:
+            # Maybe a new file: its name must be as durable as its line, and so must the
+            # names of the folders above it, which their maker may not have fsynced.
+            for folder in _up_to(root, path.parent):
+                fsync_folder_in(root, folder)
         return start
     except OSError as exc:
         raise named(exc, path) from None
