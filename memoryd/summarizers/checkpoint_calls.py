@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memoryd.summarizers.toolcalls import Outcome, ToolCall, definitions
+from memoryd.summarizers.toolcalls import Outcome, ToolCall, definitions, named_phrase
 from memoryd.summarizers.transcript import MessageView, sentences, shorten
 
 MAX_LINE_CHARS = 200
@@ -113,7 +113,7 @@ def outcome_phrase(outcome: Outcome | None, brief: bool = False, reads: bool = F
             return said
         path, line, function = outcome.location
         where = f" in {function}" if function else ""
-        return f"{said} at {path.rsplit('/', 1)[-1]} line {line}{where}"
+        return f"{said} at {path} line {line}{where}"
     if outcome.error_line:
         status = f"exit {outcome.status}, " if outcome.status else ""
         return status + shorten(outcome.error_line, BRIEF_ERROR_CHARS if brief else MAX_ERROR_CHARS)
@@ -162,7 +162,19 @@ def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
     ]
     if earlier:
         said += f" (earlier {', '.join(dict.fromkeys(earlier))})"
-    return shorten(f"{line}: {said}" if said else line, MAX_LINE_CHARS)
+    text = shorten(f"{line}: {said}" if said else line, MAX_LINE_CHARS)
+    found = "" if brief else _found(calls[-1].outcome, text, MAX_LINE_CHARS - len(text) - 2)
+    return f"{text}; {found}" if found and said else f"{text}: {found}" if found else text
+
+
+def _found(outcome: Outcome | None, shown: str, room: int) -> str:
+    """The frames and paths an outcome names that ``shown`` does not hold, whole, within
+    ``room`` characters."""
+    if outcome is None or room <= 0 or not (outcome.frames or outcome.named):
+        return ""
+    frames = [f for f in outcome.frames if f.rsplit(" line ", 1)[0] not in shown]
+    named = [path for path in outcome.named if path not in shown]
+    return named_phrase(frames, named, room, "via " if outcome.location else "at ")
 
 
 def call_key(item: str) -> str | None:
