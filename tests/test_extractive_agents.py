@@ -86,6 +86,21 @@ def test_the_task_is_stated_once_in_one_line_and_not_what_surrounds_its_block(
     assert "ask questions" not in summary
 
 
+def test_the_task_line_skips_the_introduction_of_a_task_block() -> None:
+    task = (
+        "<pr_description>\nConsider the following PR description:\n"
+        "admin_views.test_multidb fails with persistent test SQLite database.\n"
+        "I tried --keepdb.\n</pr_description>\n<instructions>Make the change.</instructions>"
+    )
+    messages = [
+        make_message(0, "user", task),
+        make_message(1, "assistant", "Let me look at the tests first."),
+    ]
+    summary = extractive_summary(messages, None, 1024)
+    [line] = [item for item in items(summary) if item.startswith("Task:")]
+    assert line == "Task: admin_views.test_multidb fails with persistent test SQLite database."
+
+
 def test_the_task_line_survives_folding_into_a_later_summary() -> None:
     transcript = tool_loop(3, rounds=8)
     first = extractive_summary(transcript.messages[:9], None, 1024)
