@@ -86,7 +86,10 @@ def test_a_failing_test_run_is_its_failing_tests_and_briefly_their_count() -> No
 def test_a_traceback_is_its_last_exception_what_it_followed_and_where_it_was_raised() -> None:
     outcome = outcome_of(TRACEBACK)
     assert outcome.location == ("/repo/src/app/load.py", "14", "load")
-    assert outcome_phrase(outcome) == "LoadError (after KeyError) at /repo/src/app/load.py line 14 in load"
+    assert (
+        outcome_phrase(outcome)
+        == "LoadError (after KeyError) at /repo/src/app/load.py line 14 in load"
+    )
     assert outcome_phrase(outcome, brief=True) == "LoadError (after KeyError)"
 
 
@@ -98,7 +101,8 @@ def test_an_exception_far_below_any_frame_has_no_place() -> None:
 
 def test_a_file_shown_tells_the_names_it_defines_and_an_edit_does_not() -> None:
     assert definitions(LISTING) == ("load", "Loader", "__init__")
-    assert definitions("def load(path):\n    class Loader: pass\n") == ()
+    assert definitions("def load(path):\n    class Loader: pass\n") == ("load", "Loader")
+    assert definitions("x = 1  # def load(path)\nprint('class Loader')\n") == ()
     view = settled(call("editor", command="view", path="/repo/src/app/load.py"), LISTING)
     assert call_line([view]) == "viewed /repo/src/app/load.py: load, Loader, __init__"
     assert call_line([view], brief=True) == "viewed /repo/src/app/load.py"
@@ -130,10 +134,17 @@ def test_a_call_is_named_by_its_command_or_by_what_the_tool_did(
 def test_runs_of_one_call_are_one_line_with_the_first_and_the_last_outcome() -> None:
     test = call("Bash", command="pytest -q")
     runs = [settled(test, FAILED_RUN), settled(test, PASSED_RUN)]
-    assert call_line(runs) == "`pytest -q` (2x): 2 failed: test_load, test_save[x], last: 3 passed; names tests/test_a.py"
+    assert call_line(runs) == (
+        "`pytest -q` (2x): 2 failed: test_load, test_save[x], last: 3 passed; names tests/test_a.py"
+    )
     script = call("Bash", command="python run.py")
     runs = [settled(script, TRACEBACK), settled(script, "ValueError: bad\nexit code 1")]
-    assert call_line(runs) == "`python run.py` (2x): last ValueError (earlier KeyError, LoadError)"
+    assert call_line(runs) == "`python run.py` (2x): LoadError (after KeyError), last: ValueError"
+    third = settled(script, TRACEBACK.replace("LoadError", "SettingsError"))
+    assert call_line([*runs, third]) == (
+        "`python run.py` (3x): LoadError (after KeyError), last: SettingsError (after KeyError)"
+        " (earlier ValueError) at /repo/src/app/load.py line 14 in load; via /repo/run.py line 3"
+    )
 
 
 @given(
@@ -194,9 +205,12 @@ def test_the_lists_of_a_loop_are_its_calls_its_last_step_and_its_last_failure() 
     )
     lists = extractive_checkpoint(None, messages, 1024)
     assert lists.completed == [
-        "`python run.py`: LoadError (after KeyError) at /repo/src/app/load.py line 14 in load; via /repo/run.py line 3",
+        "`python run.py`: LoadError (after KeyError) at /repo/src/app/load.py line 14 in load;"
+        " via /repo/run.py line 3",
     ]
-    assert lists.blockers == ["`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py"]
+    assert lists.blockers == [
+        "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py"
+    ]
     assert lists.in_progress == [
         f"{LAST_STEP}I'll read the loader.",
         "`nl -ba src/app/load.py`: load, Loader, __init__",
@@ -231,7 +245,9 @@ def test_a_later_checkpoint_moves_the_last_step_on_and_tells_a_call_made_again_o
         ),
         1024,
     )
-    assert first.blockers == ["`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py"]
+    assert first.blockers == [
+        "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py"
+    ]
     later = [
         *turn(5, "Next, the listing.", "ls src", "load.py\n[exit code 0]"),
         *turn(7, "The tests once more.", "python run.py", "ValueError: bad\nexit code 1"),
@@ -257,7 +273,10 @@ def test_the_lists_fit_their_budget_and_tell_the_latest_calls_in_full_first() ->
         listed = [x for x in lists.completed if x.startswith("`python run_")]
         assert len(listed) >= listed_before
         listed_before = len(listed)
-        full = [" at /repo/src/app/load.py line 14 in load; via /repo/run.py line 3" in x for x in listed]
+        full = [
+            " at /repo/src/app/load.py line 14 in load; via /repo/run.py line 3" in x
+            for x in listed
+        ]
         if len(listed) == 39 and not all(full):  # the 40th is the blocker
             told_all_briefly = True
             assert full == sorted(full), budget  # the full ones are the latest

@@ -231,7 +231,9 @@ def test_the_checkpoint_of_a_generated_tool_loop_reads_like_an_engineers_notes(
         x for x in lists.completed if re.match(r"`python reproduce_\w+\.py`: \w+Error", x)
     ]
     test_runs = [x for x in lists.completed if re.match(r"`python -m pytest tests/\S+\.py.*`", x)]
-    assert failed_runs and any(re.search(r" at [\w/.]+\.py line \d+ in \w+", x) for x in failed_runs)
+    assert failed_runs and any(
+        re.search(r" at [\w/.]+\.py line \d+ in \w+", x) for x in failed_runs
+    )
     assert any(re.search(r": \d+ failed: test_\w+", x) for x in test_runs + lists.blockers)
     said = [x for x in lists.completed + lists.pending if call_key(x) is None]
     task_lines = [x.strip("- ") for x in transcript.messages[0]["content"].splitlines()]

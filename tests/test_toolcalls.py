@@ -82,9 +82,10 @@ def test_a_linter_line_is_the_error_line_and_its_code_an_error_name() -> None:
     assert error_names("The SHA256 of A100 is E501-free; raise ValueError") == []
 
 
-def test_a_file_that_was_read_says_nothing_unless_the_tool_failed() -> None:
+def test_a_file_that_was_read_says_what_it_defines_or_the_error_of_the_tool() -> None:
     listing = "   1\tdef f():\n   2\t    raise ValueError('x')\n   3\terror = 1\n"
-    assert outcome_of(listing, shell=False).text() == ""
+    assert outcome_of(listing, shell=False).text() == "defines f"
+    assert outcome_of("   1\tx = 1\n   2\terror = 1\n", shell=False).text() == ""
     assert outcome_of("File not found: a.py\nmore", True, shell=False).text() == (
         "File not found: a.py"
     )
@@ -128,7 +129,8 @@ def test_another_tools_search_names_its_hits() -> None:
 
 
 def test_a_long_path_is_never_cut_in_the_middle() -> None:
-    path = "/home/user/projects/some-long-project-name/src/components/transcript/transcript_components.tsx"
+    path = "/home/user/projects/some-long-project-name/src/components/transcript/"
+    path += "transcript_components.tsx"
     call = tool_use_call(0, {"type": "tool_use", "name": "Read", "input": {"file_path": path}})
     assert call.label == f"Read {path}"
     label = command_label("git add " + " ".join([path] * 3))

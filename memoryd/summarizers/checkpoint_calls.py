@@ -86,12 +86,15 @@ class Loop:
     """The keys of every call made in these messages."""
 
 
-def outcome_phrase(outcome: Outcome | None, brief: bool = False, reads: bool = False) -> str:
+def outcome_phrase(
+    outcome: Outcome | None, brief: bool = False, reads: bool = False, located: bool = True
+) -> str:
     """A call's outcome as a note says it (pure): the test tally with the failing tests,
     else the exception raised (after the ones it chained) and where, else the error line
     or the exit status; for a call that ``reads`` a file, the names it showed defined; ""
     when the output shows nothing of note. ``brief``: without the failing tests, where
-    the exception was raised, what a file defines, or the tally of a run that passed."""
+    the exception was raised, what a file defines, or the tally of a run that passed;
+    ``located=False``: without where the exception was raised (:func:`where_raised`)."""
     if outcome is None:
         return ""
     if outcome.tally and brief and not outcome.failed and not outcome.failures:
@@ -109,11 +112,7 @@ def outcome_phrase(outcome: Outcome | None, brief: bool = False, reads: bool = F
     if outcome.exceptions:
         *before, last = outcome.exceptions
         said = last + (f" (after {', '.join(before[:2])})" if before else "")
-        if brief or outcome.location is None:
-            return said
-        path, line, function = outcome.location
-        where = f" in {function}" if function else ""
-        return f"{said} at {path} line {line}{where}"
+        return said if brief or not located else said + where_raised(outcome)
     if outcome.error_line:
         status = f"exit {outcome.status}, " if outcome.status else ""
         return status + shorten(outcome.error_line, BRIEF_ERROR_CHARS if brief else MAX_ERROR_CHARS)
@@ -124,6 +123,14 @@ def outcome_phrase(outcome: Outcome | None, brief: bool = False, reads: bool = F
     defined = definitions(outcome.listing) if reads and outcome.listing and not brief else ()
     shown = ", ".join(defined[:SHOWN_DEFINITIONS])
     return shown + (", …" if len(defined) > SHOWN_DEFINITIONS else "")
+
+
+def where_raised(outcome: Outcome | None) -> str:
+    """`` at path line N in function`` of the exception an outcome ends in; "" for none."""
+    if outcome is None or outcome.location is None or not outcome.exceptions or outcome.tally:
+        return ""
+    path, line, function = outcome.location
+    return f" at {path} line {line}" + (f" in {function}" if function else "")
 
 
 def call_name(call: ToolCall) -> str:
@@ -143,13 +150,15 @@ def _reads(call: ToolCall) -> bool:
 def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
     """One line for the runs of one call (pure): its name, how often, and its outcome
     (the first and the last when they differ and both are short, else the last, and the
-    exceptions that earlier runs raised); ``brief``: in fewer words (:func:`outcome_phrase`)."""
+    exceptions that earlier runs raised, then where the last was raised when the line has
+    room, then the frames and paths the output names, whole, within the line's length);
+    ``brief``: in fewer words (:func:`outcome_phrase`)."""
     line = call_name(calls[0])
     if len(calls) > 1:
         line += f" ({len(calls)}x)"
     reads = _reads(calls[0])
-    first = outcome_phrase(calls[0].outcome, brief, reads) if len(calls) > 1 else ""
-    last = outcome_phrase(calls[-1].outcome, brief, reads)
+    first = outcome_phrase(calls[0].outcome, brief, reads, False) if len(calls) > 1 else ""
+    last = outcome_phrase(calls[-1].outcome, brief, reads, False)
     said = last or first
     if first and last and first != last:
         both = len(first) + len(last) <= MAX_BOTH_CHARS
@@ -162,6 +171,9 @@ def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
     ]
     if earlier:
         said += f" (earlier {', '.join(dict.fromkeys(earlier))})"
+    where = "" if brief or not last else where_raised(calls[-1].outcome)
+    if where and len(line) + len(said) + len(where) + 2 <= MAX_LINE_CHARS:
+        said += where
     text = shorten(f"{line}: {said}" if said else line, MAX_LINE_CHARS)
     found = "" if brief else _found(calls[-1].outcome, text, MAX_LINE_CHARS - len(text) - 2)
     return f"{text}; {found}" if found and said else f"{text}: {found}" if found else text

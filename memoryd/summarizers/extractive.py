@@ -95,6 +95,8 @@ SHELL_SCORE = 5
 EDIT_SCORE = 5
 TOOL_SCORE = 2
 FAILED_BONUS = 2
+FOUND_BONUS = 2
+"""A call whose line names places (a traceback's frames, paths, definitions) carries more."""
 HEADERS = {"narrative": "Key points, oldest first:", "rolling": "Earlier, in brief:"}
 _VERBATIM_HEADER = "Details kept verbatim:"
 
@@ -159,8 +161,15 @@ def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
             )
         else:
             line = line[0].upper() + line[1:]
-        items.append(Item(places[key], line, weight + (FAILED_BONUS if failed else 0)))
+        weight += (FAILED_BONUS if failed else 0) + (FOUND_BONUS if _names(calls[-1]) else 0)
+        items.append(Item(places[key], line, weight))
     return items
+
+
+def _names(call: ToolCall) -> bool:
+    """Whether a call's outcome names places: frames, paths or a file shown."""
+    found = call.outcome
+    return found is not None and bool(found.frames or found.named or found.listing)
 
 
 def statement_lines(

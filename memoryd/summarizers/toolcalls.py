@@ -78,10 +78,10 @@ MAX_FAILURES = 8
 _DEFINITION = re.compile(r"(?:def|class|function|func|fn)[ \t]+(?P<name>[A-Za-z_]\w*)")
 _DEFINITION_WORDS = ("def ", "class ", "function ", "func ", "fn ")
 _LINE_NUMBER = re.compile(
-    r"[ \t]*\d+[ \t]*[\t→|:]?[ \t]*(?:(?:async|export|default|pub|public|static)[ \t]+)*"
+    r"[ \t]*(?:\d+[ \t]*[\t→|:-]?[ \t]*)?(?:(?:async|export|default|pub|public|static)[ \t]+)*"
 )
-"""What comes before a definition in a numbered listing: the line's number (and the
-words that may lead a definition)."""
+"""What comes before a definition in a file shown: indentation, the line's number in a
+numbered listing (and the words that may lead a definition)."""
 MAX_DEFINITIONS = 5
 _PATH = re.compile(r"(?<![\w/.~-])(?:~?/?[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,5}(?![\w/])")
 """A file path with a folder and an extension (``src/app.py``, ``/srv/x/y.txt``)."""
@@ -129,8 +129,9 @@ class Outcome:
     named: tuple[str, ...] = ()
     """The file paths the output names (a search's hits, a listing), in order."""
     listing: str = field(default="", repr=False, compare=False)
-    """The output, when it is a numbered file listing (``cat -n``, ``nl -ba``, an
-    editor's view): :func:`definitions` reads it when asked."""
+    """The output, when it shows a file (a numbered listing such as ``cat -n``'s or an
+    editor's view, or code that defines something): :func:`definitions` reads it when
+    asked."""
 
     def text(self) -> str:
         """The outcome in a few words, or "" when the output shows nothing of note."""
@@ -147,6 +148,9 @@ class Outcome:
             parts.append("also " + ", ".join(others[:MAX_OTHER_EXCEPTIONS]))
         if not parts and self.failed:
             parts.append("failed")
+        defined = definitions(self.listing) if self.listing and not parts else ()
+        if defined:
+            parts.append("defines " + ", ".join(defined))
         said = ", ".join(parts)
         named = [path for path in self.named if path not in said]
         found = named_phrase(self.frames, named, MAX_FOUND_CHARS)
@@ -354,12 +358,14 @@ def named_phrase(
 
 
 def _listing(output: str) -> str:
-    return output if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS) else ""
+    if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS):
+        return output
+    return output if any(word in output for word in _DEFINITION_WORDS) else ""
 
 
 def definitions(output: str) -> tuple[str, ...]:
-    """The names whose definition a numbered file listing shows, in order, at most
-    :data:`MAX_DEFINITIONS` (pure)."""
+    """The names whose definition a file shown (numbered or not) holds at the start of a
+    line, in order, at most :data:`MAX_DEFINITIONS` (pure)."""
     found: list[str] = []
     if not any(word in output for word in _DEFINITION_WORDS):
         return ()
