@@ -86,10 +86,7 @@ def test_a_failing_test_run_is_its_failing_tests_and_briefly_their_count() -> No
 def test_a_traceback_is_its_last_exception_what_it_followed_and_where_it_was_raised() -> None:
     outcome = outcome_of(TRACEBACK)
     assert outcome.location == ("/repo/src/app/load.py", "14", "load")
-    assert (
-        outcome_phrase(outcome)
-        == "LoadError (after KeyError) at /repo/src/app/load.py line 14 in load"
-    )
+    assert outcome_phrase(outcome) == "LoadError (after KeyError) at load.py line 14 in load"
     assert outcome_phrase(outcome, brief=True) == "LoadError (after KeyError)"
 
 
@@ -134,14 +131,17 @@ def test_a_call_is_named_by_its_command_or_by_what_the_tool_did(
 def test_runs_of_one_call_are_one_line_with_the_first_and_the_last_outcome() -> None:
     test = call("Bash", command="pytest -q")
     runs = [settled(test, FAILED_RUN), settled(test, PASSED_RUN)]
-    assert call_line(runs) == (
-        "`pytest -q` (2x): 2 failed: test_load, test_save[x], last: 3 passed; names tests/test_a.py"
-    )
+    assert call_line(runs) == "`pytest -q` (2x): 2 failed: test_load, test_save[x], last: 3 passed"
+    assert call_line(runs, named=True) == f"{call_line(runs)}; names tests/test_a.py"
     script = call("Bash", command="python run.py")
     runs = [settled(script, TRACEBACK), settled(script, "ValueError: bad\nexit code 1")]
     assert call_line(runs) == "`python run.py` (2x): LoadError (after KeyError), last: ValueError"
     third = settled(script, TRACEBACK.replace("LoadError", "SettingsError"))
     assert call_line([*runs, third]) == (
+        "`python run.py` (3x): LoadError (after KeyError), last: SettingsError (after KeyError)"
+        " (earlier ValueError) at load.py line 14 in load"
+    )
+    assert call_line([*runs, third], named=True) == (
         "`python run.py` (3x): LoadError (after KeyError), last: SettingsError (after KeyError)"
         " (earlier ValueError) at /repo/src/app/load.py line 14 in load; via /repo/run.py line 3"
     )
@@ -281,3 +281,22 @@ def test_the_lists_fit_their_budget_and_tell_the_latest_calls_in_full_first() ->
             told_all_briefly = True
             assert full == sorted(full), budget  # the full ones are the latest
     assert told_all_briefly and listed_before == 39
+
+
+def test_the_places_an_output_names_come_only_in_the_room_every_full_line_leaves() -> None:
+    listed = "\n".join(f"src/pkg/module_{n}.py" for n in range(6))
+    messages = loop(
+        ("Search.", "grep -rl load src", listed),
+        ("Run it.", "python run.py", TRACEBACK),
+        ("Check.", "git status", "clean"),
+    )
+    search = settled(call("Bash", command="grep -rl load src"), listed)
+    failing = settled(call("Bash", command="python run.py"), TRACEBACK)
+    roomy = extractive_checkpoint(None, messages, 1024)
+    assert roomy.completed == [call_line([search], named=True)]
+    assert roomy.completed[0].startswith("`grep -rl load src`: names src/pkg/module_0.py, ")
+    assert roomy.blockers == [call_line([failing], named=True)]
+    spare = len(roomy.completed[0]) - len(call_line([search]))
+    tight = extractive_checkpoint(None, messages, (len(render_lists(roomy)) - spare) // 4)
+    assert tight.completed == [call_line([search])]
+    assert tight.blockers == roomy.blockers

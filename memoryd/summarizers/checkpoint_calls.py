@@ -37,6 +37,9 @@ TOOL_SCORE = 2
 FAILED_BONUS = 2
 FULL_PENALTY = 2
 """How much less telling a call in full counts than listing it."""
+NAMED_PENALTY = 10
+"""How much less naming the places a call's output shows counts than listing it: only in
+the room every item told in full leaves."""
 _TIMING = re.compile(r"\s+in [\d.]+\s*s(?:econds)?\b.*$")
 _WRITES = re.compile(r"(?:>>?|\|\s*tee)\s*[^\s|&;<>]+\s*$")
 """A shell command that ends by writing a file (``cat <<'EOF' > x.py``): an edit."""
@@ -69,6 +72,10 @@ class Candidate:
     """The item in fewer words, when there is room for no more ("" : the text)."""
     full_score: int = 0
     """The score of telling the item in full rather than briefly."""
+    named: str = ""
+    """The item with the places its output names (``""``: none to add)."""
+    named_score: int = 0
+    """The score of telling those places too."""
 
 
 @dataclass(slots=True)
@@ -125,12 +132,14 @@ def outcome_phrase(
     return shown + (", …" if len(defined) > SHOWN_DEFINITIONS else "")
 
 
-def where_raised(outcome: Outcome | None) -> str:
-    """`` at path line N in function`` of the exception an outcome ends in; "" for none."""
+def where_raised(outcome: Outcome | None, whole: bool = False) -> str:
+    """`` at file line N in function`` of the exception an outcome ends in, the file's
+    whole path when ``whole``; "" for none."""
     if outcome is None or outcome.location is None or not outcome.exceptions or outcome.tally:
         return ""
     path, line, function = outcome.location
-    return f" at {path} line {line}" + (f" in {function}" if function else "")
+    shown = path if whole else path.rsplit("/", 1)[-1]
+    return f" at {shown} line {line}" + (f" in {function}" if function else "")
 
 
 def call_name(call: ToolCall) -> str:
@@ -147,12 +156,13 @@ def _reads(call: ToolCall) -> bool:
     return bool(_SHOWS.match(call.command)) and not _WRITES.search(call.command)
 
 
-def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
+def call_line(calls: Sequence[ToolCall], brief: bool = False, named: bool = False) -> str:
     """One line for the runs of one call (pure): its name, how often, and its outcome
     (the first and the last when they differ and both are short, else the last, and the
     exceptions that earlier runs raised, then where the last was raised when the line has
-    room, then the frames and paths the output names, whole, within the line's length);
-    ``brief``: in fewer words (:func:`outcome_phrase`)."""
+    room); ``brief``: in fewer words (:func:`outcome_phrase`); ``named``: with the whole
+    path where it was raised and the frames and paths the output names, whole items
+    within the line's length."""
     line = call_name(calls[0])
     if len(calls) > 1:
         line += f" ({len(calls)}x)"
@@ -171,11 +181,11 @@ def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
     ]
     if earlier:
         said += f" (earlier {', '.join(dict.fromkeys(earlier))})"
-    where = "" if brief or not last else where_raised(calls[-1].outcome)
+    where = "" if brief or not last else where_raised(calls[-1].outcome, named)
     if where and len(line) + len(said) + len(where) + 2 <= MAX_LINE_CHARS:
         said += where
     text = shorten(f"{line}: {said}" if said else line, MAX_LINE_CHARS)
-    found = "" if brief else _found(calls[-1].outcome, text, MAX_LINE_CHARS - len(text) - 2)
+    found = _found(calls[-1].outcome, text, MAX_LINE_CHARS - len(text) - 2) if named else ""
     return f"{text}; {found}" if found and said else f"{text}: {found}" if found else text
 
 
@@ -245,9 +255,12 @@ def loop_items(views: Sequence[MessageView], fixed: int, reported: float = -1.0)
     step_keys = {call_name(c) for c in step.calls} if step is not None else set()
     for name, calls in groups.items():
         line, brief = call_line(calls), call_line(calls, brief=True)
+        named = call_line(calls, named=True)
         score = _score(calls)
         full = score - FULL_PENALTY
-        candidate = Candidate("completed", places[name], score, line, name, brief, full)
+        candidate = Candidate(
+            "completed", places[name], score, line, name, brief, full, named, score - NAMED_PENALTY
+        )
         if name == blocker:
             loop.blockers.append(_fixed(candidate, "blockers", fixed))
         elif name in step_keys:
@@ -264,4 +277,6 @@ def loop_items(views: Sequence[MessageView], fixed: int, reported: float = -1.0)
 
 
 def _fixed(candidate: Candidate, section: str, score: int) -> Candidate:
-    return Candidate(section, candidate.position, score, candidate.text, candidate.key)
+    """The step or the blocker: always there, with the places its output names."""
+    text = candidate.named or candidate.text
+    return Candidate(section, candidate.position, score, text, candidate.key)
