@@ -240,6 +240,12 @@ def test_a_code_detail_needs_two_letters_or_digits() -> None:
     assert _kinds(details) == {"code": {"ls"}}
 
 
+def test_markup_alone_is_not_a_code_detail() -> None:
+    text = "The row is `<td></td>` in `<tr>`, rendered by `render_row(<td>)`."
+    details = extract_details([{"role": "user", "content": text}])
+    assert _kinds(details) == {"code": {"render_row(<td>)"}}
+
+
 def test_standing_instructions_are_not_details() -> None:
     standing = "Always run the full test suite before you submit anything."
     messages = [
