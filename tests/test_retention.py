@@ -161,6 +161,20 @@ def test_sentences_without_details_give_way_to_missing_ones() -> None:
     assert score(details, repaired).score == 1.0
 
 
+def test_free_room_takes_out_whole_list_items_and_keeps_the_header() -> None:
+    details = extract_details([{"role": "user", "content": PLANTED}])
+    keeps = "- The config lives in src/memoryd/config.py."
+    idle = [f"- Ran `find . -name x{i}` → exit 0. Then nothing happened." for i in range(30)]
+    summary = "\n".join(["Key points, oldest first:", keeps, *idle])
+    result = score(details, summary)
+    kept = [d for d in details if d not in result.missing]
+    repaired = with_free_room(summary, result.missing, estimate_text_tokens(summary), kept)
+    body = repaired.split("\nDetails kept verbatim:")[0].splitlines()
+    assert body[:2] == ["Key points, oldest first:", keeps]
+    assert set(body[2:]) < set(idle)
+    assert len(body) < len(idle) + 2
+
+
 def test_free_room_never_cuts_a_sentence_that_carries_a_detail() -> None:
     details = extract_details([{"role": "user", "content": PLANTED}])
     summary = "The config lives in src/memoryd/config.py. See https://example.com/docs/setup."
