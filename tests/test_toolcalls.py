@@ -15,6 +15,7 @@ from memoryd.summarizers.toolcalls import (
     outcome_of,
     tool_use_call,
 )
+from memoryd.summarizers.transcript import shorten
 
 
 @pytest.mark.parametrize(
@@ -136,3 +137,11 @@ def test_a_long_path_is_never_cut_in_the_middle() -> None:
     label = command_label("git add " + " ".join([path] * 3))
     assert label == f"git add {path}…"
     assert command_label("rm " + path * 3) == "rm…"
+
+
+def test_a_shortened_text_never_ends_in_part_of_a_path() -> None:
+    path = "_build/dev/lib/spotter/priv/repo/migrations/20260212155510_add_message_upsert.exs"
+    said = shorten(f"fatal: pathspec '{path}' did not match any files", 60)
+    assert said == "fatal: pathspec…"
+    assert shorten("one two three four", 12) == "one two…"
+    assert shorten("x" * 30, 10) == "x" * 9 + "…"

@@ -308,11 +308,12 @@ def iter_sentences(text: str) -> Iterator[str]:
 
 
 def shorten(text: str, limit: int) -> str:
-    """``text`` cut at a word to ``limit`` characters, with an ellipsis (pure)."""
+    """``text`` cut before the word that ``limit`` characters would split (a path is
+    whole or left out), with an ellipsis; a text of one long word is cut in it (pure)."""
     one = " ".join(text.split())
     if len(one) <= limit:
         return one
     cut = one[: limit - 1]
-    if " " in cut[limit // 2 :]:
+    if one[limit - 1] != " " and " " in cut:
         cut = cut[: cut.rfind(" ")]
-    return cut.rstrip(",;:") + "…"
+    return cut.rstrip(",;: ") + "…"
