@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_samples import STANDING, Transcript, interactive, text_mode, tool_loop
@@ -99,6 +100,26 @@ def test_the_task_line_skips_the_introduction_of_a_task_block() -> None:
     summary = extractive_summary(messages, None, 1024)
     [line] = [item for item in items(summary) if item.startswith("Task:")]
     assert line == "Task: admin_views.test_multidb fails with persistent test SQLite database."
+
+
+def test_a_call_line_names_the_places_its_output_named() -> None:
+    def ran(index: int, command: str, output: str) -> list[dict[str, Any]]:
+        use = {"type": "tool_use", "id": f"t{index}", "name": "bash", "input": {"command": command}}
+        result = {"type": "tool_result", "tool_use_id": f"t{index}", "content": output}
+        return [make_message(index, "assistant", [use]), make_message(index + 1, "user", [result])]
+
+    trace = (
+        'Traceback (most recent call last):\n  File "/testbed/src/x.py", line 20, in run\n'
+        "    go()\nValueError: bad\nexit code 1"
+    )
+    messages = [
+        make_message(0, "user", "Fix the loader: it drops the id of every record."),
+        *ran(1, "find src -name '*.py'", "src/pkg/a.py\nsrc/pkg/b.py"),
+        *ran(3, "python run.py", trace),
+    ]
+    lines = items(extractive_summary(messages, None, 1024))
+    assert "Ran `find src -name '*.py'` → names src/pkg/a.py, src/pkg/b.py" in lines
+    assert "Ran `python run.py` → exit 1, ValueError: bad; at /testbed/src/x.py line 20" in lines
 
 
 def test_the_task_line_survives_folding_into_a_later_summary() -> None:

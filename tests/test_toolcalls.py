@@ -55,9 +55,8 @@ def test_the_outcome_is_the_exit_status_and_the_exception_raised() -> None:
         "Exit code: 1"
     )
     outcome = outcome_of(output)
-    assert outcome.text() == (
-        "exit 1, ModuleNotFoundError: No module named 'yaml', also KeyError; at app.py line 3"
-    )
+    assert outcome.text() == "exit 1, ModuleNotFoundError: No module named 'yaml', also KeyError"
+    assert outcome.places() == "at app.py line 3"
     assert outcome.failed
 
 
@@ -67,9 +66,9 @@ def test_a_test_run_shows_its_failing_assertion_and_tally() -> None:
         "E       AssertionError: assert 1 == 2\n"
         "=========== 1 failed, 1 passed in 0.21s ===========\n"
     )
-    assert outcome_of(output).text() == (
-        "AssertionError: assert 1 == 2, 1 failed, 1 passed in 0.21s; names tests/test_a.py"
-    )
+    outcome = outcome_of(output)
+    assert outcome.text() == "AssertionError: assert 1 == 2, 1 failed, 1 passed in 0.21s"
+    assert outcome.places() == "names tests/test_a.py"
 
 
 def test_a_linter_line_is_the_error_line_and_its_code_an_error_name() -> None:
@@ -109,16 +108,16 @@ def test_a_traceback_names_its_frames_nearest_the_raise_first() -> None:
         "ValueError: bad\n"
         "exit status 1"
     )
-    assert outcome_of(output).text() == (
-        "exit 1, ValueError: bad; at /srv/app/src/x.py line 20, /srv/app/main.py line 40"
-    )
+    outcome = outcome_of(output)
+    assert outcome.text() == "exit 1, ValueError: bad"
+    assert outcome.places() == "at /srv/app/src/x.py line 20, /srv/app/main.py line 40"
 
 
 def test_a_search_names_the_paths_it_found_whole_within_the_limit() -> None:
     paths = [f"src/package/module_{n}/file_{n}.py" for n in range(12)]
     outcome = outcome_of("\n".join(f"{p}:3:import os" for p in paths))
-    assert outcome.named == tuple(paths[:MAX_NAMED])
-    said = outcome.text()
+    assert outcome.paths() == tuple(paths[:MAX_NAMED])
+    said = outcome.places()
     assert said.startswith("names src/package/module_0/file_0.py, ")
     assert len(said) <= MAX_FOUND_CHARS
     assert all(item.strip() in paths for item in said.removeprefix("names ").split(","))
@@ -126,7 +125,8 @@ def test_a_search_names_the_paths_it_found_whole_within_the_limit() -> None:
 
 def test_another_tools_search_names_its_hits() -> None:
     outcome = outcome_of("Found 2 files\nsrc/a/b.ts\nsrc/c/d.tsx", shell=False)
-    assert outcome.text() == "names src/a/b.ts, src/c/d.tsx"
+    assert (outcome.text(), outcome.places()) == ("", "names src/a/b.ts, src/c/d.tsx")
+    assert outcome.places("see src/a/b.ts") == "names src/c/d.tsx"
 
 
 def test_a_long_path_is_never_cut_in_the_middle() -> None:

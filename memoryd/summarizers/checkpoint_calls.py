@@ -192,10 +192,10 @@ def call_line(calls: Sequence[ToolCall], brief: bool = False, named: bool = Fals
 def _found(outcome: Outcome | None, shown: str, room: int) -> str:
     """The frames and paths an outcome names that ``shown`` does not hold, whole, within
     ``room`` characters."""
-    if outcome is None or room <= 0 or not (outcome.frames or outcome.named):
+    if outcome is None or room <= 0:
         return ""
     frames = [f for f in outcome.frames if f.rsplit(" line ", 1)[0] not in shown]
-    named = [path for path in outcome.named if path not in shown]
+    named = [path for path in outcome.paths() if path not in shown]
     return named_phrase(frames, named, room, "via " if outcome.location else "at ")
 
 

@@ -144,6 +144,10 @@ def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
         outcomes = [c.outcome.text() for c in calls if c.outcome is not None]
         shown = list(dict.fromkeys(o for o in outcomes if o))
         outcome = shown[0] if len(shown) == 1 else f"{shown[0]}; last: {shown[-1]}" if shown else ""
+        last = calls[-1].outcome
+        named = last.places(outcome) if last is not None else ""
+        if named:
+            outcome = f"{outcome}; {named}" if outcome else named
         failed = any(c.outcome is not None and c.outcome.failed for c in calls)
         if first.command is not None:
             action, weight = f"ran `{first.label}`", SHELL_SCORE
@@ -161,15 +165,10 @@ def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
             )
         else:
             line = line[0].upper() + line[1:]
-        weight += (FAILED_BONUS if failed else 0) + (FOUND_BONUS if _names(calls[-1]) else 0)
+        names = bool(named) or (last is not None and bool(last.listing))
+        weight += (FAILED_BONUS if failed else 0) + (FOUND_BONUS if names else 0)
         items.append(Item(places[key], line, weight))
     return items
-
-
-def _names(call: ToolCall) -> bool:
-    """Whether a call's outcome names places: frames, paths or a file shown."""
-    found = call.outcome
-    return found is not None and bool(found.frames or found.named or found.listing)
 
 
 def statement_lines(

@@ -87,6 +87,9 @@ _PATH = re.compile(r"(?<![\w/.~-])(?:~?/?[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,5}(?!
 """A file path with a folder and an extension (``src/app.py``, ``/srv/x/y.txt``)."""
 MAX_NAMED = 8
 """The paths an output names that an outcome keeps (the first ones)."""
+NAMED_SCAN_CHARS = 4_000
+"""Where the paths an output names are looked for: its start (a listing's or a
+search's first hits)."""
 MAX_FRAMES = 4
 """The frames of a traceback an outcome keeps (the last ones, nearest the raise)."""
 MAX_PATH_CHARS = 200
@@ -126,8 +129,8 @@ class Outcome:
     """The failing tests pytest's short summary names."""
     frames: tuple[str, ...] = ()
     """The traceback's frames nearest the raise, as ``path line N``, last first."""
-    named: tuple[str, ...] = ()
-    """The file paths the output names (a search's hits, a listing), in order."""
+    head: str = field(default="", repr=False, compare=False)
+    """The start of the output, where :meth:`paths` looks for the paths it names."""
     listing: str = field(default="", repr=False, compare=False)
     """The output, when it shows a file (a numbered listing such as ``cat -n``'s or an
     editor's view, or code that defines something): :func:`definitions` reads it when
@@ -151,10 +154,18 @@ class Outcome:
         defined = definitions(self.listing) if self.listing and not parts else ()
         if defined:
             parts.append("defines " + ", ".join(defined))
-        said = ", ".join(parts)
-        named = [path for path in self.named if path not in said]
-        found = named_phrase(self.frames, named, MAX_FOUND_CHARS)
-        return f"{said}; {found}" if said and found else said or found
+        return ", ".join(parts)
+
+    def paths(self) -> tuple[str, ...]:
+        """The file paths the output names (a search's hits, a listing), in order; none
+        for a file shown (its definitions say more)."""
+        return () if self.listing or not self.head else named_paths(self.head, self.frames)
+
+    def places(self, shown: str = "") -> str:
+        """The frames and paths the output names that ``shown`` does not hold, as a note
+        says them (:func:`named_phrase`), within :data:`MAX_FOUND_CHARS`."""
+        named = [path for path in self.paths() if path not in shown]
+        return named_phrase(self.frames, named, MAX_FOUND_CHARS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +285,7 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
     if not shell:
         if not failed:
             listing = _listing(output)
-            return Outcome(named=() if listing else named_paths(output), listing=listing)
+            return Outcome(head=output[:NAMED_SCAN_CHARS], listing=listing)
         first = next((line for line in output.splitlines() if line.strip()), "")
         return Outcome(error_line=_clean_line(first) if first else None, failed=failed)
     if len(output) > 2 * _SCANNED_CHARS:
@@ -310,7 +321,7 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         location=location,
         failures=failures[:MAX_FAILURES],
         frames=frames,
-        named=() if listing else named_paths(output, frames),
+        head=output[:NAMED_SCAN_CHARS],
         listing=listing,
     )
 
@@ -323,18 +334,21 @@ def _frames(output: str) -> tuple[str, ...]:
 
 
 def named_paths(output: str, frames: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The first :data:`MAX_NAMED` distinct file paths ``output`` names, outside the
-    ``frames`` already kept (pure)."""
+    """The first :data:`MAX_NAMED` distinct file paths in the first
+    :data:`NAMED_SCAN_CHARS` of ``output``, outside the ``frames`` already kept (pure)."""
     if "/" not in output:
         return ()
     framed = {frame.rsplit(" line ", 1)[0] for frame in frames}
     found: dict[str, None] = {}
-    for match in _PATH.finditer(output, 0, _SCANNED_CHARS):
-        path = match.group()
-        if path not in framed and len(path) <= MAX_PATH_CHARS:
-            found[path] = None
-            if len(found) == MAX_NAMED:
-                break
+    # Only the lines with a slash are scanned: most lines of most outputs have none.
+    for line in output[:NAMED_SCAN_CHARS].splitlines():
+        if "/" not in line:
+            continue
+        for path in _PATH.findall(line):
+            if path not in framed and len(path) <= MAX_PATH_CHARS:
+                found[path] = None
+                if len(found) == MAX_NAMED:
+                    return tuple(found)
     return tuple(found)
 
 
