@@ -84,8 +84,9 @@ def test_a_linter_line_is_the_error_line_and_its_code_an_error_name() -> None:
 
 def test_a_file_that_was_read_says_what_it_defines_or_the_error_of_the_tool() -> None:
     listing = "   1\tdef f():\n   2\t    raise ValueError('x')\n   3\terror = 1\n"
-    assert outcome_of(listing, shell=False).text() == "defines f"
-    assert outcome_of("   1\tx = 1\n   2\terror = 1\n", shell=False).text() == ""
+    shown = outcome_of(listing, shell=False)
+    assert (shown.text(), shown.places()) == ("", "defines f")
+    assert outcome_of("   1\tx = 1\n   2\terror = 1\n", shell=False).places() == ""
     assert outcome_of("File not found: a.py\nmore", True, shell=False).text() == (
         "File not found: a.py"
     )

@@ -11,6 +11,7 @@ names). Nothing of a call is ever shown as raw JSON.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,8 @@ _LINE_NUMBER = re.compile(
 """What comes before a definition in a file shown: indentation, the line's number in a
 numbered listing (and the words that may lead a definition)."""
 MAX_DEFINITIONS = 5
+DEFINITIONS_SCAN_CHARS = 20_000
+"""Where the definitions of a file shown are looked for: its start."""
 _PATH = re.compile(r"(?<![\w/.~-])(?:~?/?[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,5}(?![\w/])")
 """A file path with a folder and an extension (``src/app.py``, ``/srv/x/y.txt``)."""
 MAX_NAMED = 8
@@ -151,9 +154,6 @@ class Outcome:
             parts.append("also " + ", ".join(others[:MAX_OTHER_EXCEPTIONS]))
         if not parts and self.failed:
             parts.append("failed")
-        defined = definitions(self.listing) if self.listing and not parts else ()
-        if defined:
-            parts.append("defines " + ", ".join(defined))
         return ", ".join(parts)
 
     def paths(self) -> tuple[str, ...]:
@@ -164,6 +164,9 @@ class Outcome:
     def places(self, shown: str = "") -> str:
         """The frames and paths the output names that ``shown`` does not hold, as a note
         says them (:func:`named_phrase`), within :data:`MAX_FOUND_CHARS`."""
+        defined = definitions(self.listing) if self.listing and not shown else ()
+        if defined:
+            return "defines " + ", ".join(defined)
         named = [path for path in self.paths() if path not in shown]
         return named_phrase(self.frames, named, MAX_FOUND_CHARS)
 
@@ -374,13 +377,17 @@ def named_phrase(
 def _listing(output: str) -> str:
     if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS):
         return output
-    return output if any(word in output for word in _DEFINITION_WORDS) else ""
+    lead = output[:DEFINITIONS_SCAN_CHARS]
+    return output if any(word in lead for word in _DEFINITION_WORDS) else ""
 
 
+@functools.lru_cache(maxsize=64)
 def definitions(output: str) -> tuple[str, ...]:
     """The names whose definition a file shown (numbered or not) holds at the start of a
-    line, in order, at most :data:`MAX_DEFINITIONS` (pure)."""
+    line, in order, at most :data:`MAX_DEFINITIONS` (pure; remembered for the last few
+    outputs, which a call's brief, full and named lines all ask about)."""
     found: list[str] = []
+    output = output[:DEFINITIONS_SCAN_CHARS]
     if not any(word in output for word in _DEFINITION_WORDS):
         return ()
     for match in _DEFINITION.finditer(output):
