@@ -98,7 +98,8 @@ def test_an_exception_far_below_any_frame_has_no_place() -> None:
 
 def test_a_file_shown_tells_the_names_it_defines_and_an_edit_does_not() -> None:
     assert definitions(LISTING) == ("load", "Loader", "__init__")
-    assert definitions("def load(path):\n    class Loader: pass\n") == ()
+    assert definitions("def load(path):\n    class Loader: pass\n") == ("load", "Loader")
+    assert definitions("x = 1  # def load(path)\nprint('class Loader')\n") == ()
     view = settled(call("editor", command="view", path="/repo/src/app/load.py"), LISTING)
     assert call_line([view]) == "viewed /repo/src/app/load.py: load, Loader, __init__"
     assert call_line([view], brief=True) == "viewed /repo/src/app/load.py"
@@ -131,9 +132,19 @@ def test_runs_of_one_call_are_one_line_with_the_first_and_the_last_outcome() -> 
     test = call("Bash", command="pytest -q")
     runs = [settled(test, FAILED_RUN), settled(test, PASSED_RUN)]
     assert call_line(runs) == "`pytest -q` (2x): 2 failed: test_load, test_save[x], last: 3 passed"
+    assert call_line(runs, named=True) == f"{call_line(runs)}; names tests/test_a.py"
     script = call("Bash", command="python run.py")
     runs = [settled(script, TRACEBACK), settled(script, "ValueError: bad\nexit code 1")]
-    assert call_line(runs) == "`python run.py` (2x): last ValueError (earlier KeyError, LoadError)"
+    assert call_line(runs) == "`python run.py` (2x): LoadError (after KeyError), last: ValueError"
+    third = settled(script, TRACEBACK.replace("LoadError", "SettingsError"))
+    assert call_line([*runs, third]) == (
+        "`python run.py` (3x): LoadError (after KeyError), last: SettingsError (after KeyError)"
+        " (earlier ValueError) at load.py line 14 in load"
+    )
+    assert call_line([*runs, third], named=True) == (
+        "`python run.py` (3x): LoadError (after KeyError), last: SettingsError (after KeyError)"
+        " (earlier ValueError) at /repo/src/app/load.py line 14 in load; via /repo/run.py line 3"
+    )
 
 
 @given(
@@ -194,9 +205,12 @@ def test_the_lists_of_a_loop_are_its_calls_its_last_step_and_its_last_failure() 
     )
     lists = extractive_checkpoint(None, messages, 1024)
     assert lists.completed == [
-        "`python run.py`: LoadError (after KeyError) at load.py line 14 in load",
+        "`python run.py`: LoadError (after KeyError) at /repo/src/app/load.py line 14 in load;"
+        " via /repo/run.py line 3",
     ]
-    assert lists.blockers == ["`pytest -q`: 2 failed: test_load, test_save[x]"]
+    assert lists.blockers == [
+        "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py"
+    ]
     assert lists.in_progress == [
         f"{LAST_STEP}I'll read the loader.",
         "`nl -ba src/app/load.py`: load, Loader, __init__",
@@ -217,7 +231,7 @@ def test_a_failure_run_again_with_success_or_reported_fixed_blocks_nothing() -> 
     lists = extractive_checkpoint(None, reported, 1024)
     assert lists.blockers == [] and lists.in_progress == []
     assert lists.completed == [
-        "`pytest -q`: 2 failed: test_load, test_save[x]",
+        "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py",
         "I fixed the loader; all tests pass.",
     ]
 
@@ -231,14 +245,16 @@ def test_a_later_checkpoint_moves_the_last_step_on_and_tells_a_call_made_again_o
         ),
         1024,
     )
-    assert first.blockers == ["`pytest -q`: 2 failed: test_load, test_save[x]"]
+    assert first.blockers == [
+        "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py"
+    ]
     later = [
         *turn(5, "Next, the listing.", "ls src", "load.py\n[exit code 0]"),
         *turn(7, "The tests once more.", "python run.py", "ValueError: bad\nexit code 1"),
     ]
     second = extractive_checkpoint(first, later, 1024)
     assert second.completed == [
-        "`pytest -q`: 2 failed: test_load, test_save[x]",
+        "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py",
         "`ls src`",
     ]
     assert second.blockers == ["`python run.py`: ValueError"]
@@ -257,8 +273,30 @@ def test_the_lists_fit_their_budget_and_tell_the_latest_calls_in_full_first() ->
         listed = [x for x in lists.completed if x.startswith("`python run_")]
         assert len(listed) >= listed_before
         listed_before = len(listed)
-        full = [" at load.py line 14 in load" in x for x in listed]
+        full = [
+            " at /repo/src/app/load.py line 14 in load; via /repo/run.py line 3" in x
+            for x in listed
+        ]
         if len(listed) == 39 and not all(full):  # the 40th is the blocker
             told_all_briefly = True
             assert full == sorted(full), budget  # the full ones are the latest
     assert told_all_briefly and listed_before == 39
+
+
+def test_the_places_an_output_names_come_only_in_the_room_every_full_line_leaves() -> None:
+    listed = "\n".join(f"src/pkg/module_{n}.py" for n in range(6))
+    messages = loop(
+        ("Search.", "grep -rl load src", listed),
+        ("Run it.", "python run.py", TRACEBACK),
+        ("Check.", "git status", "clean"),
+    )
+    search = settled(call("Bash", command="grep -rl load src"), listed)
+    failing = settled(call("Bash", command="python run.py"), TRACEBACK)
+    roomy = extractive_checkpoint(None, messages, 1024)
+    assert roomy.completed == [call_line([search], named=True)]
+    assert roomy.completed[0].startswith("`grep -rl load src`: names src/pkg/module_0.py, ")
+    assert roomy.blockers == [call_line([failing], named=True)]
+    spare = len(roomy.completed[0]) - len(call_line([search]))
+    tight = extractive_checkpoint(None, messages, (len(render_lists(roomy)) - spare) // 4)
+    assert tight.completed == [call_line([search])]
+    assert tight.blockers == roomy.blockers

@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_samples import STANDING, Transcript, interactive, text_mode, tool_loop
@@ -84,6 +85,41 @@ def test_the_task_is_stated_once_in_one_line_and_not_what_surrounds_its_block(
     assert items(summary)[0] == task
     assert summary.count(transcript.task) == 1
     assert "ask questions" not in summary
+
+
+def test_the_task_line_skips_the_introduction_of_a_task_block() -> None:
+    task = (
+        "<pr_description>\nConsider the following PR description:\n"
+        "admin_views.test_multidb fails with persistent test SQLite database.\n"
+        "I tried --keepdb.\n</pr_description>\n<instructions>Make the change.</instructions>"
+    )
+    messages = [
+        make_message(0, "user", task),
+        make_message(1, "assistant", "Let me look at the tests first."),
+    ]
+    summary = extractive_summary(messages, None, 1024)
+    [line] = [item for item in items(summary) if item.startswith("Task:")]
+    assert line == "Task: admin_views.test_multidb fails with persistent test SQLite database."
+
+
+def test_a_call_line_names_the_places_its_output_named() -> None:
+    def ran(index: int, command: str, output: str) -> list[dict[str, Any]]:
+        use = {"type": "tool_use", "id": f"t{index}", "name": "bash", "input": {"command": command}}
+        result = {"type": "tool_result", "tool_use_id": f"t{index}", "content": output}
+        return [make_message(index, "assistant", [use]), make_message(index + 1, "user", [result])]
+
+    trace = (
+        'Traceback (most recent call last):\n  File "/testbed/src/x.py", line 20, in run\n'
+        "    go()\nValueError: bad\nexit code 1"
+    )
+    messages = [
+        make_message(0, "user", "Fix the loader: it drops the id of every record."),
+        *ran(1, "find src -name '*.py'", "src/pkg/a.py\nsrc/pkg/b.py"),
+        *ran(3, "python run.py", trace),
+    ]
+    lines = items(extractive_summary(messages, None, 1024))
+    assert "Ran `find src -name '*.py'` → names src/pkg/a.py, src/pkg/b.py" in lines
+    assert "Ran `python run.py` → exit 1, ValueError: bad; at /testbed/src/x.py line 20" in lines
 
 
 def test_the_task_line_survives_folding_into_a_later_summary() -> None:
@@ -216,7 +252,9 @@ def test_the_checkpoint_of_a_generated_tool_loop_reads_like_an_engineers_notes(
         x for x in lists.completed if re.match(r"`python reproduce_\w+\.py`: \w+Error", x)
     ]
     test_runs = [x for x in lists.completed if re.match(r"`python -m pytest tests/\S+\.py.*`", x)]
-    assert failed_runs and any(re.search(r" at \w+\.py line \d+ in \w+", x) for x in failed_runs)
+    assert failed_runs and any(
+        re.search(r" at [\w/.]+\.py line \d+ in \w+", x) for x in failed_runs
+    )
     assert any(re.search(r": \d+ failed: test_\w+", x) for x in test_runs + lists.blockers)
     said = [x for x in lists.completed + lists.pending if call_key(x) is None]
     task_lines = [x.strip("- ") for x in transcript.messages[0]["content"].splitlines()]

@@ -17,6 +17,7 @@ from memoryd.summarizers.verbatim import (
     render_section,
     with_free_room,
     with_verbatim_section,
+    without_idle_sentences,
 )
 from memoryd.tokens import estimate_text_tokens
 
@@ -167,6 +168,14 @@ def test_sentences_without_details_give_way_to_missing_ones() -> None:
     assert score(details, repaired).score == 1.0
 
 
+def test_room_is_made_by_taking_out_whole_list_items_never_the_header() -> None:
+    details = extract_details([{"role": "user", "content": PLANTED}])
+    keeps = "- Ran `find . -name config.py` → names src/memoryd/config.py"
+    summary = f"Key points:\n- Ran `ls .` → exit 0. Nothing else.\n{keeps}"
+    kept = [d for d in details if d not in score(details, summary).missing]
+    assert without_idle_sentences(summary, kept, 1) == f"Key points:\n{keeps}"
+
+
 def test_free_room_never_cuts_a_sentence_that_carries_a_detail() -> None:
     details = extract_details([{"role": "user", "content": PLANTED}])
     summary = "The config lives in src/memoryd/config.py. See https://example.com/docs/setup."
@@ -244,6 +253,12 @@ def test_tool_output_gives_error_names_and_nothing_else() -> None:
 def test_a_code_detail_needs_two_letters_or_digits() -> None:
     details = extract_details([{"role": "user", "content": 'Use `a`, `""`, `[]`, `{}` and `ls`.'}])
     assert _kinds(details) == {"code": {"ls"}}
+
+
+def test_markup_alone_is_not_a_code_detail() -> None:
+    text = "The row is `<td></td>` in `<tr>`, rendered by `render_row(<td>)`."
+    details = extract_details([{"role": "user", "content": text}])
+    assert _kinds(details) == {"code": {"render_row(<td>)"}}
 
 
 def test_standing_instructions_are_not_details() -> None:

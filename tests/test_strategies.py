@@ -343,6 +343,26 @@ def test_rolling_is_none_when_keeping_10_leaves_nothing_to_summarize() -> None:
     assert rolling_split(rolling_lines(10, 100), **WINDOW) is None
 
 
+@pytest.mark.parametrize("count", [4, 10, 20])
+def test_rolling_past_its_trigger_keeps_fewer_than_10_when_they_hold_more_than_the_cap(
+    count: int,
+) -> None:
+    """Over the usage trigger, the newest 10 yield to the kept cap (as narrative's share
+    does): a short conversation of big messages still gets a split, the newest kept."""
+    lines = rolling_lines(count, 1_000)
+    plan = rolling_split(lines, **WINDOW, max_kept_tokens=2_500)
+    assert plan is not None
+    assert 1 <= len(lines) - plan.keep_from <= 2
+    assert sum(line.tokens for line in lines[plan.keep_from :]) <= 2_500
+
+
+def test_rolling_past_its_trigger_keeps_the_newest_10_when_they_fit_the_cap() -> None:
+    lines = rolling_lines(20, 100)
+    plan = rolling_split(lines, **WINDOW, max_kept_tokens=5_000)
+    assert plan is not None
+    assert len(lines) - plan.keep_from >= 10
+
+
 # --- properties: split validity ---------------------------------------------------------------
 
 

@@ -7,12 +7,15 @@ from typing import Any
 import pytest
 
 from memoryd.summarizers.toolcalls import (
+    MAX_FOUND_CHARS,
+    MAX_NAMED,
     command_label,
     error_names,
     fenced_commands,
     outcome_of,
     tool_use_call,
 )
+from memoryd.summarizers.transcript import shorten
 
 
 @pytest.mark.parametrize(
@@ -53,6 +56,7 @@ def test_the_outcome_is_the_exit_status_and_the_exception_raised() -> None:
     )
     outcome = outcome_of(output)
     assert outcome.text() == "exit 1, ModuleNotFoundError: No module named 'yaml', also KeyError"
+    assert outcome.places() == "at app.py line 3"
     assert outcome.failed
 
 
@@ -62,7 +66,9 @@ def test_a_test_run_shows_its_failing_assertion_and_tally() -> None:
         "E       AssertionError: assert 1 == 2\n"
         "=========== 1 failed, 1 passed in 0.21s ===========\n"
     )
-    assert outcome_of(output).text() == "AssertionError: assert 1 == 2, 1 failed, 1 passed in 0.21s"
+    outcome = outcome_of(output)
+    assert outcome.text() == "AssertionError: assert 1 == 2, 1 failed, 1 passed in 0.21s"
+    assert outcome.places() == "names tests/test_a.py"
 
 
 def test_a_linter_line_is_the_error_line_and_its_code_an_error_name() -> None:
@@ -76,9 +82,11 @@ def test_a_linter_line_is_the_error_line_and_its_code_an_error_name() -> None:
     assert error_names("The SHA256 of A100 is E501-free; raise ValueError") == []
 
 
-def test_a_file_that_was_read_says_nothing_unless_the_tool_failed() -> None:
+def test_a_file_that_was_read_says_what_it_defines_or_the_error_of_the_tool() -> None:
     listing = "   1\tdef f():\n   2\t    raise ValueError('x')\n   3\terror = 1\n"
-    assert outcome_of(listing, shell=False).text() == ""
+    shown = outcome_of(listing, shell=False)
+    assert (shown.text(), shown.places()) == ("", "defines f")
+    assert outcome_of("   1\tx = 1\n   2\terror = 1\n", shell=False).places() == ""
     assert outcome_of("File not found: a.py\nmore", True, shell=False).text() == (
         "File not found: a.py"
     )
@@ -89,3 +97,52 @@ def test_a_text_mode_command_is_the_shell_fence_that_ends_the_message() -> None:
     assert fenced_commands("Run it:\n```\nmake test\n```\n") == ["make test"]
     assert fenced_commands("```python\nprint(1)\n```") == []
     assert fenced_commands("Try `make`:\n```bash\nmake\n```\nthen tell me.") == []
+
+
+def test_a_traceback_names_its_frames_nearest_the_raise_first() -> None:
+    output = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/main.py", line 40, in main\n'
+        "    run()\n"
+        '  File "/srv/app/src/x.py", line 20, in run\n'
+        "    raise ValueError('bad')\n"
+        "ValueError: bad\n"
+        "exit status 1"
+    )
+    outcome = outcome_of(output)
+    assert outcome.text() == "exit 1, ValueError: bad"
+    assert outcome.places() == "at /srv/app/src/x.py line 20, /srv/app/main.py line 40"
+
+
+def test_a_search_names_the_paths_it_found_whole_within_the_limit() -> None:
+    paths = [f"src/package/module_{n}/file_{n}.py" for n in range(12)]
+    outcome = outcome_of("\n".join(f"{p}:3:import os" for p in paths))
+    assert outcome.paths() == tuple(paths[:MAX_NAMED])
+    said = outcome.places()
+    assert said.startswith("names src/package/module_0/file_0.py, ")
+    assert len(said) <= MAX_FOUND_CHARS
+    assert all(item.strip() in paths for item in said.removeprefix("names ").split(","))
+
+
+def test_another_tools_search_names_its_hits() -> None:
+    outcome = outcome_of("Found 2 files\nsrc/a/b.ts\nsrc/c/d.tsx", shell=False)
+    assert (outcome.text(), outcome.places()) == ("", "names src/a/b.ts, src/c/d.tsx")
+    assert outcome.places("see src/a/b.ts") == "names src/c/d.tsx"
+
+
+def test_a_long_path_is_never_cut_in_the_middle() -> None:
+    path = "/home/user/projects/some-long-project-name/src/components/transcript/"
+    path += "transcript_components.tsx"
+    call = tool_use_call(0, {"type": "tool_use", "name": "Read", "input": {"file_path": path}})
+    assert call.label == f"Read {path}"
+    label = command_label("git add " + " ".join([path] * 3))
+    assert label == f"git add {path}…"
+    assert command_label("rm " + path * 3) == "rm…"
+
+
+def test_a_shortened_text_never_ends_in_part_of_a_path() -> None:
+    path = "_build/dev/lib/spotter/priv/repo/migrations/20260212155510_add_message_upsert.exs"
+    said = shorten(f"fatal: pathspec '{path}' did not match any files", 60)
+    assert said == "fatal: pathspec…"
+    assert shorten("one two three four", 12) == "one two…"
+    assert shorten("x" * 30, 10) == "x" * 9 + "…"

@@ -45,20 +45,27 @@ def rolling_split(
 ) -> SplitPlan | None:
     """The oldest ``messages_to_summarize`` messages, moved to a safe boundary (pure).
 
-    The newest ``recent_messages_to_keep`` are always kept; a previous summary at the head
-    is folded in and not counted. With ``max_kept_tokens`` (usage crossed the trigger) the
-    split takes as many more of the oldest messages as it needs to keep at most that much.
+    The newest ``recent_messages_to_keep`` are kept; a previous summary at the head is
+    folded in and not counted. With ``max_kept_tokens`` (usage crossed the trigger) the
+    split takes as many more of the oldest messages as it needs to keep at most that much,
+    past the newest ``recent_messages_to_keep`` too when they alone hold more (the newest
+    message is always kept).
     None when no safe boundary lies in that range (docs/design.md#boundaries).
     """
     n = len(messages)
     head = head_summary_count(messages)
     highest = n - recent_messages_to_keep
+    earliest = earliest_within(messages, max_kept_tokens) if max_kept_tokens is not None else 0
+    if earliest > highest:
+        # The newest messages alone hold more than the cap: their count yields, as
+        # narrative's kept share does; the newest message is always kept.
+        highest = min(earliest, n - 1)
     if highest < head + 1:
         return None
     low = head + 1
     proposed = min(head + messages_to_summarize, highest)
     if max_kept_tokens is not None:
-        low = max(low, min(earliest_within(messages, max_kept_tokens), highest))
+        low = max(low, min(earliest, highest))
         proposed = max(proposed, low)
     keep_from = safe_split(
         messages, proposed, lowest=head + 1, highest=highest, preferred=(low, highest)

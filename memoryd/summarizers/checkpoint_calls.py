@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memoryd.summarizers.toolcalls import Outcome, ToolCall, definitions
+from memoryd.summarizers.toolcalls import Outcome, ToolCall, definitions, named_phrase
 from memoryd.summarizers.transcript import MessageView, sentences, shorten
 
 MAX_LINE_CHARS = 200
@@ -37,6 +37,9 @@ TOOL_SCORE = 2
 FAILED_BONUS = 2
 FULL_PENALTY = 2
 """How much less telling a call in full counts than listing it."""
+NAMED_PENALTY = 10
+"""How much less naming the places a call's output shows counts than listing it: only in
+the room every item told in full leaves."""
 _TIMING = re.compile(r"\s+in [\d.]+\s*s(?:econds)?\b.*$")
 _WRITES = re.compile(r"(?:>>?|\|\s*tee)\s*[^\s|&;<>]+\s*$")
 """A shell command that ends by writing a file (``cat <<'EOF' > x.py``): an edit."""
@@ -69,6 +72,10 @@ class Candidate:
     """The item in fewer words, when there is room for no more ("" : the text)."""
     full_score: int = 0
     """The score of telling the item in full rather than briefly."""
+    named: str = ""
+    """The item with the places its output names (``""``: none to add)."""
+    named_score: int = 0
+    """The score of telling those places too."""
 
 
 @dataclass(slots=True)
@@ -86,12 +93,15 @@ class Loop:
     """The keys of every call made in these messages."""
 
 
-def outcome_phrase(outcome: Outcome | None, brief: bool = False, reads: bool = False) -> str:
+def outcome_phrase(
+    outcome: Outcome | None, brief: bool = False, reads: bool = False, located: bool = True
+) -> str:
     """A call's outcome as a note says it (pure): the test tally with the failing tests,
     else the exception raised (after the ones it chained) and where, else the error line
     or the exit status; for a call that ``reads`` a file, the names it showed defined; ""
     when the output shows nothing of note. ``brief``: without the failing tests, where
-    the exception was raised, what a file defines, or the tally of a run that passed."""
+    the exception was raised, what a file defines, or the tally of a run that passed;
+    ``located=False``: without where the exception was raised (:func:`where_raised`)."""
     if outcome is None:
         return ""
     if outcome.tally and brief and not outcome.failed and not outcome.failures:
@@ -109,11 +119,7 @@ def outcome_phrase(outcome: Outcome | None, brief: bool = False, reads: bool = F
     if outcome.exceptions:
         *before, last = outcome.exceptions
         said = last + (f" (after {', '.join(before[:2])})" if before else "")
-        if brief or outcome.location is None:
-            return said
-        path, line, function = outcome.location
-        where = f" in {function}" if function else ""
-        return f"{said} at {path.rsplit('/', 1)[-1]} line {line}{where}"
+        return said if brief or not located else said + where_raised(outcome)
     if outcome.error_line:
         status = f"exit {outcome.status}, " if outcome.status else ""
         return status + shorten(outcome.error_line, BRIEF_ERROR_CHARS if brief else MAX_ERROR_CHARS)
@@ -124,6 +130,16 @@ def outcome_phrase(outcome: Outcome | None, brief: bool = False, reads: bool = F
     defined = definitions(outcome.listing) if reads and outcome.listing and not brief else ()
     shown = ", ".join(defined[:SHOWN_DEFINITIONS])
     return shown + (", …" if len(defined) > SHOWN_DEFINITIONS else "")
+
+
+def where_raised(outcome: Outcome | None, whole: bool = False) -> str:
+    """`` at file line N in function`` of the exception an outcome ends in, the file's
+    whole path when ``whole``; "" for none."""
+    if outcome is None or outcome.location is None or not outcome.exceptions or outcome.tally:
+        return ""
+    path, line, function = outcome.location
+    shown = path if whole else path.rsplit("/", 1)[-1]
+    return f" at {shown} line {line}" + (f" in {function}" if function else "")
 
 
 def call_name(call: ToolCall) -> str:
@@ -140,16 +156,19 @@ def _reads(call: ToolCall) -> bool:
     return bool(_SHOWS.match(call.command)) and not _WRITES.search(call.command)
 
 
-def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
+def call_line(calls: Sequence[ToolCall], brief: bool = False, named: bool = False) -> str:
     """One line for the runs of one call (pure): its name, how often, and its outcome
     (the first and the last when they differ and both are short, else the last, and the
-    exceptions that earlier runs raised); ``brief``: in fewer words (:func:`outcome_phrase`)."""
+    exceptions that earlier runs raised, then where the last was raised when the line has
+    room); ``brief``: in fewer words (:func:`outcome_phrase`); ``named``: with the whole
+    path where it was raised and the frames and paths the output names, whole items
+    within the line's length."""
     line = call_name(calls[0])
     if len(calls) > 1:
         line += f" ({len(calls)}x)"
     reads = _reads(calls[0])
-    first = outcome_phrase(calls[0].outcome, brief, reads) if len(calls) > 1 else ""
-    last = outcome_phrase(calls[-1].outcome, brief, reads)
+    first = outcome_phrase(calls[0].outcome, brief, reads, False) if len(calls) > 1 else ""
+    last = outcome_phrase(calls[-1].outcome, brief, reads, False)
     said = last or first
     if first and last and first != last:
         both = len(first) + len(last) <= MAX_BOTH_CHARS
@@ -162,7 +181,22 @@ def call_line(calls: Sequence[ToolCall], brief: bool = False) -> str:
     ]
     if earlier:
         said += f" (earlier {', '.join(dict.fromkeys(earlier))})"
-    return shorten(f"{line}: {said}" if said else line, MAX_LINE_CHARS)
+    where = "" if brief or not last else where_raised(calls[-1].outcome, named)
+    if where and len(line) + len(said) + len(where) + 2 <= MAX_LINE_CHARS:
+        said += where
+    text = shorten(f"{line}: {said}" if said else line, MAX_LINE_CHARS)
+    found = _found(calls[-1].outcome, text, MAX_LINE_CHARS - len(text) - 2) if named else ""
+    return f"{text}; {found}" if found and said else f"{text}: {found}" if found else text
+
+
+def _found(outcome: Outcome | None, shown: str, room: int) -> str:
+    """The frames and paths an outcome names that ``shown`` does not hold, whole, within
+    ``room`` characters."""
+    if outcome is None or room <= 0:
+        return ""
+    frames = [f for f in outcome.frames if f.rsplit(" line ", 1)[0] not in shown]
+    named = [path for path in outcome.paths() if path not in shown]
+    return named_phrase(frames, named, room, "via " if outcome.location else "at ")
 
 
 def call_key(item: str) -> str | None:
@@ -221,9 +255,12 @@ def loop_items(views: Sequence[MessageView], fixed: int, reported: float = -1.0)
     step_keys = {call_name(c) for c in step.calls} if step is not None else set()
     for name, calls in groups.items():
         line, brief = call_line(calls), call_line(calls, brief=True)
+        named = call_line(calls, named=True)
         score = _score(calls)
         full = score - FULL_PENALTY
-        candidate = Candidate("completed", places[name], score, line, name, brief, full)
+        candidate = Candidate(
+            "completed", places[name], score, line, name, brief, full, named, score - NAMED_PENALTY
+        )
         if name == blocker:
             loop.blockers.append(_fixed(candidate, "blockers", fixed))
         elif name in step_keys:
@@ -240,4 +277,6 @@ def loop_items(views: Sequence[MessageView], fixed: int, reported: float = -1.0)
 
 
 def _fixed(candidate: Candidate, section: str, score: int) -> Candidate:
-    return Candidate(section, candidate.position, score, candidate.text, candidate.key)
+    """The step or the blocker: always there, with the places its output names."""
+    text = candidate.named or candidate.text
+    return Candidate(section, candidate.position, score, text, candidate.key)

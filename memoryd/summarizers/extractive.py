@@ -95,6 +95,8 @@ SHELL_SCORE = 5
 EDIT_SCORE = 5
 TOOL_SCORE = 2
 FAILED_BONUS = 2
+FOUND_BONUS = 2
+"""A call whose line names places (a traceback's frames, paths, definitions) carries more."""
 HEADERS = {"narrative": "Key points, oldest first:", "rolling": "Earlier, in brief:"}
 _VERBATIM_HEADER = "Details kept verbatim:"
 
@@ -142,6 +144,10 @@ def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
         outcomes = [c.outcome.text() for c in calls if c.outcome is not None]
         shown = list(dict.fromkeys(o for o in outcomes if o))
         outcome = shown[0] if len(shown) == 1 else f"{shown[0]}; last: {shown[-1]}" if shown else ""
+        last = calls[-1].outcome
+        named = last.places(outcome) if last is not None else ""
+        if named:
+            outcome = f"{outcome}; {named}" if outcome else named
         failed = any(c.outcome is not None and c.outcome.failed for c in calls)
         if first.command is not None:
             action, weight = f"ran `{first.label}`", SHELL_SCORE
@@ -159,7 +165,9 @@ def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
             )
         else:
             line = line[0].upper() + line[1:]
-        items.append(Item(places[key], line, weight + (FAILED_BONUS if failed else 0)))
+        names = bool(named) or (last is not None and bool(last.listing))
+        weight += (FAILED_BONUS if failed else 0) + (FOUND_BONUS if names else 0)
+        items.append(Item(places[key], line, weight))
     return items
 
 

@@ -231,23 +231,30 @@ def _fit(candidates: Sequence[Candidate], budget: int) -> list[str]:
     later; its full text replaces the brief one when there is room left at its
     ``full_score`` (a call's score less
     :data:`~memoryd.summarizers.checkpoint_calls.FULL_PENALTY`: every command is listed
-    before the older ones are told in full)."""
+    before the older ones are told in full), and its ``named`` text (the places its
+    output names) replaces that at its ``named_score``, in the room all of them leave."""
     room = budget * 4 - len(render_lists(_EMPTY))
     shown = [""] * len(candidates)
-    steps = [(c.score, c.position, i, False) for i, c in enumerate(candidates)]
+    steps = [(c.score, c.position, i, 0) for i, c in enumerate(candidates)]
     steps += [
-        (c.full_score, c.position, i, True)
+        (c.full_score, c.position, i, 1)
         for i, c in enumerate(candidates)
         if c.brief and c.brief != c.text
     ]
+    steps += [
+        (c.named_score, c.position, i, 2)
+        for i, c in enumerate(candidates)
+        if c.named and c.named != c.text
+    ]
     opened: set[str] = set()
-    for _, _, index, full in sorted(steps, key=lambda s: (-s[0], -s[1], s[3])):
+    for _, _, index, tier in sorted(steps, key=lambda s: (-s[0], -s[1], s[3])):
         candidate = candidates[index]
-        if full:
-            more = len(candidate.text) - len(shown[index])
+        if tier:
+            text = candidate.text if tier == 1 else candidate.named
+            more = len(text) - len(shown[index])
             if shown[index] and more <= room:
                 room -= more
-                shown[index] = candidate.text
+                shown[index] = text
             continue
         text = candidate.brief or candidate.text
         cost = len(ITEM_LEAD) + len(text) - (0 if candidate.section in opened else len(" none"))

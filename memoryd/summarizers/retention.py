@@ -54,6 +54,8 @@ SENTENCE_OVERLAP = 0.6
 """Share of a sentence's content words a summary must hold for the sentence to count."""
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9_'-]*")
+_TAGS = re.compile(r"(?:\s*</?[a-z][\w-]*\s*/?>)+\s*", re.I)
+"""Markup alone (``<td></td>``): code in backticks that names nothing."""
 _STOP_TEXT = (
     "a an the and or but if then so to of in on at by for with from as is are was were be been "
     "it its this that these those we i you he she they our your their us me my not no yes do "
@@ -147,8 +149,10 @@ def extract_details(
     done_topics: list[tuple[int, frozenset[str]]] = []
 
     def note(kind: str, text: str, key: str, position: int) -> None:
-        if not key or (kind == "code" and sum(char.isalnum() for char in key) < 2):
-            return  # `""`, `a`, `[]` carry nothing
+        if not key or (
+            kind == "code" and (sum(c.isalnum() for c in key) < 2 or _TAGS.fullmatch(key))
+        ):
+            return  # `""`, `a`, `[]`, `<td></td>` carry nothing
         slot = ("sentence" if kind in SENTENCE_KINDS else kind, key)
         known = found.get(slot)
         if known is None:

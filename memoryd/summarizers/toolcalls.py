@@ -11,13 +11,16 @@ names). Nothing of a call is ever shown as raw JSON.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 MAX_LABEL_CHARS = 100
 MAX_ERROR_CHARS = 140
 MAX_OTHER_EXCEPTIONS = 3
+MAX_FOUND_CHARS = 180
+"""What a call's line says of the places its output names, at most (whole items)."""
 ARGUMENT_KEYS = (
     "command", "cmd", "file_path", "notebook_path", "pattern", "query", "url", "path", "glob",
     "description", "name",
@@ -76,11 +79,24 @@ MAX_FAILURES = 8
 _DEFINITION = re.compile(r"(?:def|class|function|func|fn)[ \t]+(?P<name>[A-Za-z_]\w*)")
 _DEFINITION_WORDS = ("def ", "class ", "function ", "func ", "fn ")
 _LINE_NUMBER = re.compile(
-    r"[ \t]*\d+[ \t]*[\t→|:]?[ \t]*(?:(?:async|export|default|pub|public|static)[ \t]+)*"
+    r"[ \t]*(?:\d+[ \t]*[\t→|:-]?[ \t]*)?(?:(?:async|export|default|pub|public|static)[ \t]+)*"
 )
-"""What comes before a definition in a numbered listing: the line's number (and the
-words that may lead a definition)."""
+"""What comes before a definition in a file shown: indentation, the line's number in a
+numbered listing (and the words that may lead a definition)."""
 MAX_DEFINITIONS = 5
+DEFINITIONS_SCAN_CHARS = 20_000
+"""Where the definitions of a file shown are looked for: its start."""
+_PATH = re.compile(r"(?<![\w/.~-])(?:~?/?[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,5}(?![\w/])")
+"""A file path with a folder and an extension (``src/app.py``, ``/srv/x/y.txt``)."""
+MAX_NAMED = 8
+"""The paths an output names that an outcome keeps (the first ones)."""
+NAMED_SCAN_CHARS = 4_000
+"""Where the paths an output names are looked for: its start (a listing's or a
+search's first hits)."""
+MAX_FRAMES = 4
+"""The frames of a traceback an outcome keeps (the last ones, nearest the raise)."""
+MAX_PATH_CHARS = 200
+"""A path is shown whole up to this length."""
 _NUMBERED = re.compile(r"^[ \t]*\d+(?:\t|→|[ \t]*\|)", re.M)
 LISTING_LEAD_CHARS = 300
 """A numbered file listing has a numbered line this early (after a title or a tag)."""
@@ -114,9 +130,14 @@ class Outcome:
     above it (``("/src/a.py", "12", "load")``; the function may be "")."""
     failures: tuple[str, ...] = ()
     """The failing tests pytest's short summary names."""
+    frames: tuple[str, ...] = ()
+    """The traceback's frames nearest the raise, as ``path line N``, last first."""
+    head: str = field(default="", repr=False, compare=False)
+    """The start of the output, where :meth:`paths` looks for the paths it names."""
     listing: str = field(default="", repr=False, compare=False)
-    """The output, when it is a numbered file listing (``cat -n``, ``nl -ba``, an
-    editor's view): :func:`definitions` reads it when asked."""
+    """The output, when it shows a file (a numbered listing such as ``cat -n``'s or an
+    editor's view, or code that defines something): :func:`definitions` reads it when
+    asked."""
 
     def text(self) -> str:
         """The outcome in a few words, or "" when the output shows nothing of note."""
@@ -134,6 +155,20 @@ class Outcome:
         if not parts and self.failed:
             parts.append("failed")
         return ", ".join(parts)
+
+    def paths(self) -> tuple[str, ...]:
+        """The file paths the output names (a search's hits, a listing), in order; none
+        for a file shown (its definitions say more)."""
+        return () if self.listing or not self.head else named_paths(self.head, self.frames)
+
+    def places(self, shown: str = "") -> str:
+        """The frames and paths the output names that ``shown`` does not hold, as a note
+        says them (:func:`named_phrase`), within :data:`MAX_FOUND_CHARS`."""
+        defined = definitions(self.listing) if self.listing and not shown else ()
+        if defined:
+            return "defines " + ", ".join(defined)
+        named = [path for path in self.paths() if path not in shown]
+        return named_phrase(self.frames, named, MAX_FOUND_CHARS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,10 +197,22 @@ def command_label(command: str) -> str:
     first = " ".join(first.split())
     if len(first) <= MAX_LABEL_CHARS:
         return first
-    cut = first[: MAX_LABEL_CHARS - 1]
-    if " " in cut[MAX_LABEL_CHARS // 2 :]:
-        cut = cut[: cut.rfind(" ")]
-    return cut + "…"
+    return _cut_at_word(first, MAX_LABEL_CHARS)
+
+
+def _cut_at_word(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters with an ellipsis, never inside a word:
+    the word the limit falls in is kept whole when it ends by :data:`MAX_PATH_CHARS` (a
+    long path), else left out."""
+    if len(text) <= limit:
+        return text
+    end = text.find(" ", limit - 1)
+    end = len(text) if end < 0 else end
+    if end <= MAX_PATH_CHARS:
+        return text[:end] + ("…" if end < len(text) else "")
+    cut = text[: limit - 1]
+    cut = cut[: cut.rfind(" ")] if " " in cut else cut
+    return cut.rstrip() + "…"
 
 
 def label_key(label: str) -> str:
@@ -212,8 +259,7 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
 
 
 def _short(text: str) -> str:
-    one = " ".join(text.split())
-    return one if len(one) <= MAX_LABEL_CHARS else one[: MAX_LABEL_CHARS - 1] + "…"
+    return _cut_at_word(" ".join(text.split()), MAX_LABEL_CHARS)
 
 
 def fenced_commands(text: str) -> list[str]:
@@ -241,7 +287,8 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
     """
     if not shell:
         if not failed:
-            return Outcome(listing=_listing(output))
+            listing = _listing(output)
+            return Outcome(head=output[:NAMED_SCAN_CHARS], listing=listing)
         first = next((line for line in output.splitlines() if line.strip()), "")
         return Outcome(error_line=_clean_line(first) if first else None, failed=failed)
     if len(output) > 2 * _SCANNED_CHARS:
@@ -262,6 +309,8 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         frame = _FRAME.match(output, frame_at) if near else None
         if frame is not None:
             location = (frame["file"], frame["line"], frame["where"] or "")
+    frames = _frames(output) if 'File "' in output else ()
+    listing = "" if raised else _listing(output)
     tally = _TEST_TALLY.search(output)
     failures: tuple[str, ...] = ()
     if "FAILED " in output:
@@ -274,18 +323,71 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         tally=tally["tally"].strip() if tally else None,
         location=location,
         failures=failures[:MAX_FAILURES],
-        listing="" if raised else _listing(output),
+        frames=frames,
+        head=output[:NAMED_SCAN_CHARS],
+        listing=listing,
     )
 
 
+def _frames(output: str) -> tuple[str, ...]:
+    """The last :data:`MAX_FRAMES` distinct frames of the tracebacks in ``output``, as
+    ``path line N``, the one nearest the raise first."""
+    found = [f"{m['file']} line {m['line']}" for m in _FRAME.finditer(output)]
+    return tuple(dict.fromkeys(reversed(found)))[:MAX_FRAMES]
+
+
+def named_paths(output: str, frames: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The first :data:`MAX_NAMED` distinct file paths in the first
+    :data:`NAMED_SCAN_CHARS` of ``output``, outside the ``frames`` already kept (pure)."""
+    if "/" not in output:
+        return ()
+    framed = {frame.rsplit(" line ", 1)[0] for frame in frames}
+    found: dict[str, None] = {}
+    # Only the lines with a slash are scanned: most lines of most outputs have none.
+    for line in output[:NAMED_SCAN_CHARS].splitlines():
+        if "/" not in line:
+            continue
+        for path in _PATH.findall(line):
+            if path not in framed and len(path) <= MAX_PATH_CHARS:
+                found[path] = None
+                if len(found) == MAX_NAMED:
+                    return tuple(found)
+    return tuple(found)
+
+
+def named_phrase(
+    frames: Sequence[str], named: Sequence[str], limit: int, frames_lead: str = "at "
+) -> str:
+    """Where a traceback went (``at a.py line 3, b.py line 9``) and what else an output
+    names (``names src/a.py, src/b.py``), whole items only, within ``limit`` characters;
+    "" for nothing (pure). ``frames_lead`` leads the frames."""
+    phrase = ""
+    for lead, items in ((frames_lead, frames), ("names ", named)):
+        shown = ""
+        for item in items:
+            longer = f"{shown}, {item}" if shown else lead + item
+            if len(phrase) + len(longer) + 2 > limit:
+                break
+            shown = longer
+        if shown:
+            phrase = f"{phrase}; {shown}" if phrase else shown
+    return phrase
+
+
 def _listing(output: str) -> str:
-    return output if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS) else ""
+    if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS):
+        return output
+    lead = output[:DEFINITIONS_SCAN_CHARS]
+    return output if any(word in lead for word in _DEFINITION_WORDS) else ""
 
 
+@functools.lru_cache(maxsize=64)
 def definitions(output: str) -> tuple[str, ...]:
-    """The names whose definition a numbered file listing shows, in order, at most
-    :data:`MAX_DEFINITIONS` (pure)."""
+    """The names whose definition a file shown (numbered or not) holds at the start of a
+    line, in order, at most :data:`MAX_DEFINITIONS` (pure; remembered for the last few
+    outputs, which a call's brief, full and named lines all ask about)."""
     found: list[str] = []
+    output = output[:DEFINITIONS_SCAN_CHARS]
     if not any(word in output for word in _DEFINITION_WORDS):
         return ()
     for match in _DEFINITION.finditer(output):

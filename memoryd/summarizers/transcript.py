@@ -263,13 +263,15 @@ def task_body(text: str) -> str:
 def task_phrase(text: str, standing: frozenset[str] = frozenset()) -> str | None:
     """The task in one short line (pure): a ``<task>``/``<issue>``-like block's first
     sentence, a ``Task:`` line, else the first sentence of three words or more that is
-    not a standing instruction, table or markup."""
+    not a standing instruction, table or markup, nor an introduction ending in a colon."""
     # The task is stated at the start: a long message is not read to its end.
     body = without_standing(task_body(text)[:TASK_READ_CHARS], standing)
     named = _TASK_LINE.search(body)
     if named:
         return shorten(_TAG.sub("", named["task"]).strip(), MAX_TASK_CHARS) or None
-    first = next((s for s in iter_sentences(body) if len(s.split()) >= 3), None)
+    said = [s for s in iter_sentences(body) if len(s.split()) >= 3]
+    # "Consider the following PR description:" introduces the task; it does not state it.
+    first = next((s for s in said if not s.endswith(":")), said[0] if said else None)
     return shorten(first, MAX_TASK_CHARS) if first else None
 
 
@@ -306,11 +308,12 @@ def iter_sentences(text: str) -> Iterator[str]:
 
 
 def shorten(text: str, limit: int) -> str:
-    """``text`` cut at a word to ``limit`` characters, with an ellipsis (pure)."""
+    """``text`` cut before the word that ``limit`` characters would split (a path is
+    whole or left out), with an ellipsis; a text of one long word is cut in it (pure)."""
     one = " ".join(text.split())
     if len(one) <= limit:
         return one
     cut = one[: limit - 1]
-    if " " in cut[limit // 2 :]:
+    if one[limit - 1] != " " and " " in cut:
         cut = cut[: cut.rfind(" ")]
-    return cut.rstrip(",;:") + "…"
+    return cut.rstrip(",;: ") + "…"

@@ -97,7 +97,29 @@ def fit(missing: Sequence[Detail], max_tokens: int) -> list[Detail]:
     return [d for d in missing if id(d) in chosen]
 
 
-_SENTENCE_PARTS = re.compile(r"((?<=[.!?])[ \t]+|\n+)")
+_SENTENCE_PARTS = re.compile(r"((?<=[.!?])[ \t]+)")
+_LINES = re.compile(r"(\n+)")
+
+
+def _units(text: str) -> tuple[list[str], list[str]]:
+    """The units ``text`` can lose, and the separator after each: a list item's whole line
+    (a command in it may hold ``. ``), else a sentence of a prose line."""
+    sentences: list[str] = []
+    separators: list[str] = []
+    for line, newline in zip(*_split(_LINES, text), strict=True):
+        if line.lstrip().startswith(("- ", "* ")):
+            sentences.append(line)
+            separators.append(newline)
+            continue
+        parts, gaps = _split(_SENTENCE_PARTS, line)
+        sentences.extend(parts)
+        separators.extend([*gaps[:-1], gaps[-1] + newline])
+    return sentences, separators
+
+
+def _split(pattern: re.Pattern[str], text: str) -> tuple[list[str], list[str]]:
+    parts = pattern.split(text)
+    return parts[0::2], [*parts[1::2], ""]
 
 
 def _holds_any(index: TextIndex, details: Sequence[Detail]) -> bool:
@@ -106,19 +128,21 @@ def _holds_any(index: TextIndex, details: Sequence[Detail]) -> bool:
 
 
 def without_idle_sentences(text: str, kept: Sequence[Detail], max_tokens: int) -> str:
-    """``text`` with sentences that carry none of ``kept`` taken out, last first, until it
-    fits ``max_tokens`` (pure): general statements give way before any detail does.
+    """``text`` with sentences (a list item's whole line) that carry none of ``kept`` taken
+    out, last first, until it fits ``max_tokens`` (pure): general statements give way
+    before any detail does; a header line (ending in a colon) stays.
 
     Returns ``text`` unchanged when it fits already; it may still not fit after.
     """
     if estimate_text_tokens(text) <= max_tokens:
         return text
-    parts = _SENTENCE_PARTS.split(text)
-    sentences, separators = parts[0::2], [*parts[1::2], ""]
+    sentences, separators = _units(text)
     idle = [
         i
         for i, sentence in enumerate(sentences)
-        if sentence.strip() and not _holds_any(TextIndex(sentence, kept), kept)
+        if sentence.strip()
+        and not sentence.rstrip().endswith(":")
+        and not _holds_any(TextIndex(sentence, kept), kept)
     ]
     dropped: set[int] = set()
     size = estimate_text_tokens(text)
