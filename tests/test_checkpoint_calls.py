@@ -20,7 +20,8 @@ from memoryd.summarizers.checkpoint_calls import (
     outcome_phrase,
 )
 from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
-from memoryd.summarizers.toolcalls import ToolCall, definitions, outcome_of, tool_use_call
+from memoryd.summarizers.output_places import definitions
+from memoryd.summarizers.toolcalls import ToolCall, outcome_of, tool_use_call
 from memoryd.tokens import estimate_text_tokens
 
 FAILED_RUN = (

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from memoryd.summarizers.output_places import MAX_NAMED
 from memoryd.summarizers.toolcalls import (
     MAX_FOUND_CHARS,
-    MAX_NAMED,
     command_label,
     error_names,
     fenced_commands,

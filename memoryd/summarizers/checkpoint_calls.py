@@ -16,7 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memoryd.summarizers.toolcalls import Outcome, ToolCall, definitions, named_phrase
+from memoryd.summarizers.output_places import definitions, named_phrase
+from memoryd.summarizers.toolcalls import Outcome, ToolCall
 from memoryd.summarizers.transcript import MessageView, sentences, shorten
 
 MAX_LINE_CHARS = 200

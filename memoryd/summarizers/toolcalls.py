@@ -11,10 +11,21 @@ names). Nothing of a call is ever shown as raw JSON.
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from memoryd.summarizers.output_places import (
+    FRAME,
+    FRAME_LINES,
+    MAX_PATH_CHARS,
+    NAMED_SCAN_CHARS,
+    definitions,
+    named_paths,
+    named_phrase,
+    output_frames,
+    output_listing,
+)
 
 MAX_LABEL_CHARS = 100
 MAX_ERROR_CHARS = 140
@@ -70,36 +81,9 @@ _TEST_TALLY = re.compile(
 )
 _FAILED_TEST = re.compile(r"^FAILED [^\s:]+::(?:[^\s:]+::)*(?P<test>[^\s:]+)", re.M)
 """A failing test in pytest's short summary (``FAILED tests/t.py::test_x - AssertionError``)."""
-_FRAME = re.compile(r'File "(?P<file>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<where>[^\s]+))?')
-"""A frame of a Python traceback."""
-_FRAME_LINES = 4
-"""The frame that raised comes at most this many lines before the exception (its code
-line and the markers under it in between)."""
 MAX_FAILURES = 8
-_DEFINITION = re.compile(r"(?:def|class|function|func|fn)[ \t]+(?P<name>[A-Za-z_]\w*)")
-_DEFINITION_WORDS = ("def ", "class ", "function ", "func ", "fn ")
-_LINE_NUMBER = re.compile(
-    r"[ \t]*(?:\d+[ \t]*[\t→|:-]?[ \t]*)?(?:(?:async|export|default|pub|public|static)[ \t]+)*"
-)
 """What comes before a definition in a file shown: indentation, the line's number in a
 numbered listing (and the words that may lead a definition)."""
-MAX_DEFINITIONS = 5
-DEFINITIONS_SCAN_CHARS = 20_000
-"""Where the definitions of a file shown are looked for: its start."""
-_PATH = re.compile(r"(?<![\w/.~-])(?:~?/?[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,5}(?![\w/])")
-"""A file path with a folder and an extension (``src/app.py``, ``/srv/x/y.txt``)."""
-MAX_NAMED = 8
-"""The paths an output names that an outcome keeps (the first ones)."""
-NAMED_SCAN_CHARS = 4_000
-"""Where the paths an output names are looked for: its start (a listing's or a
-search's first hits)."""
-MAX_FRAMES = 4
-"""The frames of a traceback an outcome keeps (the last ones, nearest the raise)."""
-MAX_PATH_CHARS = 200
-"""A path is shown whole up to this length."""
-_NUMBERED = re.compile(r"^[ \t]*\d+(?:\t|→|[ \t]*\|)", re.M)
-LISTING_LEAD_CHARS = 300
-"""A numbered file listing has a numbered line this early (after a title or a tag)."""
 _EDITOR_VERBS = {
     "view": "viewed", "create": "created", "str_replace": "edited", "insert": "edited",
     "edit": "edited", "write": "wrote", "undo_edit": "undid an edit of",
@@ -287,7 +271,7 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
     """
     if not shell:
         if not failed:
-            listing = _listing(output)
+            listing = output_listing(output)
             return Outcome(head=output[:NAMED_SCAN_CHARS], listing=listing)
         first = next((line for line in output.splitlines() if line.strip()), "")
         return Outcome(error_line=_clean_line(first) if first else None, failed=failed)
@@ -305,12 +289,12 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
     if raised:
         last = raised[-1].start()
         frame_at = output.rfind('File "', 0, last)
-        near = frame_at >= 0 and output.count("\n", frame_at, last) <= _FRAME_LINES
-        frame = _FRAME.match(output, frame_at) if near else None
+        near = frame_at >= 0 and output.count("\n", frame_at, last) <= FRAME_LINES
+        frame = FRAME.match(output, frame_at) if near else None
         if frame is not None:
             location = (frame["file"], frame["line"], frame["where"] or "")
-    frames = _frames(output) if 'File "' in output else ()
-    listing = "" if raised else _listing(output)
+    frames = output_frames(output) if 'File "' in output else ()
+    listing = "" if raised else output_listing(output)
     tally = _TEST_TALLY.search(output)
     failures: tuple[str, ...] = ()
     if "FAILED " in output:
@@ -327,76 +311,6 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         head=output[:NAMED_SCAN_CHARS],
         listing=listing,
     )
-
-
-def _frames(output: str) -> tuple[str, ...]:
-    """The last :data:`MAX_FRAMES` distinct frames of the tracebacks in ``output``, as
-    ``path line N``, the one nearest the raise first."""
-    found = [f"{m['file']} line {m['line']}" for m in _FRAME.finditer(output)]
-    return tuple(dict.fromkeys(reversed(found)))[:MAX_FRAMES]
-
-
-def named_paths(output: str, frames: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The first :data:`MAX_NAMED` distinct file paths in the first
-    :data:`NAMED_SCAN_CHARS` of ``output``, outside the ``frames`` already kept (pure)."""
-    if "/" not in output:
-        return ()
-    framed = {frame.rsplit(" line ", 1)[0] for frame in frames}
-    found: dict[str, None] = {}
-    # Only the lines with a slash are scanned: most lines of most outputs have none.
-    for line in output[:NAMED_SCAN_CHARS].splitlines():
-        if "/" not in line:
-            continue
-        for path in _PATH.findall(line):
-            if path not in framed and len(path) <= MAX_PATH_CHARS:
-                found[path] = None
-                if len(found) == MAX_NAMED:
-                    return tuple(found)
-    return tuple(found)
-
-
-def named_phrase(
-    frames: Sequence[str], named: Sequence[str], limit: int, frames_lead: str = "at "
-) -> str:
-    """Where a traceback went (``at a.py line 3, b.py line 9``) and what else an output
-    names (``names src/a.py, src/b.py``), whole items only, within ``limit`` characters;
-    "" for nothing (pure). ``frames_lead`` leads the frames."""
-    phrase = ""
-    for lead, items in ((frames_lead, frames), ("names ", named)):
-        shown = ""
-        for item in items:
-            longer = f"{shown}, {item}" if shown else lead + item
-            if len(phrase) + len(longer) + 2 > limit:
-                break
-            shown = longer
-        if shown:
-            phrase = f"{phrase}; {shown}" if phrase else shown
-    return phrase
-
-
-def _listing(output: str) -> str:
-    if _NUMBERED.search(output, 0, LISTING_LEAD_CHARS):
-        return output
-    lead = output[:DEFINITIONS_SCAN_CHARS]
-    return output if any(word in lead for word in _DEFINITION_WORDS) else ""
-
-
-@functools.lru_cache(maxsize=64)
-def definitions(output: str) -> tuple[str, ...]:
-    """The names whose definition a file shown (numbered or not) holds at the start of a
-    line, in order, at most :data:`MAX_DEFINITIONS` (pure; remembered for the last few
-    outputs, which a call's brief, full and named lines all ask about)."""
-    found: list[str] = []
-    output = output[:DEFINITIONS_SCAN_CHARS]
-    if not any(word in output for word in _DEFINITION_WORDS):
-        return ()
-    for match in _DEFINITION.finditer(output):
-        start = output.rfind("\n", 0, match.start()) + 1
-        if _LINE_NUMBER.fullmatch(output, start, match.start()) and match["name"] not in found:
-            found.append(match["name"])
-            if len(found) == MAX_DEFINITIONS:
-                break
-    return tuple(found)
 
 
 def _clean_line(line: str) -> str | None:
