@@ -101,10 +101,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.task:
             parser.error("a new workspace needs a task")
         memoryd.append_message(workspace, "user", args.task)
-    client = anthropic.Anthropic()
-    for _ in range(args.turns):
-        if not turn(client, workspace, args.model):
-            break
+    with anthropic.Anthropic() as client:
+        for _ in range(args.turns):
+            if not turn(client, workspace, args.model):
+                break
     return 0
 
 

@@ -73,15 +73,16 @@ def test_the_example_agent_runs_300_turns_while_the_daemon_compacts(
     env = {"MEMORYD_TOKEN_LIMIT": str(LIMIT), "MEMORYD_DRAIN_SECONDS": "0"}
     daemon = procs.daemon([root], tmp_path / "home", env)
     daemon.wait_ready()
-    client = anthropic.Anthropic(base_url=fake_anthropic.base_url, api_key="sk-test", max_retries=0)
-
     longest_over = 0.0
-    for _ in range(300):
-        assert example.turn(client, workspace, "claude-haiku-4-5")
-        if live_tokens(workspace) > LIMIT:
-            started = time.monotonic()
-            wait_until(lambda: live_tokens(workspace) <= LIMIT, 30, "a job below the budget")
-            longest_over = max(longest_over, time.monotonic() - started)
+    with anthropic.Anthropic(
+        base_url=fake_anthropic.base_url, api_key="sk-test", max_retries=0
+    ) as client:
+        for _ in range(300):
+            assert example.turn(client, workspace, "claude-haiku-4-5")
+            if live_tokens(workspace) > LIMIT:
+                started = time.monotonic()
+                wait_until(lambda: live_tokens(workspace) <= LIMIT, 30, "a job below the budget")
+                longest_over = max(longest_over, time.monotonic() - started)
 
     requests = [r for r in fake_anthropic.requests if r.path.startswith("/v1/messages")]
     assert len(requests) == 300
