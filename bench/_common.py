@@ -154,9 +154,10 @@ def _fmt(value: Any) -> str:
 
 
 @contextlib.contextmanager
-def scratch(name: str) -> Iterator[Path]:
-    """A fresh folder under bench/results/tmp (same filesystem as the repo), removed after."""
-    folder = TMP / f"{name}-{os.getpid()}"
+def scratch(name: str, under: Path | None = None) -> Iterator[Path]:
+    """A fresh folder under bench/results/tmp (same filesystem as the repo), or under
+    ``under``, removed after."""
+    folder = (under or TMP) / f"{name}-{os.getpid()}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     try:

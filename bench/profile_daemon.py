@@ -7,6 +7,7 @@ observer and emitter threads included, which cProfile does not see). tracemalloc
 asked, reports where the daemon's memory is at READY.
 
     python bench/profile_daemon.py [--workspaces 10000] [--idle 20] [--settle 0] [--tracemalloc]
+        [--under DIR]
 """
 
 from __future__ import annotations
@@ -106,12 +107,13 @@ def main(argv: list[str] | None = None) -> int:
         "--settle", type=float, default=0.0, help="seconds of loop, not profiled, before idle"
     )
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--under", type=Path, help="build the tree in this folder (e.g. /dev/shm)")
     args = parser.parse_args(argv)
     common.install_exit_handlers()
     warnings.simplefilter("ignore", RuntimeWarning)  # watchdog's, see bench/README.md
 
     conversation = b"".join(common.message_line(i, 400) for i in range(6))
-    with common.scratch("profile") as folder:
+    with common.scratch("profile", args.under) as folder:
         root = folder / "root"
         for i in range(args.workspaces):
             workspace = root / f"ws{i:05d}"

@@ -127,6 +127,11 @@ def start(root: Path, env: dict[str, str]) -> tuple[common.Daemon, dict[str, Any
         "log_lines": len(daemon.lines),
         "log_events": sorted({str(line.record.get("event")) for line in daemon.history}),
         "stderr_bytes": len(daemon.stderr),
+        # When each line of a start arrived, from the spawn: where the time went.
+        "phases_s": {
+            str(line.record.get("event")): round(line.at - daemon.started_at, 3)
+            for line in daemon.history
+        },
         "watches": inotify_watches(pid),
     }
     return daemon, figures
@@ -315,7 +320,21 @@ def report(result: dict[str, Any], workspaces: int) -> str:
         ("seconds of the window with daemon CPU >= 20 ms", idle["busy_seconds"], "", "", ""),
     ]
     figures = common.table(("measure", "seconds / value", "ratio", "target", "met"), rows)
-    return f"{head}\n\n{processes}\n\n{figures}\n"
+    phases = "\n".join(
+        f"{name}: "
+        + ", ".join(
+            f"{event.removeprefix('workspaces_').removeprefix('daemon_')} {at:.2f}"
+            for event, at in start["phases_s"].items()
+            if event in PHASES
+        )
+        + " s from the spawn"
+        for name, start in (("first start", first), ("restart", restart))
+    )
+    return f"{head}\n\n{processes}\n\n{figures}\n{phases}\n"
+
+
+PHASES = ("daemon_starting", "workspaces_discovered", "daemon_ready", "workspaces_tidied")
+"""The log lines of a start that mark its phases (reported as seconds from the spawn)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,11 +345,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--anthropic", action="store_true", help="anthropic backend (a fake key; no job runs)"
     )
+    parser.add_argument(
+        "--under",
+        type=Path,
+        help="build the trees in this folder (e.g. /dev/shm: a memory file system, where "
+        "the floors are all CPU) instead of bench/results/tmp",
+    )
     args = parser.parse_args(argv)
     common.install_exit_handlers()
     layouts = ["flat", "nested"] if args.layout == "both" else [args.layout]
     results = []
-    with common.scratch("scale") as folder:
+    with common.scratch("scale", args.under) as folder:
         for layout in layouts:
             result = run_layout(layout, args, folder)
             results.append(result)
@@ -340,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "workspaces": args.workspaces,
             "idle_window_s": args.idle,
+            "under": str(args.under or common.TMP),
             "inotify": {
                 "max_user_watches": int(Path("/proc/sys/fs/inotify/max_user_watches").read_text()),
                 "max_user_instances": int(

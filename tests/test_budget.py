@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from memoryd.clock import iso_ms
 from memoryd.daemon.telemetry import Telemetry
 from memoryd.receipts.records import build_receipt
 from memoryd.receipts.spend_cap import (
@@ -31,7 +32,6 @@ from memoryd.receipts.spend_cap import (
     rebuild_spend,
     utc_day,
 )
-from memoryd.signals.events import iso_ms
 from memoryd.tokens import LLMUsage
 
 NOON = float(calendar.timegm((2026, 11, 23, 12, 0, 0, 0, 0, 0)))

@@ -22,7 +22,16 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "core",
         frozenset(
-            {"errors", "strict_json", "tokens", "defaults", "policy", "identifiers", "checkpoint"}
+            {
+                "errors",
+                "strict_json",
+                "tokens",
+                "defaults",
+                "policy",
+                "identifiers",
+                "checkpoint",
+                "clock",
+            }
         ),
     ),
     ("files", frozenset({"files"})),

@@ -15,10 +15,11 @@ import pytest
 from cli_helpers import cli
 from conftest import SettingsFactory, WorkspaceFactory
 
+from memoryd.clock import iso_ms
 from memoryd.errors import InputError
 from memoryd.files.fsutil import TEMP_MARK
 from memoryd.policy import detect_threshold, get_threshold_action, should_emit_event
-from memoryd.signals.events import iso_ms, read_events
+from memoryd.signals.events import read_events
 from memoryd.signals.monitor import ContextMonitor, monitor_path, read_monitors
 
 FIXED_NOW = 1_700_000_000.0

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from memoryd.cli import build_parser
 from memoryd.cli import memory as memory_command
+from memoryd.clock import iso_ms
 from memoryd.commit.rewrite import Part
 from memoryd.errors import InputError
-from memoryd.signals.events import iso_ms, read_events
+from memoryd.signals.events import read_events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.stores.compaction import (
     archived_parts,

@@ -111,9 +111,9 @@ def test_hidden_folders_are_not_watched_and_writes_there_raise_nothing(tmp_path:
 
 def test_a_first_start_costs_the_watcher_nothing(tmp_path: Path) -> None:
     """A first start's writes in a workspace (make .memoryd, HEARTBEAT.md staged in it and
-    linked into place, state.json) reach watchdog as nothing: the temp files and renames
+    renamed into place, state.json) reach watchdog as nothing: the temp files and renames
     stay in the unwatched .memoryd, and the two events in the workspace's folder (the
-    folder made, the heartbeat linked) are dropped as they are read. An agent's file
+    folder made, the heartbeat moved in) are dropped as they are read. An agent's file
     beside them still comes through."""
     root = tmp_path / "root"
     (root / "ws").mkdir(parents=True)

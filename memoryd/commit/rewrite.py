@@ -38,7 +38,8 @@ from pathlib import Path
 from memoryd.commit.draining import DrainMark, drain_safely, drain_then_report
 from memoryd.commit.snapshot import Snapshot, open_regular, same_file
 from memoryd.errors import CommitAborted, UnsafePathError
-from memoryd.files.fsutil import NEW_FILE_FLAGS, flocked, is_enospc, temp_name, write_all
+from memoryd.files.creating import NEW_FILE_FLAGS
+from memoryd.files.fsutil import flocked, is_enospc, temp_name, write_all
 from memoryd.files.paths import folder_in
 
 Part = bytes | tuple[int, int]

@@ -10,7 +10,6 @@ the files it must create (docs/design.md#scale-start).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -119,6 +118,8 @@ class Folders:
         # The workspace itself may be reached through symlinks (the user named its root).
         self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.meta: int | None = None
+        self.made_meta = False
+        """``.memoryd`` was made here: nothing in it has a mode to keep."""
 
     def __enter__(self) -> Folders:
         return self
@@ -136,8 +137,11 @@ class Folders:
         (fsutil.append_line), and so does a durable HEARTBEAT.md, which every job writes
         before it starts (docs/design.md#power-cut)."""
         if self.meta is None:
-            with contextlib.suppress(FileExistsError):
+            try:
                 os.mkdir(META, 0o755, dir_fd=self.fd)
+                self.made_meta = True
+            except FileExistsError:
+                pass
             meta = f"{self.path}/{META}"
             self.meta = _open_folder(self.fd, meta)
             if self.meta is None:
@@ -150,8 +154,11 @@ class Folders:
         return create_in(self.fd, HEARTBEAT, text.encode(), staging=self.ensure_meta())
 
     def write_state(self, state: WorkspaceState, counted: Counted | None = None) -> None:
-        """Replace state.json atomically, not fsynced (derived: rebuilt at start)."""
-        replace_in(self.ensure_meta(), STATE, state_bytes(state, counted), durable=False)
+        """Replace state.json atomically, not fsynced (derived: rebuilt at start). In a
+        ``.memoryd`` made here there is no old file whose mode to look up and keep."""
+        meta = self.ensure_meta()
+        mode = 0o644 if self.made_meta else None
+        replace_in(meta, STATE, state_bytes(state, counted), mode, durable=False)
 
 
 def _open_folder(parent: int | None, path: str) -> int | None:

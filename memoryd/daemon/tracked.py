@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memoryd.clock import iso_ms
 from memoryd.config.settings import Settings
 from memoryd.policy import Level, failure_backoff, may_retry_after_ineffective, over_trigger
 from memoryd.reader import ConversationReader, Tally
-from memoryd.signals.events import iso_ms
 from memoryd.strategies import Counts, strategy_for
 from memoryd.workspace import Workspace
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import structlog
 
+from memoryd.clock import iso_ms
 from memoryd.commit.recovery import recover
 from memoryd.config.schema import file_error
 from memoryd.config.settings import workspace_settings
@@ -22,8 +23,7 @@ from memoryd.errors import MemorydError
 from memoryd.files.fsutil import flocked
 from memoryd.job.run import report_failure
 from memoryd.reader import ConversationReader
-from memoryd.signals.events import iso_ms
-from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager, render
+from memoryd.signals.heartbeat import HeartbeatManager, render_idle
 from memoryd.signals.state import (
     numbers_key,
     read_state,
@@ -185,8 +185,7 @@ class WorkspaceTracking(DaemonParts):
                     elif step == "create":
                         # An idle workspace's clean heartbeat is status that a start
                         # rebuilds: not fsynced, so a first start does not wait on the disk.
-                        clean = render(Heartbeat(last_checkin=iso_ms(time.time())))
-                        folders.create_heartbeat(clean)
+                        folders.create_heartbeat(render_idle(iso_ms(time.time())))
                     else:
                         HeartbeatManager(tracked.workspace).ensure_clean(durable=False)
                     self.publisher.publish(tracked, now, time.time(), folders)

@@ -32,20 +32,20 @@ import contextlib
 import errno
 import fcntl
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from memoryd.errors import UnsafePathError
+from memoryd.files.creating import (
+    next_temp_tag,
+    open_new,
+    rename_noreplace,
+)
 from memoryd.files.paths import folder_in, named, open_file_in, open_in
 
 TEMP_MARK = ".memoryd-tmp-"
 """Every temporary file memoryd creates carries this in its name (the watcher ignores them)."""
-
-
-NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-"""Flags for a file memoryd creates: never an existing file, never through a symlink."""
 
 
 def temp_name(target: Path) -> Path:
@@ -54,7 +54,7 @@ def temp_name(target: Path) -> Path:
 
 
 def _temp(name: str) -> str:
-    return f".{name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+    return f".{name}{TEMP_MARK}{next_temp_tag()}"
 
 
 def pid_alive(pid: int) -> bool:
@@ -165,11 +165,12 @@ def replace_in(
         else:
             # A symlink's own mode is 0o777: never hand that to the new regular file.
             mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o644
-    fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=staging)
+    fd, chmod = open_new(tmp, mode, staging)
     try:
         try:
             write_all(fd, data)
-            os.fchmod(fd, mode)
+            if chmod:
+                os.fchmod(fd, mode)
             if durable:
                 os.fsync(fd)
         finally:
@@ -188,24 +189,31 @@ def replace_in(
 def create_in(folder: int, name: str, data: bytes, *, staging: int) -> bool:
     """Create ``name`` in the open ``folder`` holding ``data``, unless it exists; True when
     created. Atomic and lock-free: the bytes are written to a temp file in the open
-    ``staging`` folder (same file system) and hard-linked to ``name``, which fails if
-    anyone made ``name`` first. Not fsynced (for derived files). Writing in ``staging``
-    rather than beside ``name`` keeps the temp file's events out of a watched folder.
+    ``staging`` folder (same file system) and moved to ``name`` by a rename that refuses
+    to replace (``RENAME_NOREPLACE``; a hard link and an unlink where the file system
+    lacks it), which fails if anyone made ``name`` first. Not fsynced (for derived
+    files). Writing in ``staging`` rather than beside ``name`` keeps the temp file's
+    events out of a watched folder.
     """
     tmp = _temp(name)
-    fd = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=staging)
+    fd, chmod = open_new(tmp, 0o644, staging)
+    moved = False
     try:
         try:
             write_all(fd, data)
-            os.fchmod(fd, 0o644)
+            if chmod:
+                os.fchmod(fd, 0o644)
         finally:
             os.close(fd)
-        os.link(tmp, name, src_dir_fd=staging, dst_dir_fd=folder, follow_symlinks=False)
+        moved = rename_noreplace(tmp, name, staging, folder)
+        if not moved:
+            os.link(tmp, name, src_dir_fd=staging, dst_dir_fd=folder, follow_symlinks=False)
     except FileExistsError:
         return False
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=staging)
+        if not moved:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=staging)
     return True
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from memoryd.clock import iso_ms
 from memoryd.commit.rewrite import ArchivePlan, FaultHook, rewrite
 from memoryd.commit.snapshot import Snapshot
 from memoryd.conversation import Line, split_lines
@@ -200,7 +201,7 @@ def commit_and_report(
         messages=messages_after,
         tokens=tokens_after,
         summarizing=False,
-        last_summary_at=events.iso_ms(now),
+        last_summary_at=iso_ms(now),
         now=now,
         calibration=calibration or request.calibration,
     )

@@ -10,13 +10,13 @@ token counts and cost (docs/design.md#receipts). It never holds message text.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memoryd import strict_json
+from memoryd.clock import iso_ms
 from memoryd.files.fsutil import append_line
 from memoryd.files.regular import read_file
 from memoryd.receipts.pricing import MAX_COST_USD, ModelPrice, cost_usd, price_for
@@ -234,13 +234,6 @@ def build_receipt(
         cost_usd=cost,
         trigger=trigger,
     )
-
-
-def iso_ms(epoch_seconds: float) -> str:
-    """UTC ISO-8601 with milliseconds and a ``Z`` (as in events.jsonl)."""
-    total_ms = int(epoch_seconds * 1000)
-    whole = time.gmtime(total_ms // 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", whole) + f".{total_ms % 1000:03d}Z"
 
 
 def receipt_line(receipt: Receipt) -> bytes:

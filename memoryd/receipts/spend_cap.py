@@ -22,12 +22,12 @@ from pathlib import Path
 import structlog
 
 from memoryd import strict_json
+from memoryd.clock import iso_ms
 from memoryd.discovery import find_workspaces
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
 from memoryd.receipts.records import Receipt, receipts_path
-from memoryd.signals.events import iso_ms
 from memoryd.tokens import LLMUsage
 from memoryd.workspace import Workspace
 

@@ -8,16 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import strict_json
+from memoryd.clock import iso_ms
 from memoryd.files.fsutil import append_line
 from memoryd.files.regular import read_file
 from memoryd.workspace import Workspace
-
-
-def iso_ms(epoch_seconds: float) -> str:
-    """UTC ISO-8601 with milliseconds and a ``Z``: ``2026-11-22T10:00:00.000Z``."""
-    total_ms = int(epoch_seconds * 1000)
-    whole = time.gmtime(total_ms // 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", whole) + f".{total_ms % 1000:03d}Z"
 
 
 def event_line(workspace: Workspace, type_: str, now: float, details: dict[str, Any]) -> bytes:

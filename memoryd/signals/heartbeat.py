@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from memoryd import strict_json
+from memoryd.clock import iso_ms
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import atomic_write, flocked, replace_in
 from memoryd.files.paths import folder_in, named
 from memoryd.files.regular import read_file
-from memoryd.signals.events import iso_ms
 from memoryd.workspace import HEARTBEAT, Workspace
 
 Status = Literal["idle", "active", "completed", "failed", "paused"]
@@ -100,6 +100,18 @@ def render(heartbeat: Heartbeat) -> str:
     else:
         lines.append("**Idle**: no task is running.")
     return "\n".join(lines) + "\n"
+
+
+_MARK = "\x00"
+_IDLE_HEAD, _IDLE_TAIL = render(Heartbeat(last_checkin=_MARK)).split(_MARK)
+
+
+def render_idle(last_checkin: str) -> str:
+    """``render(Heartbeat(last_checkin=last_checkin))``, a clean idle heartbeat, from a
+    template made once: a start writes one in every new workspace (pure)."""
+    if _scalar(last_checkin) != last_checkin:
+        return render(Heartbeat(last_checkin=last_checkin))
+    return f"{_IDLE_HEAD}{last_checkin}{_IDLE_TAIL}"
 
 
 def parse(text: str) -> Heartbeat | None:

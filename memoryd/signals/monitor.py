@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd import strict_json
+from memoryd.clock import iso_ms
 from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_WARNING_AT
 from memoryd.errors import InputError, MemorydError
 from memoryd.files.fsutil import atomic_write
@@ -32,7 +33,6 @@ from memoryd.policy import (
     should_emit_event,
 )
 from memoryd.signals import events
-from memoryd.signals.events import iso_ms
 from memoryd.workspace import Workspace
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from json.encoder import encode_basestring_ascii
 from typing import Any, Protocol
 
 from memoryd import strict_json
+from memoryd.clock import iso_ms
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
@@ -21,7 +23,6 @@ from memoryd.policy import (
     usage_ratio,
 )
 from memoryd.reader import Counted
-from memoryd.signals.events import iso_ms
 from memoryd.tokens import CALIBRATION_BOUNDS
 from memoryd.workspace import Workspace
 
@@ -164,14 +165,17 @@ def state_bytes(state: WorkspaceState, counted: Counted | None = None) -> bytes:
     Every field is a scalar; the indenting encoder is pure Python, slow at thousands of
     workspaces, and each call of it leaves reference cycles behind
     (docs/design.md#scale-start)."""
-    pairs = zip(FIELD_NAMES, _KEYS, strict=True)
-    lines = [f"{key}{_scalar(getattr(state, name))}" for name, key in pairs]
-    if counted is not None:
-        named = zip(COUNTED_FIELDS, _COUNTED_KEYS, strict=True)
-        inner = ",\n".join(f"{key}{_scalar(getattr(counted, name))}" for name, key in named)
-        lines.append(f'  "counted": {{\n{inner}\n  }}')
-    body = ",\n".join(lines)
-    return f"{{\n{body}\n}}\n".encode()
+    values = tuple(map(_scalar, map(state.__getattribute__, FIELD_NAMES)))
+    if counted is None:
+        return (_STATE_TEXT % values).encode()
+    inner = tuple(map(_scalar, map(counted.__getattribute__, COUNTED_FIELDS)))
+    return (_STATE_COUNTED_TEXT % (values + inner)).encode()
+
+
+_STATE_BODY = ",\n".join(f"{key}%s" for key in _KEYS)
+_STATE_TEXT = f"{{\n{_STATE_BODY}\n}}\n"
+_COUNTED_BODY = ",\n".join(f"{key}%s" for key in _COUNTED_KEYS)
+_STATE_COUNTED_TEXT = f'{{\n{_STATE_BODY},\n  "counted": {{\n{_COUNTED_BODY}\n  }}\n}}\n'
 
 
 def saved_counted(saved: dict[str, Any]) -> Counted | None:
@@ -191,15 +195,22 @@ def saved_counted(saved: dict[str, Any]) -> Counted | None:
 def _scalar(value: Any) -> str:
     """A scalar as ``json.dumps`` writes it; NaN and Infinity are refused (JSONProblem),
     as :func:`memoryd.strict_json.dumps` refuses them (docs/design.md#one-json-reader)."""
-    if isinstance(value, str):
-        return encode_basestring_ascii(value)
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else ("true" if value else "false")
-    if type(value) is int:
-        return int.__repr__(value)
-    if type(value) is float and math.isfinite(value):
-        return float.__repr__(value)
-    return strict_json.dumps(value)  # JSONProblem for NaN and Infinity, never written
+    write = _WRITERS.get(type(value))
+    return write(value) if write is not None else strict_json.dumps(value)
+
+
+def _float(value: float) -> str:
+    return float.__repr__(value) if math.isfinite(value) else strict_json.dumps(value)
+
+
+_WRITERS: dict[type, Callable[[Any], str]] = {
+    str: encode_basestring_ascii,
+    int: int.__repr__,
+    float: _float,
+    bool: lambda value: "true" if value else "false",
+    type(None): lambda _value: "null",
+}
+"""How each exact type of scalar is written (a subclass goes through strict_json)."""
 
 
 def write_state(

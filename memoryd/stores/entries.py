@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from memoryd import strict_json
+from memoryd.clock import iso_ms
 from memoryd.errors import InputError
-from memoryd.signals.events import iso_ms
 from memoryd.signals.heartbeat import Heartbeat
 
 STORES: tuple[str, ...] = ("bookmarks", "todos", "decisions", "lessons")

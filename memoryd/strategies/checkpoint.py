@@ -25,6 +25,7 @@ from memoryd.checkpoint import (
     render_checkpoint,
     render_lists,
 )
+from memoryd.clock import iso_ms
 from memoryd.config.settings import Settings
 from memoryd.conversation import Line
 from memoryd.errors import MemorydError, SummarizerError
@@ -32,7 +33,6 @@ from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
 from memoryd.receipts.records import RetentionFigures
-from memoryd.signals import events
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
     billed_on_failure,
@@ -249,13 +249,13 @@ class CheckpointStrategy:
         first_id, last_id = message_span(to_compact)
         checkpoint = Checkpoint(
             version=(previous.version if previous is not None else 0) + 1,
-            updated_at=events.iso_ms(now),
+            updated_at=iso_ms(now),
             **lists.model_dump(),
             compaction_info=CompactionInfo(
                 messages_compacted=len(to_compact),
                 oldest_message_timestamp=min(timestamps, default=None),
                 newest_message_timestamp=max(timestamps, default=None),
-                compacted_at=events.iso_ms(now),
+                compacted_at=iso_ms(now),
                 archive=request.archive,
                 first_id=first_id,
                 last_id=last_id,
