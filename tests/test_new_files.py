@@ -1,7 +1,8 @@
 """Creating files cheaply and safely: temp names with no system call each, a file made
 with its mode when the umask allows, a rename that never replaces (with a hard link
 where the system cannot), the one time format, the clean heartbeat's template, and the
-watcher reading a storm of events in batches (docs/design.md#scale-start)."""
+watcher reading a storm of events in batches, and a restart that knows a clean idle
+heartbeat without parsing it (docs/design.md#scale-start)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import queue
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,12 +20,13 @@ from watchdog.observers.inotify_c import CallbackId, InotifyConstants, Mask
 
 from memoryd.clock import iso_ms
 from memoryd.commit.recovery import TEMP_PID_RE
+from memoryd.daemon.folders import Seed, tidy_step
 from memoryd.daemon.watch import FsChange, start_observer
 from memoryd.daemon.watch_tree import STORM_GAP, STORM_WAIT, BatchedInotifyFD
 from memoryd.files import creating
 from memoryd.files.creating import open_new, rename_noreplace
 from memoryd.files.fsutil import create_in, replace_in, temp_name
-from memoryd.signals.heartbeat import Heartbeat, render, render_idle
+from memoryd.signals.heartbeat import Heartbeat, is_clean_idle, parse, render, render_idle
 
 
 @pytest.fixture
@@ -210,3 +212,39 @@ def test_a_storm_of_changes_all_reach_the_loop(tmp_path: Path) -> None:
     finally:
         observer.stop()
         observer.join(timeout=10)
+
+
+@given(st.floats(0, 4_102_444_800))
+def test_a_clean_idle_heartbeat_is_known_without_a_parse(moment: float) -> None:
+    text = render_idle(iso_ms(moment)).encode()
+    assert is_clean_idle(text)
+    parsed = parse(text.decode())
+    assert parsed is not None and parsed.status == "idle"
+
+
+@given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
+def test_the_shortcut_never_calls_a_heartbeat_clean_that_a_parse_refuses(data: bytes) -> None:
+    if is_clean_idle(data):
+        parsed = parse(data.decode())
+        assert parsed is not None and parsed.status == "idle"
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text.replace(b"status: idle", b"status: active"),
+        lambda text: text.replace(b"Z\n", b"Z\nnotes: mine\n", 1),
+        lambda text: text + b"an agent's line\n",
+        lambda text: text[:-1],
+    ],
+)
+def test_a_heartbeat_edited_by_hand_takes_the_parse(edit: Callable[[bytes], bytes]) -> None:
+    assert not is_clean_idle(edit(render_idle(iso_ms(1_795_000_000)).encode()))
+
+
+def test_the_tidy_of_a_clean_idle_heartbeat_is_nothing_unless_leftovers_are_there() -> None:
+    clean = render_idle(iso_ms(1_795_000_000)).encode()
+    assert tidy_step(Seed(None, {}, clean, leftovers=False), interrupted=True) == "none"
+    assert tidy_step(Seed(None, {}, clean, leftovers=True), interrupted=False) == "locked"
+    assert tidy_step(Seed(None, {}, b"garbled", leftovers=False), interrupted=False) == "clean"
+    assert tidy_step(Seed(None, {}, None, leftovers=False), interrupted=False) == "create"

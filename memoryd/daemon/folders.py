@@ -26,7 +26,7 @@ from memoryd.files.fsutil import create_in, replace_in
 from memoryd.files.paths import SYMLINK_REFUSED
 from memoryd.files.regular import not_regular
 from memoryd.reader import Counted
-from memoryd.signals.heartbeat import parse
+from memoryd.signals.heartbeat import is_clean_idle, parse
 from memoryd.signals.state import STATE_MAX_BYTES, WorkspaceState, state_bytes
 from memoryd.workspace import HEARTBEAT, META
 
@@ -101,6 +101,8 @@ def tidy_step(seed: Seed, interrupted: bool) -> TidyStep:
     heartbeat lock) or ``none``."""
     parsed = None
     if seed.heartbeat is not None:
+        if not seed.leftovers and is_clean_idle(seed.heartbeat):
+            return "none"  # what memoryd wrote, unchanged: no parse (idle, not active)
         parsed = parse(seed.heartbeat.decode("utf-8", errors="replace"))
     if seed.leftovers or (interrupted and parsed is not None and parsed.status == "active"):
         return "locked"

@@ -80,12 +80,14 @@ class WorkspaceTracking(DaemonParts):
                 if tracked is not None:
                     self.scheduler.schedule(tracked, now)
 
-    def _track(self, found: Found, root: Path, announce: bool = True) -> Tracked | None:
+    def _track(
+        self, found: Found, root: Path, announce: bool = True, debug: bool = False
+    ) -> Tracked | None:
         """Start tracking a workspace: its settings, what its state.json says, and what its
         tidy after READY will have to do, reading only what the listing of its folder
         showed (docs/design.md#scale-start). Logged at info when ``announce`` (a workspace
         found while running) or when it needs attention, else at debug (a rescan logs one
-        summary line)."""
+        summary line; ``debug``: whether debug lines are written, asked once per rescan)."""
         path = found.path
         workspace = Workspace(path)
         conversation = os.path.join(path, CONVERSATION)
@@ -137,7 +139,7 @@ class WorkspaceTracking(DaemonParts):
         self.scheduler.add(tracked)
         self.pending_init.append((path, tidy_step(seed, path in self.interrupted)))
         attention = self._attention(tracked)
-        if announce or attention or debug_enabled():
+        if announce or attention or debug:
             say = log.info if announce or attention else log.debug
             say(
                 "workspace_discovered",
@@ -206,6 +208,7 @@ class WorkspaceTracking(DaemonParts):
         began = time.monotonic()
         seen: set[Path] = set()
         new = attention = 0
+        debug = debug_enabled()
         for root in self.settings.roots:
             if root not in self.watchers:
                 self.watchers.watch(root, self.settings.max_depth)
@@ -218,7 +221,7 @@ class WorkspaceTracking(DaemonParts):
                 known = self.scheduler.get(found.path)
                 if known is not None and known.reader.unchanged():
                     continue  # one stat: the periodic rescan stays cheap when all is idle
-                tracked = known or self._track(found, root, announce=False)
+                tracked = known or self._track(found, root, announce=False, debug=debug)
                 if tracked is None:
                     continue
                 if known is None:

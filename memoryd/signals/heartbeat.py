@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -104,6 +105,24 @@ def render(heartbeat: Heartbeat) -> str:
 
 _MARK = "\x00"
 _IDLE_HEAD, _IDLE_TAIL = render(Heartbeat(last_checkin=_MARK)).split(_MARK)
+
+
+_IDLE_HEAD_BYTES, _IDLE_TAIL_BYTES = _IDLE_HEAD.encode(), _IDLE_TAIL.encode()
+_ISO_MS = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def is_clean_idle(data: bytes) -> bool:
+    """True when ``data`` is a clean idle heartbeat as :func:`render_idle` writes it (a
+    time as :func:`memoryd.clock.iso_ms` writes it, in the template): a restart on
+    thousands of unchanged workspaces then parses none (pure). False says nothing: the
+    text may still be a valid heartbeat, for :func:`parse` to read."""
+    head, tail = len(_IDLE_HEAD_BYTES), len(_IDLE_TAIL_BYTES)
+    return (
+        len(data) > head + tail
+        and data.startswith(_IDLE_HEAD_BYTES)
+        and data.endswith(_IDLE_TAIL_BYTES)
+        and _ISO_MS.fullmatch(data, head, len(data) - tail) is not None
+    )
 
 
 def render_idle(last_checkin: str) -> str:
