@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 MAX_DEPTH = 200
@@ -65,12 +66,32 @@ def nested_deeper(value: Any, max_depth: int = MAX_DEPTH) -> bool:
     return False
 
 
+def _decode(text: str) -> Any:
+    """``_DECODER.decode(text)``, with the common case (a value that starts the text,
+    followed by nothing but JSON whitespace: a line of a conversation) handed straight to
+    the decoder's C scanner, without ``decode``'s two regular-expression matches and two
+    Python frames; anything else, and every error, goes through ``decode`` itself."""
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        return _DECODER.decode(text)  # leading whitespace, or not JSON: its own words
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        return _DECODER.decode(text)  # extra data after the value: decode says where
+    return value
+
+
+# The scanner the decoder made for itself (C, with its parse_float hook); typeshed
+# does not declare the attribute.
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+_JSON_SPACE = " \t\n\r"
+
+
 def loads(data: str | bytes) -> Any:
     """Parse ``data``; raise JSONProblem naming the problem: "not UTF-8", "not valid JSON",
     "too deeply nested", "number out of range", "NaN is not JSON"."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        value = _DECODER.decode(text)
+        value = _decode(text)
         # A text with no more brackets than MAX_DEPTH cannot nest deeper (one count at C
         # speed says so for almost every line); the walk is for the others.
         brackets = text.count("[") + text.count("{")

@@ -276,3 +276,31 @@ def test_a_price_of_1e308_is_refused_before_a_job_writes_infinity(
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.splitlines()
     assert "prices.claude-haiku-4-5.input" in line and "less than or equal to 1000000" in line
+
+
+LINE_LIKE = st.one_of(
+    st.text(max_size=60),
+    JSON.map(json.dumps).flatmap(
+        lambda text: st.tuples(
+            st.sampled_from(["", " ", "\n", "\t", "\u00a0", "x", "]"]),
+            st.just(text),
+            st.sampled_from(["", "\n", " \r\n", "\u00a0", "x", " 1", "{}"]),
+        ).map("".join)
+    ),
+)
+
+
+@given(LINE_LIKE)
+def test_the_fast_path_reads_what_the_decoder_reads(text: str) -> None:
+    """A line handed straight to the C scanner gives the value (or the refusal, in the
+    same words) that the whole decoder gives."""
+    try:
+        expected: Any = strict_json._DECODER.decode(text)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as caught:
+            strict_json.loads(text)
+        if isinstance(exc, json.JSONDecodeError):
+            assert isinstance(caught.value, strict_json.JSONProblem)
+            assert caught.value.detail == f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        return
+    assert strict_json.loads(text) == expected
