@@ -33,7 +33,13 @@ from typing import Any
 
 from watchdog.observers.api import DEFAULT_OBSERVER_TIMEOUT, BaseObserver
 from watchdog.observers.inotify import InotifyEmitter, InotifyObserver, InotifyWatchGroup
-from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, InotifyFD, Mask
+from watchdog.observers.inotify_c import (
+    DEFAULT_EVENT_BUFFER_SIZE,
+    InotifyConstants,
+    InotifyEvent,
+    InotifyFD,
+    Mask,
+)
 
 from memoryd.files.fsutil import TEMP_MARK
 from memoryd.workspace import HEARTBEAT, META
@@ -75,8 +81,8 @@ class TreeWatchGroup(InotifyWatchGroup):
     """Folders that could not be watched because inotify ran out of watches."""
 
     def on_event(self, event: InotifyEvent) -> None:
-        # Before watchdog builds anything of it: a first start, a check-in or a commit
-        # would otherwise cost watchdog's three threads an event object each.
+        # BatchedInotifyFD drops these as it reads them; this also drops the events
+        # watchdog makes up for a folder that appeared (and holds memoryd's files).
         if event.name and own_name(event.name):
             return
         super().on_event(event)
@@ -157,13 +163,27 @@ class TreeWatchGroup(InotifyWatchGroup):
 
 
 class BatchedInotifyFD(InotifyFD):
-    """watchdog's inotify reader thread, reading the events of a storm in batches."""
+    """watchdog's inotify reader thread, reading the events of a storm in batches, and
+    dropping those of memoryd's own names straight from the buffer read, before it
+    builds an object of each and hands it round (a first start raises two per
+    workspace)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.last_read = -STORM_GAP
         self.reads = 0
         """How many times the queue was read (tests count the batches)."""
+
+    def read_events(
+        self, *, event_buffer_size: int = DEFAULT_EVENT_BUFFER_SIZE
+    ) -> list[InotifyEvent]:
+        buffer = self._read_event_buffer(event_buffer_size)
+        return [
+            InotifyEvent(wd, mask, cookie, name)
+            for wd, mask, cookie, name in InotifyFD._parse_event_buffer(buffer)
+            # As watchdog's: the queue's overflow is the one event without a watch.
+            if (wd != -1 or mask & InotifyConstants.IN_Q_OVERFLOW) and not (name and own_name(name))
+        ]
 
     def _check_inotify_fd(self) -> bool:
         ready = super()._check_inotify_fd()
