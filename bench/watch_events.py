@@ -5,7 +5,7 @@ watcher (``memoryd.daemon.watch.start_observer``: watchdog's recursive inotify o
 memoryd's event filter and handler, hidden folders unwatched). Then, for every
 workspace, the writes a first start makes are done by the daemon's own code
 (``memoryd.daemon.folders.Folders``): ``.memoryd`` created, HEARTBEAT.md staged there
-and linked into place, state.json replaced there (neither fsynced). Reported: the
+and moved into place, state.json replaced there (neither fsynced). Reported: the
 changes that reach the daemon's loop (after the handler dropped memoryd's own files),
 and the process CPU spent on the watcher's threads (process CPU minus the writing
 thread's own).
