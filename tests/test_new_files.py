@@ -41,10 +41,10 @@ def umask() -> Iterator[None]:
     """Restore the process's umask (and the cached copy of it) after the test."""
     old = os.umask(0o022)
     os.umask(old)
-    creating._Umask.value = -1
+    creating._umask.cache_clear()
     yield
     os.umask(old)
-    creating._Umask.value = -1
+    creating._umask.cache_clear()
 
 
 def test_temp_names_are_unique_and_name_their_process(tmp_path: Path) -> None:
@@ -118,8 +118,7 @@ def test_without_renameat2_a_new_file_is_linked_into_place(
 ) -> None:
     """Where the C library has no renameat2 (or the file system refuses the flag), the
     file is hard-linked to its name and its temp name removed: still never a replace."""
-    monkeypatch.setattr(creating._Renameat2, "looked", True)
-    monkeypatch.setattr(creating._Renameat2, "function", None)
+    monkeypatch.setattr(creating, "_renameat2", lambda: None)
     assert not rename_noreplace("x", "y", folder, folder)
     assert create_in(folder, "HEARTBEAT.md", b"first", staging=folder)
     assert not create_in(folder, "HEARTBEAT.md", b"second", staging=folder)

@@ -8,6 +8,7 @@ with them (docs/design.md#scale-start).
 from __future__ import annotations
 
 import errno
+import functools
 import itertools
 import os
 import secrets
@@ -43,9 +44,11 @@ def next_temp_tag() -> str:
     return _names.next()
 
 
-def _process_umask() -> int | None:
-    """This process's umask, read without changing it (``Umask:`` of /proc/self/status,
-    Linux 4.7 and later); None when it cannot be read."""
+@functools.cache
+def _umask() -> int | None:
+    """This process's umask, read once and without changing it (``Umask:`` of
+    /proc/self/status, Linux 4.7 and later; memoryd never changes its own); None when it
+    cannot be read."""
     try:
         with open("/proc/self/status", "rb") as status:
             for line in status:
@@ -56,26 +59,14 @@ def _process_umask() -> int | None:
     return None
 
 
-class _Umask:
-    """The umask, read once per process (memoryd never changes its own)."""
-
-    value: int | None = -1
-
-    @classmethod
-    def get(cls) -> int | None:
-        if cls.value == -1:
-            cls.value = _process_umask()
-        return cls.value
-
-
-os.register_at_fork(after_in_child=lambda: setattr(_Umask, "value", -1))
+os.register_at_fork(after_in_child=_umask.cache_clear)
 
 
 def open_new(name: str, mode: int, folder: int) -> tuple[int, bool]:
     """Create ``name`` in ``folder`` for writing; (its descriptor, whether it still
     needs ``fchmod(mode)``). When the umask leaves ``mode`` as it is, the file is created
     with it and needs no fchmod; else it is created 0o600 until its owner sets ``mode``."""
-    umask = _Umask.get()
+    umask = _umask()
     if umask is not None and mode & umask == 0:
         return os.open(name, NEW_FILE_FLAGS, mode, dir_fd=folder), False
     return os.open(name, NEW_FILE_FLAGS, 0o600, dir_fd=folder), True
@@ -84,44 +75,36 @@ def open_new(name: str, mode: int, folder: int) -> tuple[int, bool]:
 _RENAME_NOREPLACE = 1
 
 
-class _Renameat2:
+@functools.cache
+def _renameat2() -> Callable[[int, bytes, int, bytes, int], int] | None:
     """glibc's ``renameat2`` (2.28 and later), looked up once per process (ctypes is
     imported then, not by every command that imports this module); None where there
     is none."""
+    import ctypes
 
-    function: Callable[..., int] | None = None
-    get_errno: Callable[[], int] = staticmethod(lambda: 0)
-    looked = False
-
-    @classmethod
-    def get(cls) -> Callable[..., int] | None:
-        if not cls.looked:
-            cls.looked = True
-            import ctypes
-
-            try:
-                function = ctypes.CDLL(None, use_errno=True).renameat2
-            except (OSError, AttributeError):
-                return None
-            function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
-            function.argtypes += (ctypes.c_uint,)
-            function.restype = ctypes.c_int
-            cls.function = function
-            cls.get_errno = staticmethod(ctypes.get_errno)
-        return cls.function
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p)
+    function.argtypes += (ctypes.c_uint,)
+    function.restype = ctypes.c_int
+    return function
 
 
 def rename_noreplace(src: str, dst: str, src_folder: int, dst_folder: int) -> bool:
     """Rename ``src`` (in the open ``src_folder``) to ``dst`` (in ``dst_folder``) unless
     ``dst`` exists: True when renamed, FileExistsError when ``dst`` exists, False when
     this system or file system cannot refuse to replace (the caller then links)."""
-    function = _Renameat2.get()
+    function = _renameat2()
     if function is None:
         return False
     result = function(src_folder, os.fsencode(src), dst_folder, os.fsencode(dst), _RENAME_NOREPLACE)
     if result == 0:
         return True
-    code = _Renameat2.get_errno()
+    import ctypes  # loaded already, by _renameat2
+
+    code = ctypes.get_errno()
     if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):
         return False  # no RENAME_NOREPLACE here (an old kernel, some network file systems)
     raise OSError(code, os.strerror(code), dst)

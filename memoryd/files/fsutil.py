@@ -37,11 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memoryd.errors import UnsafePathError
-from memoryd.files.creating import (
-    next_temp_tag,
-    open_new,
-    rename_noreplace,
-)
+from memoryd.files.creating import next_temp_tag, open_new, rename_noreplace
 from memoryd.files.paths import folder_in, named, open_file_in, open_in
 
 TEMP_MARK = ".memoryd-tmp-"

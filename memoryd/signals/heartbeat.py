@@ -105,8 +105,6 @@ def render(heartbeat: Heartbeat) -> str:
 
 _MARK = "\x00"
 _IDLE_HEAD, _IDLE_TAIL = render(Heartbeat(last_checkin=_MARK)).split(_MARK)
-
-
 _IDLE_HEAD_BYTES, _IDLE_TAIL_BYTES = _IDLE_HEAD.encode(), _IDLE_TAIL.encode()
 _ISO_MS = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
