@@ -1,7 +1,7 @@
 """memoryd: keeps AI-agent conversations inside their context budget.
 
 The daemon (``memoryd run``) and the command line share these pieces with agents written
-in Python; see README.md, "Python API". Each name is imported on first use (module
+in Python; see docs/guides/agents.md, "Python API". Each name is imported on first use (module
 ``__getattr__``), so ``import memoryd`` stays cheap and loads neither the Anthropic SDK
 nor pydantic until a name that needs them is used (docs/design.md#cli).
 """

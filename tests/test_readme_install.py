@@ -1,6 +1,7 @@
-"""The README's install section: pipx (not pip --user), Python >= 3.11, the journal
-fallbacks, and a venv alternative whose ExecStart drop-in, made exactly as the README
-spells it, really replaces the unit's ExecStart."""
+"""The install guide (docs/guides/systemd.md, which the README's service section points
+to): pipx (not pip --user), Python >= 3.11, the journal fallbacks, and a venv alternative
+whose ExecStart drop-in, made exactly as the guide spells it, really replaces the unit's
+ExecStart."""
 
 from __future__ import annotations
 
@@ -13,10 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
-SECTION = README[
-    README.index("## Install and run as a systemd user service") : README.index("## Strategies")
-]
+SECTION = (REPO / "docs" / "guides" / "systemd.md").read_text()
 
 
 def shell_blocks(text: str) -> list[str]:
