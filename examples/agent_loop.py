@@ -9,20 +9,25 @@ it crosses its trigger; the agent never has to know.
 
     memoryd run --root ~/agents &                  # or the systemd user service
     python examples/agent_loop.py ~/agents/fix-bug "Make the test suite pass." --turns 50
+    python examples/agent_loop.py ~/agents/try-it "Count the files." --offline --turns 100
 
 Reads ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL, for any Anthropic-compatible server)
-from the environment, as the SDK does.
+from the environment, as the SDK does. With --offline no key and no network are needed: a
+scripted model answers each request with a shell command to run, after checking the
+request as the API would (the first turn the user's, roles alternating, every tool_result
+right after its tool_use), so the whole loop runs on any machine while the daemon
+compacts the workspace underneath.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
-
-import anthropic
 
 import memoryd
 
@@ -63,13 +68,92 @@ def run_tool(name: str, tool_input: dict[str, Any], cwd: Path) -> tuple[str, boo
     return f"exit status {done.returncode}\n{output}", done.returncode != 0
 
 
-def turn(client: anthropic.Anthropic, workspace: Path, model: str) -> bool:
-    """One request and its tool calls; False once the model answered without a tool call."""
+class RequestRefused(Exception):
+    """The scripted model found a request the Messages API would refuse."""
+
+
+def check_request(messages: list[dict[str, Any]]) -> None:
+    """Refuse what the Messages API refuses in a tool loop: no first user turn, two turns of
+    one role in a row, a tool_result not right after its tool_use, a tool_use whose result
+    is missing from the next turn, fields other than role and content."""
+    if not messages or messages[0]["role"] != "user":
+        raise RequestRefused("the first message must be the user's")
+    for index, message in enumerate(messages):
+        if set(message) != {"role", "content"}:
+            raise RequestRefused(f"messages.{index}: fields {sorted(message)}")
+        if index and message["role"] == messages[index - 1]["role"]:
+            raise RequestRefused(f"messages.{index}: two {message['role']} turns in a row")
+        calls = tool_ids(message, "tool_use", "id")
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        if following is not None and not set(calls) <= set(tool_ids(following, "tool_result")):
+            raise RequestRefused(f"messages.{index}: tool_use without its tool_result next")
+        results = tool_ids(message, "tool_result")
+        before = tool_ids(messages[index - 1], "tool_use", "id") if index else []
+        if not set(results) <= set(before):
+            raise RequestRefused(f"messages.{index}: tool_result without its tool_use before")
+
+
+def tool_ids(message: dict[str, Any], kind: str, field: str = "tool_use_id") -> list[str]:
+    content = message["content"]
+    blocks = content if isinstance(content, list) else []
+    return [block[field] for block in blocks if block.get("type") == kind]
+
+
+class ScriptedMessages:
+    """Stands in for ``client.messages`` with --offline: checks each request, then asks for
+    the next command of a fixed script, some of whose output is long, so that the
+    conversation grows the way a real agent's does."""
+
+    SCRIPT = ("ls -la", "echo step {step}; seq 1 1500", "wc -c conversation.jsonl", "date -u")
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def create(self, *, messages: list[dict[str, Any]], **_: Any) -> SimpleNamespace:
+        check_request(messages)
+        self.requests += 1
+        command = self.SCRIPT[self.requests % len(self.SCRIPT)].format(step=self.requests)
+        return SimpleNamespace(
+            content=[
+                Block(type="text", text=f"Step {self.requests}: running `{command}`."),
+                Block(
+                    type="tool_use",
+                    id=f"toolu_{self.requests:06d}",
+                    name="bash",
+                    input={"command": command},
+                ),
+            ]
+        )
+
+
+class Block(SimpleNamespace):
+    """A content block as the SDK returns one: attributes, and ``model_dump``."""
+
+    def model_dump(self, **_: Any) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+class ScriptedClient:
+    """The scripted model, shaped like ``anthropic.Anthropic`` as far as ``turn`` uses it."""
+
+    def __init__(self) -> None:
+        self.messages = ScriptedMessages()
+
+    def __enter__(self) -> ScriptedClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+def turn(client: Any, workspace: Path, model: str) -> bool:
+    """One request and its tool calls; False once the model answered without a tool call.
+    ``client`` is an ``anthropic.Anthropic`` or, offline, a ``ScriptedClient``."""
     reply = client.messages.create(
         model=model,
         max_tokens=4096,
-        tools=TOOLS,  # type: ignore[arg-type]  # plain dicts in the documented shape
-        messages=memoryd.messages_for_api(workspace),  # type: ignore[arg-type]
+        tools=TOOLS,
+        messages=memoryd.messages_for_api(workspace),
     )
     blocks = [block.model_dump(mode="json", exclude_none=True) for block in reply.content]
     if not blocks:
@@ -94,17 +178,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("task", nargs="?", help="the task (only for a new conversation)")
     parser.add_argument("--turns", type=int, default=50, help="most requests to make")
     parser.add_argument("--model", default="claude-haiku-4-5")
+    parser.add_argument(
+        "--offline", action="store_true", help="a scripted model: no API key, no network"
+    )
     args = parser.parse_args(argv)
     workspace: Path = args.workspace
+    if not args.offline and not os.environ.get("ANTHROPIC_API_KEY"):
+        parser.error("set ANTHROPIC_API_KEY, or pass --offline for a scripted model")
     workspace.mkdir(parents=True, exist_ok=True)
     if not (workspace / "conversation.jsonl").exists():
         if not args.task:
             parser.error("a new workspace needs a task")
         memoryd.append_message(workspace, "user", args.task)
-    with anthropic.Anthropic() as client:
+    if args.offline:
+        client: Any = ScriptedClient()
+    else:
+        import anthropic  # only with a key: the offline mode needs no SDK
+
+        client = anthropic.Anthropic()
+    done = 0
+    with client:
         for _ in range(args.turns):
-            if not turn(client, workspace, args.model):
+            try:
+                going = turn(client, workspace, args.model)
+            except RequestRefused as refused:
+                print(f"agent_loop: the request was refused: {refused}", file=sys.stderr)
+                return 1
+            done += 1
+            if not going:
                 break
+    view = memoryd.messages_for_api(workspace)
+    print(f"agent_loop: {done} turns; the API view now holds {len(view)} messages")
     return 0
 
 

@@ -99,3 +99,70 @@ def test_the_example_agent_runs_300_turns_while_the_daemon_compacts(
     )
     assert longest_over < 10.0
     assert daemon.process is not None and daemon.process.poll() is None
+
+
+OFFLINE_LIMIT = 8_000
+
+
+@pytest.mark.slow
+def test_the_example_runs_100_turns_offline_while_the_daemon_compacts(
+    tmp_path: Path, procs: Processes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--offline`` as the README runs it, no key and no network: four runs of 25 turns on
+    one workspace (the task appended by the first only), the daemon compacting between and
+    during them. Every request passes the scripted model's check of the API's rules (a
+    refusal would end a run with exit 1), nothing is lost, and the daemon compacts."""
+    example = load_example()
+    root = tmp_path / "root"
+    root.mkdir()
+    workspace = root / "agent"
+    env = {"MEMORYD_TOKEN_LIMIT": str(OFFLINE_LIMIT), "MEMORYD_DRAIN_SECONDS": "0"}
+    daemon = procs.daemon([root], tmp_path / "home", env)
+    daemon.wait_ready()
+    for _ in range(4):
+        code = example.main([str(workspace), TASK, "--offline", "--turns", "25"])
+        assert code == 0
+        assert "25 turns" in capsys.readouterr().out
+        wait_until(lambda: live_tokens(workspace) <= OFFLINE_LIMIT, 30, "a job below the budget")
+    messages = every_line(workspace)
+    assert len(messages) == 1 + 2 * 100
+    assert [m["content"] for m in messages].count(TASK) == 1
+    assert len({m["id"] for m in messages}) == len(messages)
+    assert len(list((workspace / ".memoryd" / "archive").iterdir())) >= 3
+    example.check_request(memoryd.messages_for_api(workspace))
+    assert daemon.process is not None and daemon.process.poll() is None
+
+
+def test_the_scripted_model_refuses_what_the_api_refuses() -> None:
+    """The offline mode's check is a real check: each broken request is refused."""
+    example = load_example()
+    call = {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+    good: list[dict[str, Any]] = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [result]},
+    ]
+    example.check_request(good)
+    broken = [
+        good[1:],
+        [good[0], good[0]],
+        [good[0], good[1], {"role": "user", "content": "no result"}],
+        [good[0], {"role": "assistant", "content": "no call"}, good[2]],
+        [{**good[0], "id": "msg-1"}],
+    ]
+    for messages in broken:
+        with pytest.raises(example.RequestRefused):
+            example.check_request(messages)
+
+
+def test_without_a_key_the_example_says_so_in_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    example = load_example()
+    with pytest.raises(SystemExit) as exited:
+        example.main([str(tmp_path / "new"), "a task"])
+    assert exited.value.code == 2
+    assert "--offline" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
