@@ -54,6 +54,9 @@ class HitOut(TypedDict):
     length: int
     snippet: str
     score: float
+    all_words: bool
+    """The passage holds every word of the query (the first group of hits), as in
+    ``memoryd recall --json``."""
 
 
 class RecallOut(TypedDict):
@@ -347,6 +350,7 @@ def _hit(hit: Hit) -> HitOut:
         length=hit.length,
         snippet=hit.snippet,
         score=hit.score,
+        all_words=hit.all_words,
     )
 
 
