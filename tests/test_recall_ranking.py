@@ -25,6 +25,7 @@ from memoryd.search.text import (
     PASSAGE_CHARS,
     camel_parts,
     identifier_parts,
+    identifier_snippet,
     passage_spans,
     passages,
 )
@@ -291,3 +292,33 @@ def test_passages_cover_the_text_in_order_and_never_cut_a_short_phrase(
     for start in range(0, max(0, len(text) - 60), 37):
         phrase = text[start : start + 60]
         assert any(phrase in part for part in cut), phrase
+
+
+@pytest.mark.parametrize("query", ["Timeout", "Foo", "FooBar", "timeout error"])
+def test_a_snippet_is_centred_on_the_identifier_whose_parts_matched(
+    tmp_path: Path, query: str
+) -> None:
+    """A query for part of an identifier finds the message by the identifier's parts; the
+    snippet shows that identifier, whole, between ``**``, not the message's first words."""
+    text = (
+        " ".join(f"lead{i}" for i in range(60))
+        + " then FooBarTimeoutError(limit) was raised "
+        + " ".join(f"tail{i}" for i in range(40))
+    )
+    folder = archived(tmp_path, [text, *filler(5)])
+    [hit] = recall(folder, query)
+    assert "**FooBarTimeoutError**(limit)" in hit.snippet
+    assert hit.snippet.startswith("…") and hit.snippet.endswith("…")
+    assert "lead0 " not in hit.snippet
+    assert len(hit.snippet.split()) <= 16
+
+
+def test_identifier_snippet_marks_only_an_identifier_with_the_matched_parts() -> None:
+    body = "short text with ReadConfigError and readConfig here"
+    marked = "Read \x02Config\x03 Error\nread \x02Config\x03"
+    assert identifier_snippet(body, marked, 16) == (
+        "short text with **ReadConfigError** and readConfig here"
+    )
+    assert identifier_snippet(body, "\x02Timeout\x03", 16) == ""
+    assert identifier_snippet(body, "Read Config Error", 16) == ""
+    assert identifier_snippet(body, "read \x02Config\x03", 3) == "…and **readConfig** here"

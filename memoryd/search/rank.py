@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from memoryd.search.query import Query
 from memoryd.search.schema import PASSAGE_BITS
+from memoryd.search.text import identifier_snippet
 
 SCORED = 40_000
 """Passages a group scores at most: the newest that match (all of them below that)."""
@@ -128,9 +129,18 @@ def _group(
 
 
 def _snippet(conn: sqlite3.Connection, ranked: Ranked) -> str:
+    """FTS5's snippet of the passage's text; when the query matched only the parts of an
+    identifier (``Timeout`` in ``FooBarTimeoutError``), a snippet centred on that
+    identifier instead, since FTS5 then marks nothing in the text."""
     row = conn.execute(
-        f"SELECT snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}) FROM passages "
+        f"SELECT snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}), "
+        f"snippet(passages, 1, char(2), char(3), '…', 64), body FROM passages "
         "WHERE passages MATCH ? AND rowid = ?",
         (ranked.match, ranked.passage),
     ).fetchone()
-    return str(row[0]) if row else ""
+    if not row:
+        return ""
+    text, parts, body = (str(value) for value in row)
+    if "**" in text or "\x02" not in parts:
+        return text
+    return identifier_snippet(body, parts, SNIPPET_TOKENS) or text

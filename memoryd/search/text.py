@@ -88,3 +88,49 @@ def identifier_parts(text: str) -> str:
             if len(parts) > 1:
                 found[" ".join(parts)] = None
     return "\n".join(found)
+
+
+_TOKEN = re.compile(r"\S+")
+
+
+def identifier_snippet(body: str, marked_parts: str, tokens: int) -> str:
+    """A snippet of ``body`` centred on the identifier whose parts a query matched, the
+    identifier whole between ``**``; "" when no identifier of ``body`` fits (pure).
+
+    ``marked_parts`` is FTS5's snippet of the ``parts`` column with the matched parts
+    between ``\\x02`` and ``\\x03``: a query for ``Timeout`` matches ``FooBarTimeoutError``
+    by its parts only, and FTS5's snippet of the text then marks nothing. About ``tokens``
+    whitespace-separated words are shown, ``…`` where the text goes on.
+    """
+    wanted = [
+        [part.lower() for part in line.replace("\x02", "").replace("\x03", "").split()]
+        for line in marked_parts.replace("…", " ").split("\n")
+        if "\x02" in line
+    ]
+    words = [
+        (found, [part.lower() for part in camel_parts(found[0])]) for found in _WORD.finditer(body)
+    ]
+    lines = [line for line in wanted if line]
+    # An identifier with exactly a line's parts first; else one that holds a line's parts
+    # in order (a line FTS5 cut at the snippet's edge).
+    for matches in (list.__eq__, _contiguous):
+        for found, parts in words:
+            if len(parts) > 1 and any(matches(line, parts) for line in lines):
+                return _window(body, found.start(), found.end(), tokens)
+    return ""
+
+
+def _contiguous(needle: list[str], haystack: list[str]) -> bool:
+    size = len(needle)
+    return any(haystack[i : i + size] == needle for i in range(len(haystack) - size + 1))
+
+
+def _window(body: str, start: int, end: int, tokens: int) -> str:
+    """About ``tokens`` words of ``body`` around ``body[start:end]``, which is marked."""
+    spans = [(match.start(), match.end()) for match in _TOKEN.finditer(body)]
+    at = next(index for index, (_, token_end) in enumerate(spans) if token_end > start)
+    first = max(0, at - tokens // 2)
+    last = min(len(spans), first + tokens) - 1
+    first = max(0, min(first, last - tokens + 1))
+    text = body[spans[first][0] : start] + f"**{body[start:end]}**" + body[end : spans[last][1]]
+    return ("…" if first else "") + text + ("…" if last < len(spans) - 1 else "")
