@@ -20,7 +20,7 @@ from conftest import WorkspaceFactory, make_message
 from daemon_harness import clean_env, wait_until
 
 from memoryd.conversation import append_message
-from memoryd.status.watch import ago, last_job, render_frame, usage_bar, watch
+from memoryd.status.watch import ago, last_job, render_frame, shorten_path, usage_bar, watch
 
 NOW = 1_795_000_000.0  # 2026-11-19T...
 
@@ -64,12 +64,14 @@ def test_last_job_shows_the_result_or_the_error() -> None:
 
 def test_frame_has_one_line_per_workspace_cut_to_the_width() -> None:
     rows = [row("/agents/alpha", 0.25, "normal"), row("/agents/beta", 0.9, "critical")]
-    lines = render_frame(rows, NOW, 60, fancy=False)
+    lines = render_frame(rows, NOW, 100, fancy=False)
     assert lines[0].startswith("memoryd status: 2 workspaces, ")
     assert lines[1].split()[:2] == ["WORKSPACE", "USAGE"]
     assert "[#####---------------]" in lines[2] and " 25%" in lines[2]
     assert "critical" in lines[3]
-    assert all(len(line) <= 60 for line in lines)
+    narrow = render_frame(rows, NOW, 60, fancy=False)
+    assert all(len(line) <= 60 for line in narrow)
+    assert "[##--------]" in narrow[2], "a narrow terminal gets a narrower bar"
     coloured = render_frame(rows, NOW, 200, fancy=True, colour=True)
     assert "\x1b[31mcritical\x1b[0m" in coloured[3]
     assert render_frame(rows[:1], NOW, 60, fancy=False)[0].startswith(
@@ -240,3 +242,28 @@ def test_the_watch_puts_back_the_sigint_handler_it_found() -> None:
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_in_80_columns_long_paths_are_shortened_and_every_column_shows() -> None:
+    """Deep workspace paths give way: each line fits 80 columns, and HEARTBEAT and LAST JOB
+    still show, with each workspace's own folder name."""
+    deep = "/home/somebody/projects/agents/team-alpha/nightly"
+    rows = [row(f"{deep}/workspace-number-{n}", 0.5, "normal") for n in range(3)]
+    for one in rows:
+        one["heartbeat"] = {"status": "completed", "last_result": "replaced 72 messages"}
+        one["last_summary_at"] = "2026-11-22T09:55:00Z"
+    lines = render_frame(rows, NOW, 80, fancy=True)
+    assert all(len(line) <= 80 for line in lines)
+    assert "HEARTBEAT" in lines[1] and "LAST JOB" in lines[1]
+    for n, line in enumerate(lines[2:]):
+        assert line.startswith(f"…ce-number-{n}  "), "the end of the path, its own name"
+        assert "completed" in line and "ago" in line
+    wide = render_frame(rows, NOW, 300, fancy=True)
+    assert f"{deep}/workspace-number-0" in wide[2], "paths are whole when there is room"
+
+
+def test_shorten_path_keeps_the_last_components_that_fit() -> None:
+    assert shorten_path("/a/b/c", 10) == "/a/b/c"
+    assert shorten_path("/home/me/agents/alice", 14) == "…/agents/alice"
+    assert shorten_path("/home/me/agents/alice", 8) == "…/alice"
+    assert shorten_path("/x/averyveryverylongname", 8) == "…ongname"

@@ -18,6 +18,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TextIO
 
 BAR_WIDTH = 20
+NARROW_BAR = 10
+"""The usage bar's width when the table does not fit the terminal."""
+LAST_JOB_ROOM = 16
+"""Columns the LAST JOB column keeps at least, when paths are shortened to fit."""
+MIN_PATH = 12
+"""Columns a shortened workspace path keeps at least."""
 COLOURS = {"normal": "\x1b[32m", "warning": "\x1b[33m", "critical": "\x1b[31m"}
 RESET = "\x1b[0m"
 HOME_AND_CLEAR = "\x1b[H"
@@ -59,12 +65,29 @@ def last_job(row: dict[str, Any], now: float) -> str:
     return f"{when}: {result}" if result and row.get("last_summary_at") else when
 
 
-def render_frame(
-    rows: Sequence[dict[str, Any]], now: float, width: int, fancy: bool, colour: bool = False
-) -> list[str]:
-    """The lines of one frame, each cut to ``width`` columns (pure)."""
-    header = ("WORKSPACE", "USAGE", "", "LEVEL", "STRATEGY", "HEARTBEAT", "LAST JOB")
-    table: list[tuple[str, ...]] = [header]
+def shorten_path(path: str, width: int) -> str:
+    """``path`` in at most ``width`` characters: its last components after ``…/``, or the
+    end of its last component after ``…`` (pure)."""
+    if len(path) <= width:
+        return path
+    parts = path.split("/")
+    tail = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(part) + 1 + len(tail) + 2 > width:
+            break
+        tail = f"{part}/{tail}"
+    shown = f"…/{tail}"
+    return shown if len(shown) <= width else "…" + parts[-1][-(width - 1) :]
+
+
+HEADER = ("WORKSPACE", "USAGE", "", "LEVEL", "STRATEGY", "HEARTBEAT", "LAST JOB")
+
+
+def table_rows(
+    rows: Sequence[dict[str, Any]], now: float, fancy: bool, bar: int
+) -> list[tuple[str, ...]]:
+    """The header and one tuple of cells per workspace, usage bars ``bar`` wide (pure)."""
+    table: list[tuple[str, ...]] = [HEADER]
     for row in rows:
         if "error" in row:
             table.append((str(row["workspace"]), "", "", "error", "", "", str(row["error"])))
@@ -75,7 +98,7 @@ def render_frame(
         table.append(
             (
                 str(row["workspace"]),
-                usage_bar(float(row["usage_ratio"]), fancy=fancy),
+                usage_bar(float(row["usage_ratio"]), bar, fancy=fancy),
                 f"{float(row['usage_ratio']):4.0%}",
                 str(row["level"]),
                 str(row["strategy"]),
@@ -83,7 +106,34 @@ def render_frame(
                 last_job(row, now),
             )
         )
-    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    return table
+
+
+def column_widths(table: Sequence[tuple[str, ...]]) -> list[int]:
+    """The width of every column but the last, which is as long as it is."""
+    return [max(len(line[i]) for line in table) for i in range(len(HEADER) - 1)]
+
+
+def render_frame(
+    rows: Sequence[dict[str, Any]], now: float, width: int, fancy: bool, colour: bool = False
+) -> list[str]:
+    """The lines of one frame, each cut to ``width`` columns (pure).
+
+    Every column shows: when the table is wider than ``width``, the usage bars narrow to
+    ``NARROW_BAR`` and the workspace paths are shortened from the left, so that LAST JOB
+    keeps at least ``LAST_JOB_ROOM`` columns; never is a column dropped."""
+    table = table_rows(rows, now, fancy, BAR_WIDTH)
+    widths = column_widths(table)
+    separators = 2 * (len(HEADER) - 1)
+    if sum(widths) + separators + max(len(line[-1]) for line in table) > width:
+        table = table_rows(rows, now, fancy, NARROW_BAR)
+        widths = column_widths(table)
+        last = min(LAST_JOB_ROOM, max(len(line[-1]) for line in table))
+        room = width - sum(widths[1:]) - separators - last
+        if widths[0] > room:
+            fit = max(room, MIN_PATH, len(HEADER[0]))
+            table = [HEADER, *((shorten_path(line[0], fit), *line[1:]) for line in table[1:])]
+            widths[0] = max(len(line[0]) for line in table)
     level_at = sum(widths[:3]) + 2 * 3  # where the LEVEL column starts
     stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
     counted = "1 workspace" if len(rows) == 1 else f"{len(rows)} workspaces"
