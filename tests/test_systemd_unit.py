@@ -104,3 +104,13 @@ def test_the_unit_with_the_private_users_drop_in_scores_at_most_5(tmp_path: Path
     shutil.copy(UNIT, unit_dir)
     shutil.copy(DROP_IN, unit_dir / "memoryd.service.d")
     assert exposure(unit_dir, tmp_path) <= 5.0
+
+
+def test_the_units_comment_points_to_places_that_exist() -> None:
+    """The unit's install comment names a README heading and a guide that are there."""
+    comment = UNIT.read_text().splitlines()[1]
+    heading = re.search(r'README\.md \("([^"]+)"\)', comment)
+    assert heading is not None, comment
+    assert f"\n## {heading[1]}\n" in (REPO / "README.md").read_text()
+    guides = re.findall(r"docs/[\w/.-]+\.md", comment)
+    assert guides and all((REPO / guide).is_file() for guide in guides)
