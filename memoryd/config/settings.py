@@ -60,7 +60,9 @@ from memoryd.config.sections import ANTHROPIC_BASE_URL_ENV as ANTHROPIC_BASE_URL
 from memoryd.config.sections import DAY, HOUR, MINUTE, WEEK
 from memoryd.config.sections import AnthropicSettings as AnthropicSettings
 from memoryd.config.sections import CheckpointSettings as CheckpointSettings
+from memoryd.config.sections import OPENAI_API_KEY_ENV as OPENAI_API_KEY_ENV
 from memoryd.config.sections import MemorySettings as MemorySettings
+from memoryd.config.sections import OpenAISettings as OpenAISettings
 from memoryd.config.sections import RollingSettings as RollingSettings
 from memoryd.config.sections import SummarizerSettings as SummarizerSettings
 from memoryd.config.sources import LOG_LEVELS, WORKSPACE_KEYS
@@ -123,6 +125,7 @@ class Settings(BaseSettings):
     metrics_per_workspace: bool = False
     summarizer: SummarizerSettings = Field(default_factory=SummarizerSettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+    openai: OpenAISettings = Field(default_factory=OpenAISettings)
     rolling: RollingSettings = Field(default_factory=RollingSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
@@ -174,6 +177,18 @@ class Settings(BaseSettings):
                     **self.model_dump(include={"idle_compact_at", "summarize_at"}),
                 },
             )
+        return self
+
+    @model_validator(mode="after")
+    def _openai_named(self) -> Settings:
+        if self.summarizer.backend == "openai":
+            for key in ("base_url", "model"):
+                if not getattr(self.openai, key):
+                    raise PydanticCustomError(
+                        "openai_required",
+                        f"openai.{key} is required when summarizer.backend is \"openai\"",
+                        {"keys": f"openai.{key}", f"openai.{key}": ""},
+                    )
         return self
 
     @model_validator(mode="after")
@@ -366,14 +381,19 @@ def workspace_settings(settings: Settings, path: Path, raw: bytes) -> Settings:
 def _with_anthropic_fallbacks(
     settings: Settings, origins: dict[str, str], env: Mapping[str, str]
 ) -> Settings:
-    """Fill an unset API key / base URL from the SDK's own variables, recording the source."""
-    update: dict[str, Any] = {}
+    """Fill an unset API key / base URL from the SDKs' own variables, recording the source."""
+    anthropic: dict[str, Any] = {}
     if settings.anthropic.api_key is None and env.get(ANTHROPIC_API_KEY_ENV):
-        update["api_key"] = SecretStr(env[ANTHROPIC_API_KEY_ENV])
+        anthropic["api_key"] = SecretStr(env[ANTHROPIC_API_KEY_ENV])
         origins[API_KEY] = f"env {ANTHROPIC_API_KEY_ENV}"
     if not settings.anthropic.base_url and env.get(ANTHROPIC_BASE_URL_ENV):
-        update["base_url"] = env[ANTHROPIC_BASE_URL_ENV]
+        anthropic["base_url"] = env[ANTHROPIC_BASE_URL_ENV]
         origins["anthropic.base_url"] = f"env {ANTHROPIC_BASE_URL_ENV}"
-    if not update:
-        return settings
-    return settings.model_copy(update={"anthropic": settings.anthropic.model_copy(update=update)})
+    update: dict[str, Any] = {}
+    if anthropic:
+        update["anthropic"] = settings.anthropic.model_copy(update=anthropic)
+    if settings.openai.api_key is None and env.get(OPENAI_API_KEY_ENV):
+        key = SecretStr(env[OPENAI_API_KEY_ENV])
+        update["openai"] = settings.openai.model_copy(update={"api_key": key})
+        origins["openai.api_key"] = f"env {OPENAI_API_KEY_ENV}"
+    return settings.model_copy(update=update) if update else settings
