@@ -58,9 +58,9 @@ from memoryd.config.schema import (
 from memoryd.config.sections import ANTHROPIC_API_KEY_ENV as ANTHROPIC_API_KEY_ENV
 from memoryd.config.sections import ANTHROPIC_BASE_URL_ENV as ANTHROPIC_BASE_URL_ENV
 from memoryd.config.sections import DAY, HOUR, MINUTE, WEEK
+from memoryd.config.sections import OPENAI_API_KEY_ENV as OPENAI_API_KEY_ENV
 from memoryd.config.sections import AnthropicSettings as AnthropicSettings
 from memoryd.config.sections import CheckpointSettings as CheckpointSettings
-from memoryd.config.sections import OPENAI_API_KEY_ENV as OPENAI_API_KEY_ENV
 from memoryd.config.sections import MemorySettings as MemorySettings
 from memoryd.config.sections import OpenAISettings as OpenAISettings
 from memoryd.config.sections import RollingSettings as RollingSettings
@@ -186,7 +186,7 @@ class Settings(BaseSettings):
                 if not getattr(self.openai, key):
                     raise PydanticCustomError(
                         "openai_required",
-                        f"openai.{key} is required when summarizer.backend is \"openai\"",
+                        f'openai.{key} is required when summarizer.backend is "openai"',
                         {"keys": f"openai.{key}", f"openai.{key}": ""},
                     )
         return self

@@ -283,7 +283,7 @@ def _status_failure(error: anthropic.APIStatusError) -> Failure:
     )
 
 
-def _read_message(message: object, requested_model: str) -> Completion | _Failure:
+def _read_message(message: object, requested_model: str) -> Completion | Failure:
     if not isinstance(message, Message) or message.type != "message":
         return Failure("malformed answer (not a Message)", retryable=True, bad_answer=True)
     content: object = message.content
