@@ -392,9 +392,9 @@ def _handler_class() -> type:
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
             chunk_id = f"chatcmpl-fake-{fake.next_id()}"
             if body.get("stream") is not True:
-                message: dict[str, Any] = {"role": "assistant", "content": text or None}
+                answer: dict[str, Any] = {"role": "assistant", "content": text or None}
                 if reply.kind == "refusal":
-                    message = {"role": "assistant", "content": None, "refusal": "I can't help."}
+                    answer = {"role": "assistant", "content": None, "refusal": "I can't help."}
                 self._json(
                     200,
                     {
@@ -403,7 +403,7 @@ def _handler_class() -> type:
                         "created": int(time.time()),
                         "model": fake.model,
                         "usage": usage,
-                        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                        "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}],
                     },
                 )
                 return

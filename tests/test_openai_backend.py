@@ -286,9 +286,9 @@ def test_the_backend_pickles_without_its_client(
 
 
 def test_missing_base_url_or_model_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="openai.base_url"):
+    with pytest.raises(ConfigError, match=r"openai\.base_url"):
         OpenAICompatBackend(None, "", MODEL, 1, 0, {}, 5)
-    with pytest.raises(ConfigError, match="openai.model"):
+    with pytest.raises(ConfigError, match=r"openai\.model"):
         OpenAICompatBackend(None, "http://127.0.0.1:1/v1", "", 1, 0, {}, 5)
 
 
