@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -38,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
-import httpx2
 from anthropic.types import Message
 
 from memoryd.errors import ConfigError
@@ -51,6 +49,7 @@ from memoryd.summarizers.completion import (
     token_count,
 )
 from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
+from memoryd.summarizers.tls import tls_context
 
 ACCEPTED_STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence"})
 
@@ -207,7 +206,7 @@ class AnthropicBackend:
                     # Tracing could export prompt text; memoryd never lets it leave.
                     open_telemetry=False,
                     http_client=anthropic.DefaultHttpxClient(
-                        timeout=self.timeout, verify=_tls_context()
+                        timeout=self.timeout, verify=tls_context()
                     ),
                 )
                 self._client_pid = os.getpid()
@@ -215,25 +214,6 @@ class AnthropicBackend:
 
     def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
         return backoff_wait(attempt, retry_after, self.backoff_base, self._random)
-
-
-_tls: tuple[int, ssl.SSLContext] | None = None
-_tls_lock = threading.Lock()
-
-
-def _tls_context() -> ssl.SSLContext:
-    """The TLS context of this process's SDK clients, the one the SDK would build itself
-    (``create_ssl_context()``: the CA bundle, and ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
-
-    Built once per process: loading the CA bundle took ~25 ms of CPU, half of what a
-    whole job costs, and a burst's jobs paid it each, sixteen at once on two cores
-    (docs/design.md#burst).
-    """
-    global _tls
-    with _tls_lock:
-        if _tls is None or _tls[0] != os.getpid():
-            _tls = (os.getpid(), httpx2.create_ssl_context())
-        return _tls[1]
 
 
 @dataclass(frozen=True)

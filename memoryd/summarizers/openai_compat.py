@@ -45,6 +45,7 @@ from memoryd.summarizers.completion import (
 )
 from memoryd.summarizers.overflow import Overflow, find_overflow, limit_after_overflow
 from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
+from memoryd.summarizers.tls import tls_context
 from memoryd.tokens import estimate_text_tokens
 
 LABEL = "OpenAI-compatible server"
@@ -238,6 +239,9 @@ class OpenAICompatBackend:
                     timeout=self.timeout,
                     max_retries=0,
                     default_headers=self._default_headers,
+                    http_client=openai.DefaultHttpxClient(
+                        timeout=self.timeout, verify=tls_context()
+                    ),
                 )
                 self._client_pid = os.getpid()
             return self._client
