@@ -40,8 +40,8 @@ def test_the_daemon_summarizes_through_a_local_server_and_keeps_the_context_it_l
     says so. The first job's first request overflows the 8k server; the job learns n_ctx,
     re-chunks and completes, and the daemon logs the context. A second workspace's job
     (later, perhaps on another worker) sends only requests that fit. Receipts name the
-    backend, the model and the server's token counts at no cost; the key appears in no
-    file and no log."""
+    backend, the model and the server's token counts at no cost, the job metrics carry
+    the backend; the key appears in no file and no log."""
     root = tmp_path / "root"
     first, second = root / "first", root / "second"
     for ws in (first, second):
@@ -53,6 +53,7 @@ def test_the_daemon_summarizes_through_a_local_server_and_keeps_the_context_it_l
         "MEMORYD_OPENAI__TIMEOUT": "20",
         "MEMORYD_TOKEN_LIMIT": "20000",
         "MEMORYD_COALESCE_MS": "50",
+        "MEMORYD_METRICS_TEXTFILE": str(tmp_path / "memoryd.prom"),
         "OPENAI_API_KEY": OPENAI_KEY,
     }
     daemon = procs.daemon([root], tmp_path, env)
@@ -92,5 +93,21 @@ def test_the_daemon_summarizes_through_a_local_server_and_keeps_the_context_it_l
             if path.is_file():
                 assert OPENAI_KEY.encode() not in path.read_bytes(), path
     assert all(r.headers["authorization"] == f"Bearer {OPENAI_KEY}" for r in llama.requests)
+
+    def jobs_metric() -> bool:
+        textfile = tmp_path / "memoryd.prom"
+        lines = textfile.read_text().splitlines() if textfile.exists() else []
+        return (
+            sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in lines
+                if line.startswith("memoryd_jobs_total{")
+                and 'backend="openai"' in line
+                and 'outcome="completed"' in line
+            )
+            >= 2
+        )
+
+    wait_until(jobs_metric, 15, "the job metrics labelled with the openai backend")
     daemon.stop()
     assert OPENAI_KEY not in daemon.log_text() + daemon.stderr.decode()

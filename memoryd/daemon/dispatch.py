@@ -1,6 +1,6 @@
 """Counting a workspace and dispatching its jobs: one part of the supervisor.
 
-The backlog waits for a free worker and (on the anthropic backend) a free request, most
+The backlog waits for a free worker and (on an LLM backend) a free request, most
 urgent first; a job's outcome goes through the pure rules of :mod:`memoryd.daemon.tracked`
 (docs/design.md#daemon).
 """
@@ -120,8 +120,8 @@ class JobDispatch(DaemonParts):
     # ----- jobs -------------------------------------------------------------------------
 
     def _drain(self, now: float) -> None:
-        """Dispatch waiting jobs, the most urgent first, while a worker and (for the
-        anthropic backend) a request are free (docs/design.md#pool)."""
+        """Dispatch waiting jobs, the most urgent first, while a worker and (for an LLM
+        backend) a request are free (docs/design.md#pool)."""
         while self.backlog and self.stopping_since is None:
             if len(self.jobs) >= self.settings.workers:
                 return

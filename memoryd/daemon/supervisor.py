@@ -95,9 +95,9 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         """Workspaces whose job is due (why, kind, when the change was noticed), waiting
         for a free worker or request (see _drain)."""
         self.api_jobs: dict[Path, str] = {}
+        """Workspaces whose summarization job is in flight on an LLM backend (its name)."""
         self.context_limits: dict[str, int] = {}
         self.unclaimed: dict[Path, tuple[int, float, str | None]] = {}
-        """Workspaces whose summarization job is in flight on the anthropic backend."""
         self.pending_init: deque[tuple[Path, TidyStep]] = deque()
         self.untidy: set[Path] = set()
         self.interrupted: set[Path] = set()
