@@ -4,6 +4,7 @@ learns from an overflow, and the chunking that follows."""
 
 from __future__ import annotations
 
+import json
 import pickle
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from structlog.testing import capture_logs
 from memoryd.errors import ConfigError, SummarizerError
 from memoryd.summarizers import limits
 from memoryd.summarizers.base import LLMSummarizer
-from memoryd.summarizers.chunking import summarize_messages
+from memoryd.summarizers.chunking import compact_to_checkpoint, summarize_messages
 from memoryd.summarizers.completion import Completion, ContextOverflow
 from memoryd.summarizers.openai_compat import PLACEHOLDER_KEY, OpenAICompatBackend
 from memoryd.summarizers.prompts import narrative_prompt, render_transcript
@@ -344,3 +345,48 @@ def test_a_context_too_small_for_any_request_fails_with_a_clear_reason(
 
     assert fake.requests == []
     assert time.monotonic() - started < 5
+
+
+def test_a_repair_continues_the_conversation_in_turns_every_template_accepts(
+    fake: FakeOpenAI, make_backend: BackendFactory
+) -> None:
+    fake.push(Reply.ok("A first summary."), Reply.ok("A repaired summary with plover-42."))
+    summarizer = LLMSummarizer(make_backend())
+
+    summarizer.summarize([{"role": "user", "content": SECRET_TEXT}], None, 256, "narrative")
+    repaired = summarizer.repair("A first summary.", ["the launch code is plover-42"], 256)
+
+    assert repaired is not None and repaired.text == "A repaired summary with plover-42."
+    first, second = fake.requests
+    roles = [m["role"] for m in second.body["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert second.body["messages"][:2] == first.body["messages"]
+    assert second.body["messages"][2]["content"] == "A first summary."
+    assert "plover-42" in second.body["messages"][3]["content"]
+    assert summarizer.usage.calls == 2 and summarizer.name == "openai"
+
+
+CHECKPOINT_ANSWER = json.dumps(
+    {
+        "completed": ["Read the files."],
+        "in_progress": [],
+        "pending": ["Fix the parser."],
+        "blockers": [],
+        "decisions": ["Keep pathlib."],
+    }
+)
+
+
+def test_a_checkpoint_through_a_small_server_re_chunks_after_the_overflow(
+    make_backend: BackendFactory,
+) -> None:
+    """The checkpoint strategy's chunks too are re-cut after an overflow, each folded into
+    the next; no request after the learning one is refused."""
+    with FakeOpenAI(flavour="vllm", n_ctx=16_384, default=Reply.ok(CHECKPOINT_ANSWER)) as server:
+        summarizer = LLMSummarizer(make_backend(server, deadline=30))
+        lists, calls = compact_to_checkpoint(summarizer, None, _large_input(30_000), 150_000, 700)
+        requests = server.requests
+    fits = [server.prompt_tokens(r.body) + 4096 <= 16_384 for r in requests]
+    assert fits == [False] + [True] * (len(requests) - 1)
+    assert calls == len(requests) - 1 > 1
+    assert lists.pending == ["Fix the parser."]

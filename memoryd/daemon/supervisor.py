@@ -271,6 +271,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         overrides: dict[str, Any] = {"roots": self.cli_roots} if self.cli_roots else {}
         try:
             loaded = load_settings(self.config_file, overrides, self.env)
+            choose_backend(loaded.settings, self.env)  # its package must be installed
         except MemorydError as exc:
             log.error("config_reload_refused", error=str(exc), kept="previous configuration")
             return
