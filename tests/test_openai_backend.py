@@ -334,6 +334,23 @@ def test_ollama_never_gets_more_than_its_configured_context(make_backend: Backen
     assert all(server.prompt_tokens(r.body) <= 8192 for r in requests)
 
 
+def test_ollamas_silent_cut_is_noticed_from_its_count_and_learned_like_an_overflow(
+    make_backend: BackendFactory,
+) -> None:
+    """Without context_window, the first request is cut by the server; its answer is not
+    taken (the server counted half of what was sent), the context is learned from the
+    count, and every later request is read whole."""
+    with FakeOpenAI(flavour="ollama", n_ctx=8192, default=Reply.echo()) as server:
+        summarizer = LLMSummarizer(make_backend(server, deadline=30))
+        with capture_logs() as logs:
+            summarize_messages(summarizer, _large_input(30_000), None, 1024, 150_000, "narrative")
+        requests = server.requests
+    whole = [server.prompt_tokens(r.body) <= 8192 for r in requests]
+    assert whole == [False] + [True] * (len(requests) - 1)
+    assert len(requests) > 2
+    assert [e for e in logs if e["event"] == "summarize_rechunked"]
+
+
 def test_a_context_too_small_for_any_request_fails_with_a_clear_reason(
     fake: FakeOpenAI, make_backend: BackendFactory
 ) -> None:

@@ -16,7 +16,9 @@ as it was: the backend lowers the context it believes in, records it
 (:mod:`~memoryd.summarizers.limits`) and raises
 :class:`~memoryd.summarizers.completion.ContextOverflow`, for the caller to re-chunk. It
 never sends a request larger than the context it believes in (``context_window``, or what
-it learned): the only guard against Ollama, which truncates a prompt silently.
+it learned): the guard against Ollama, which truncates a prompt silently; an answer
+whose ``prompt_tokens`` is far below what was sent is taken for such a cut, and learned
+from like an overflow.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ FIT_SHARE = 0.9
 the estimate (characters / 4) is not the server's tokenizer."""
 MESSAGE_OVERHEAD = 8
 """Tokens a chat template adds around each message (role markers), roughly."""
+TRUNCATED_SHARE = 0.5
+"""A server that counts fewer than this share of the estimated prompt tokens cut it."""
+TRUNCATION_MIN = 2_048
+"""Smaller prompts are not checked for a cut: the estimate is too rough there."""
 _TURNS = ("assistant", "user")
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 
@@ -203,7 +209,7 @@ class OpenAICompatBackend:
                 stream_options={"include_usage": True},
                 timeout=request_timeout,
             )
-            return _read_stream(stream, self.model)
+            outcome = _read_stream(stream, self.model)
         except openai.APITimeoutError:
             return Failure(f"timed out after {seconds(request_timeout)} s", retryable=True)
         except openai.APIConnectionError as error:
@@ -219,6 +225,22 @@ class OpenAICompatBackend:
             return Failure(f"stream error ({_error_type(error)})", True, bad_answer=True)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return Failure("malformed answer (not JSON)", retryable=True, bad_answer=True)
+        if isinstance(outcome, Completion):
+            self._raise_if_truncated(outcome.input_tokens, prompt)
+        return outcome
+
+    def _raise_if_truncated(self, counted: int | None, prompt: int) -> None:
+        """An answer to a cut prompt is no summary of it: Ollama cuts a prompt longer than
+        its context silently, and says so only by counting far fewer tokens than sent."""
+        if counted is None or prompt < TRUNCATION_MIN or counted >= prompt * TRUNCATED_SHARE:
+            return
+        limits.learn({self.key: counted})
+        raise ContextOverflow(
+            f"{LABEL}: the server read ~{counted:,} of the ~{prompt:,} prompt tokens sent: it "
+            "cut the prompt to its context (Ollama does; raise OLLAMA_CONTEXT_LENGTH and set "
+            "openai.context_window)",
+            self.context_limit or counted,
+        )
 
     def _raise_if_overflow(self, error: openai.APIError, prompt: int, max_tokens: int) -> None:
         if isinstance(error, openai.APIStatusError) and error.status_code not in (400, 413, 422):
