@@ -47,7 +47,8 @@ def local_server() -> Iterator[FakeOpenAI]:
 def test_auto_prefers_anthropic_then_a_configured_openai_server_then_extractive(
     make_settings: SettingsFactory, anthropic_key: bool, base_url: bool, chosen: str, why: str
 ) -> None:
-    settings = make_settings(openai__base_url="http://127.0.0.1:8000/v1" if base_url else "")
+    server = {"openai__base_url": "http://127.0.0.1:8000/v1", "openai__model": "m"}
+    settings = make_settings(**(server if base_url else {}))
     env = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY} if anthropic_key else {}
 
     assert choose_backend(settings, env) == (chosen, why)
@@ -70,10 +71,15 @@ def test_the_openai_backend_without_its_server_or_model_is_refused_in_one_line(
     with pytest.raises(ConfigError) as caught:
         load_settings(overrides=overrides, env=env)
 
+    when = 'summarizer.backend is "openai"' if missing == "base_url" else "openai.base_url is set"
     assert str(caught.value) == (
-        f"config: openai.{missing} = '' (default): openai.{missing} is required when "
-        'summarizer.backend is "openai"'
+        f"config: openai.{missing} = '' (default): openai.{missing} is required when {when}"
     )
+
+
+def test_a_server_without_its_model_is_refused_under_auto_too(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match=r"openai\.model is required when openai\.base_url"):
+        load_settings(overrides={"openai.base_url": "http://127.0.0.1:11434/v1"}, env=env)
 
 
 def test_choosing_openai_without_the_package_is_a_config_error(

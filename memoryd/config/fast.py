@@ -193,7 +193,7 @@ def _settings(values: Mapping[str, Any]) -> StatusSettings:
     )
     if not warning <= summarize <= critical:
         raise _NotSure
-    if values["summarizer.backend"] == "openai" and not (
+    if (values["summarizer.backend"] == "openai" or values["openai.base_url"]) and not (
         values["openai.base_url"] and values["openai.model"]
     ):
         raise _NotSure

@@ -39,7 +39,6 @@ from pydantic_settings import (
 )
 
 from memoryd.config.schema import (
-    API_KEY,
     ENV_DELIMITER,
     ENV_PREFIX,
     check_scalar_types,
@@ -181,14 +180,17 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _openai_named(self) -> Settings:
-        if self.summarizer.backend == "openai":
-            for key in ("base_url", "model"):
-                if not getattr(self.openai, key):
-                    raise PydanticCustomError(
-                        "openai_required",
-                        f'openai.{key} is required when summarizer.backend is "openai"',
-                        {"keys": f"openai.{key}", f"openai.{key}": ""},
-                    )
+        # Under "auto" a base_url selects the openai backend: its model must come with it.
+        missing = None
+        if self.summarizer.backend == "openai" and not self.openai.base_url:
+            missing = ("base_url", 'summarizer.backend is "openai"')
+        elif self.openai.base_url and not self.openai.model:
+            missing = ("model", "openai.base_url is set")
+        if missing is not None:
+            key = f"openai.{missing[0]}"
+            raise PydanticCustomError(
+                "openai_required", f"{key} is required when {missing[1]}", {"keys": key, key: ""}
+            )
         return self
 
     @model_validator(mode="after")
@@ -334,7 +336,7 @@ def load_settings(
     finally:
         _PLANNED_SOURCES.reset(token)
 
-    settings = _with_anthropic_fallbacks(settings, origins, environ)
+    settings = _with_sdk_fallbacks(settings, origins, environ)
     sources = {key: origin for key, origin in origins.items() if key in _LEAVES}
     return LoadedSettings(settings, config_path, sources, None if config_path else candidate)
 
@@ -378,22 +380,19 @@ def workspace_settings(settings: Settings, path: Path, raw: bytes) -> Settings:
         raise ConfigError(describe(err, origins, _LEAVES, fallback="daemon settings")) from None
 
 
-def _with_anthropic_fallbacks(
+def _with_sdk_fallbacks(
     settings: Settings, origins: dict[str, str], env: Mapping[str, str]
 ) -> Settings:
-    """Fill an unset API key / base URL from the SDKs' own variables, recording the source."""
-    anthropic: dict[str, Any] = {}
-    if settings.anthropic.api_key is None and env.get(ANTHROPIC_API_KEY_ENV):
-        anthropic["api_key"] = SecretStr(env[ANTHROPIC_API_KEY_ENV])
-        origins[API_KEY] = f"env {ANTHROPIC_API_KEY_ENV}"
-    if not settings.anthropic.base_url and env.get(ANTHROPIC_BASE_URL_ENV):
-        anthropic["base_url"] = env[ANTHROPIC_BASE_URL_ENV]
-        origins["anthropic.base_url"] = f"env {ANTHROPIC_BASE_URL_ENV}"
+    """Fill an unset key / base URL from the SDKs' own variables, recording the source."""
     update: dict[str, Any] = {}
-    if anthropic:
-        update["anthropic"] = settings.anthropic.model_copy(update=anthropic)
-    if settings.openai.api_key is None and env.get(OPENAI_API_KEY_ENV):
-        key = SecretStr(env[OPENAI_API_KEY_ENV])
-        update["openai"] = settings.openai.model_copy(update={"api_key": key})
-        origins["openai.api_key"] = f"env {OPENAI_API_KEY_ENV}"
+    for section, key, variable in (
+        ("anthropic", "api_key", ANTHROPIC_API_KEY_ENV),
+        ("anthropic", "base_url", ANTHROPIC_BASE_URL_ENV),
+        ("openai", "api_key", OPENAI_API_KEY_ENV),
+    ):
+        part = update.get(section, getattr(settings, section))
+        if not getattr(part, key) and env.get(variable):
+            value = SecretStr(env[variable]) if key == "api_key" else env[variable]
+            update[section] = part.model_copy(update={key: value})
+            origins[f"{section}.{key}"] = f"env {variable}"
     return settings.model_copy(update=update) if update else settings
