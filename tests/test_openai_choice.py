@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import SettingsFactory, WorkspaceFactory
 from fake_openai import FakeOpenAI, Reply
+from structlog.testing import capture_logs
 
 from memoryd.config.settings import load_settings
 from memoryd.errors import ConfigError
@@ -202,3 +203,29 @@ def test_a_price_in_the_config_prices_a_local_model(
     assert receipt.cost_usd == pytest.approx(
         (receipt.llm.input_tokens * 1.0 + receipt.llm.output_tokens * 2.0) / 1e6
     )
+
+
+def test_a_reload_choosing_openai_without_the_package_keeps_the_running_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memoryd.daemon.supervisor import Supervisor
+
+    config = tmp_path / "memoryd.toml"
+    config.write_text(f'roots = ["{tmp_path}"]\n[summarizer]\nbackend = "extractive"\n')
+    env = {"HOME": str(tmp_path), "MEMORYD_CONFIG": str(config)}
+    supervisor = Supervisor(load_settings(env=env), env=env)
+    monkeypatch.setattr(base, "_installed", lambda package: False)
+    config.write_text(
+        f'roots = ["{tmp_path}"]\n[summarizer]\nbackend = "openai"\n'
+        '[openai]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+    )
+
+    try:
+        with capture_logs() as logs:
+            supervisor.reload(0.0)
+    finally:
+        supervisor.close()
+
+    assert supervisor.settings.summarizer.backend == "extractive"
+    [refused] = [e for e in logs if e["event"] == "config_reload_refused"]
+    assert "the openai package is not installed" in refused["error"]
