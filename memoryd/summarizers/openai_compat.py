@@ -174,10 +174,7 @@ class OpenAICompatBackend:
         messages = [
             {"role": "system", "content": system},
             {"role": "user", "content": "".join(parts)},
-            *(
-                {"role": ("assistant", "user")[i % 2], "content": t}
-                for i, t in enumerate(follow_up)
-            ),
+            *({"role": _TURNS[i % 2], "content": text} for i, text in enumerate(follow_up)),
         ]
         prompt = sum(estimate_text_tokens(m["content"]) + MESSAGE_OVERHEAD for m in messages)
         limit = self.context_limit
