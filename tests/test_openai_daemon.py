@@ -111,3 +111,34 @@ def test_the_daemon_summarizes_through_a_local_server_and_keeps_the_context_it_l
     wait_until(jobs_metric, 15, "the job metrics labelled with the openai backend")
     daemon.stop()
     assert OPENAI_KEY not in daemon.log_text() + daemon.stderr.decode()
+
+
+@pytest.mark.slow
+def test_jobs_on_a_local_server_stay_within_its_own_max_concurrent_requests(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """Three workspaces past the trigger, three workers, ``openai.max_concurrent_requests
+    = 1`` (and the anthropic section's own cap left at 16): the jobs run one at a time."""
+    root = tmp_path / "root"
+    for name in ("a", "b", "c"):
+        (root / name).mkdir(parents=True)
+        (root / name / "conversation.jsonl").write_bytes(encode_lines(generated_messages(40, 800)))
+    with FakeOpenAI(model="qwen", latency=0.5, default=Reply.echo()) as server:
+        env = {
+            "MEMORYD_SUMMARIZER__BACKEND": "openai",
+            "MEMORYD_OPENAI__BASE_URL": server.base_url,
+            "MEMORYD_OPENAI__MODEL": "qwen",
+            "MEMORYD_OPENAI__MAX_CONCURRENT_REQUESTS": "1",
+            "MEMORYD_WORKERS": "3",
+            "MEMORYD_TOKEN_LIMIT": "8000",
+        }
+        daemon = procs.daemon([root], tmp_path, env)
+        daemon.wait_ready()
+        daemon.wait_log("job_finished", timeout=60, count=3)
+    in_flight, most = 0, 0
+    for line in daemon.history:
+        event = line.record.get("event")
+        in_flight += {"summarize_dispatched": 1, "job_finished": -1}.get(str(event), 0)
+        most = max(most, in_flight)
+    assert most == 1
+    assert [r["outcome"] for r in daemon.logged("job_finished")] == ["completed"] * 3
