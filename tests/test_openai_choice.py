@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -229,3 +230,27 @@ def test_a_reload_choosing_openai_without_the_package_keeps_the_running_configur
     assert supervisor.settings.summarizer.backend == "extractive"
     [refused] = [e for e in logs if e["event"] == "config_reload_refused"]
     assert "the openai package is not installed" in refused["error"]
+
+
+def test_the_daily_token_cap_sends_openai_jobs_to_the_extractive_backend(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """A local model costs nothing, but its tokens count against max_llm_tokens_per_day."""
+    from memoryd.daemon.telemetry import Telemetry
+    from memoryd.tokens import LLMUsage
+
+    settings = make_settings(
+        openai__base_url="http://127.0.0.1:8000/v1",
+        openai__model="m",
+        summarizer__max_llm_tokens_per_day=1000,
+    )
+    env = {"HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state")}
+    telemetry = Telemetry(settings, env, [tmp_path])
+    now = time.time()
+    assert telemetry.backend_for(settings, now) == (settings, None)
+
+    telemetry.cap.record(LLMUsage(3, 900, 200), 0.0, now)
+    capped, downgrade = telemetry.backend_for(settings, now)
+
+    assert downgrade is not None and "token" in downgrade.reason
+    assert capped.summarizer.backend == "extractive"
