@@ -68,6 +68,9 @@ def test_the_daemon_summarizes_through_a_local_server_and_keeps_the_context_it_l
     learned = daemon.wait_log("context_limit_learned")
     assert learned["context_tokens"] == N_CTX
     assert learned["server"] == f"{llama.base_url} qwen"
+    started = daemon.wait_log("forkserver_started")
+    assert (started["sdk"], started["backend"]) == (True, "openai")  # preloaded for workers
+    assert "jiter" not in Path(f"/proc/{daemon.pid}/maps").read_text()  # not in the daemon
     refused_first = [r for r in llama.requests if llama.prompt_tokens(r.body) > N_CTX]
     assert len(refused_first) == 1
     asked = len(llama.requests)
