@@ -27,6 +27,7 @@ REPO = BENCH.parent
 RESULTS = BENCH / "results"
 TMP = RESULTS / "tmp"
 FAKE_ANTHROPIC = REPO / "tests" / "fake_anthropic.py"
+FAKE_OPENAI = REPO / "tests" / "fake_openai.py"
 
 sys.path.insert(0, str(REPO / "tests"))
 # Found through the line above; re-exported ("as"), so that scripts say common.wait_until.
@@ -231,8 +232,22 @@ def role_of(pid: int, daemon: int) -> str:
 @contextlib.contextmanager
 def fake_anthropic(latency: float, reply: Sequence[str] = ("--echo",)) -> Iterator[str]:
     """The fake Messages API as a subprocess (``reply``: its answer flags); yields its URL."""
+    with fake_server(FAKE_ANTHROPIC, ["--latency", str(latency), *reply]) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fake_openai(latency: float, extra: Sequence[str] = ("--echo",)) -> Iterator[str]:
+    """The fake OpenAI-compatible server as a subprocess; yields its URL (ending in /v1)."""
+    with fake_server(FAKE_OPENAI, ["--latency", str(latency), *extra]) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fake_server(script: Path, args: Sequence[str]) -> Iterator[str]:
+    """``script --port 0 ARGS`` as a subprocess that prints its URL first; yields it."""
     process = subprocess.Popen(
-        [sys.executable, str(FAKE_ANTHROPIC), "--port", "0", "--latency", str(latency), *reply],
+        [sys.executable, str(script), "--port", "0", *args],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,

@@ -68,12 +68,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def clean_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """No ANTHROPIC_* / MEMORYD_* variable and no machine config file reaches a test.
+    """No ANTHROPIC_* / OPENAI_* / MEMORYD_* variable and no machine config file reaches a
+    test.
 
     XDG_CONFIG_HOME points at an empty folder (outside ``tmp_path``, which tests own).
     """
     for name in list(os.environ):
-        if name.upper().startswith(("ANTHROPIC_", "MEMORYD_")):
+        if name.upper().startswith(("ANTHROPIC_", "OPENAI_", "MEMORYD_")):
             monkeypatch.delenv(name)
     xdg = tmp_path_factory.mktemp("xdg-config")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))

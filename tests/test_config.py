@@ -89,7 +89,7 @@ def test_example_config_file_loads_and_gives_the_defaults(env: dict[str, str]) -
     assert loaded.settings == load(env).settings
     assert loaded.settings.roots == [Path("~/agents").expanduser()]
     from_file = {key for key, origin in loaded.sources.items() if origin == f"file {example}"}
-    assert set(loaded.sources) - from_file == {"anthropic.api_key"}
+    assert set(loaded.sources) - from_file == {"anthropic.api_key", "openai.api_key"}
 
 
 def test_injected_env_is_used_instead_of_os_environ(

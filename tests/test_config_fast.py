@@ -35,6 +35,8 @@ OWN_KINDS = {
     "log_level": "log_level",
     "anthropic.default_headers": "headers",
     "anthropic.api_key": "api_key",
+    "openai.default_headers": "headers",
+    "openai.api_key": "api_key",
     "prices": "table",
 }
 

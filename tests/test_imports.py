@@ -1,5 +1,5 @@
-"""Commands an agent runs per message import only what they use: never the Anthropic SDK,
-mcp, prometheus_client or watchdog (each is checked in a fresh interpreter)."""
+"""Commands an agent runs per message import only what they use: never the Anthropic or
+OpenAI SDK, mcp, prometheus_client or watchdog (each is checked in a fresh interpreter)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("anthropic", "mcp", "prometheus_client", "watchdog")
+HEAVY = ("anthropic", "openai", "mcp", "prometheus_client", "watchdog")
 
 PROBE = """
 import json, sys

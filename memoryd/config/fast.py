@@ -70,7 +70,7 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "metrics_per_workspace": ("bool", False, ()),
     "log_format": ("literal:json|console", "json", ()),
     "log_level": ("log_level", "info", ()),
-    "summarizer.backend": ("literal:auto|anthropic|extractive", "auto", ()),
+    "summarizer.backend": ("literal:auto|anthropic|openai|extractive", "auto", ()),
     "summarizer.max_summary_tokens": ("int", 1024, (("gt", 0),)),
     "summarizer.max_input_tokens": ("int", 150000, (("gt", 0),)),
     "summarizer.min_retention": ("float", 0.8, (("ge", 0), ("le", 1))),
@@ -83,6 +83,14 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "anthropic.max_concurrent_requests": ("int", 16, (("ge", 1), ("le", 1024))),
     "anthropic.default_headers": ("headers", {}, ()),
     "anthropic.api_key": ("api_key", None, ()),
+    "openai.base_url": ("str", "", ()),
+    "openai.model": ("str", "", ()),
+    "openai.timeout": ("float", 120.0, (("gt", 0), ("le", 3600.0))),
+    "openai.max_retries": ("int", 4, (("ge", 0),)),
+    "openai.max_concurrent_requests": ("int", 4, (("ge", 1), ("le", 1024))),
+    "openai.context_window": ("int", 0, (("ge", 0),)),
+    "openai.default_headers": ("headers", {}, ()),
+    "openai.api_key": ("api_key", None, ()),
     "rolling.message_count_threshold": ("int", 30, (("gt", 0),)),
     "rolling.messages_to_summarize": ("int", 20, (("gt", 0),)),
     "rolling.recent_messages_to_keep": ("int", 10, (("ge", 0),)),
@@ -97,6 +105,7 @@ MODEL_CHECKS: dict[str, tuple[str, ...]] = {
     "_levels_in_order": (),  # checked here too: warning_at <= summarize_at <= critical_at
     "_metrics_stay_local": ("metrics_listen", "metrics_allow_remote"),
     "_idle_below_trigger": ("idle_compact_after", "idle_compact_at"),
+    "_openai_named": (),  # checked here too: the openai backend names its server and model
 }
 """The model validators of ``Settings``, with the fields this path leaves to them: with
 those fields at their defaults each validator passes whatever the other fields hold."""
@@ -183,6 +192,10 @@ def _settings(values: Mapping[str, Any]) -> StatusSettings:
         values["critical_at"],
     )
     if not warning <= summarize <= critical:
+        raise _NotSure
+    if (values["summarizer.backend"] == "openai" or values["openai.base_url"]) and not (
+        values["openai.base_url"] and values["openai.model"]
+    ):
         raise _NotSure
     return StatusSettings(
         roots=list(values["roots"]),

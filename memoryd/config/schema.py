@@ -26,6 +26,8 @@ from memoryd.errors import ConfigError
 
 API_KEY = "anthropic.api_key"
 HEADERS = "anthropic.default_headers"
+SECRET_KEYS = (API_KEY, "openai.api_key")
+HEADER_KEYS = (HEADERS, "openai.default_headers")
 _SECRET_HEADER = re.compile(r"authorization|token|key|secret|password|cookie|auth", re.IGNORECASE)
 
 
@@ -284,12 +286,14 @@ def origin_text(dotted: str, origins: Mapping[str, str], fallback: str = "defaul
 
 def shown(key: str, value: Any) -> str:
     """``repr`` of a value for an error line, never showing a secret, kept short."""
-    if key == API_KEY or key.startswith(API_KEY + ".") or API_KEY.startswith(key + "."):
-        return "<hidden>"  # the key itself, or a table that may hold it
-    if key == HEADERS:
-        value = mask_headers(value) if isinstance(value, Mapping) else "<hidden>"
-    elif key.startswith(HEADERS + ".") and _SECRET_HEADER.search(key[len(HEADERS) + 1 :]):
-        return "<hidden>"
+    for secret in SECRET_KEYS:
+        if key == secret or key.startswith(secret + ".") or secret.startswith(key + "."):
+            return "<hidden>"  # the key itself, or a table that may hold it
+    for headers in HEADER_KEYS:
+        if key == headers:
+            value = mask_headers(value) if isinstance(value, Mapping) else "<hidden>"
+        elif key.startswith(headers + ".") and _SECRET_HEADER.search(key[len(headers) + 1 :]):
+            return "<hidden>"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 

@@ -1,5 +1,5 @@
-"""The sections of the configuration: ``[summarizer]``, ``[anthropic]``, ``[rolling]``,
-``[checkpoint]``, ``[memory]``, and the rules every model of it follows.
+"""The sections of the configuration: ``[summarizer]``, ``[anthropic]``, ``[openai]``,
+``[rolling]``, ``[checkpoint]``, ``[memory]``, and the rules every model of it follows.
 
 ``memoryd.config.settings`` re-exports them; ``Settings`` there holds one of each.
 """
@@ -19,6 +19,7 @@ from memoryd.defaults import (
 
 ANTHROPIC_API_KEY_ENV = "ANTHROPIC_API_KEY"
 ANTHROPIC_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 
 # NaN and infinity are refused everywhere: a NaN passes no bound check it should fail and
 # an infinite duration overflows the clocks and waits it reaches (docs/design.md#configuration).
@@ -34,7 +35,7 @@ class SummarizerSettings(BaseModel):
 
     model_config = _NESTED
 
-    backend: Literal["auto", "anthropic", "extractive"] = "auto"
+    backend: Literal["auto", "anthropic", "openai", "extractive"] = "auto"
     max_summary_tokens: int = Field(default=1024, gt=0)
     max_input_tokens: int = Field(default=150_000, gt=0)
     min_retention: float = Field(default=0.8, ge=0, le=1)
@@ -73,6 +74,37 @@ class AnthropicSettings(BaseModel):
     def effective_base_url(self, env: Mapping[str, str]) -> str | None:
         """The URL to use: ``base_url`` if set, else ``$ANTHROPIC_BASE_URL``, else None."""
         return self.base_url or env.get(ANTHROPIC_BASE_URL_ENV) or None
+
+
+class OpenAISettings(BaseModel):
+    """``[openai]``: an OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama,
+    LM Studio); ``base_url`` and ``model`` are required when it is the backend, the key
+    falls back to ``$OPENAI_API_KEY`` and is optional (docs/design.md#openai-compatible)."""
+
+    model_config = _NESTED
+
+    base_url: str = ""
+    model: str = ""
+    # Local models are slow: a request waits longer than on the Anthropic API.
+    timeout: float = Field(default=120.0, gt=0, le=HOUR)
+    max_retries: int = Field(default=4, ge=0)
+    max_concurrent_requests: int = Field(default=4, ge=1, le=1024)
+    """Summarization requests in flight at once, daemon-wide: a local server runs few."""
+    context_window: int = Field(default=0, ge=0)
+    """The server's context in tokens (prompt and answer) when known; 0: unknown."""
+    default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    api_key: SecretStr | None = None
+
+    @field_validator("api_key")
+    @classmethod
+    def _empty_key_is_unset(cls, api_key: SecretStr | None) -> SecretStr | None:
+        return api_key if api_key is not None and api_key.get_secret_value() else None
+
+    def effective_api_key(self, env: Mapping[str, str]) -> str | None:
+        """The key to use: ``api_key`` if set, else ``$OPENAI_API_KEY``, else None."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        return env.get(OPENAI_API_KEY_ENV) or None
 
 
 class RollingSettings(BaseModel):

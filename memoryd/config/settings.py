@@ -39,7 +39,6 @@ from pydantic_settings import (
 )
 
 from memoryd.config.schema import (
-    API_KEY,
     ENV_DELIMITER,
     ENV_PREFIX,
     check_scalar_types,
@@ -58,9 +57,11 @@ from memoryd.config.schema import (
 from memoryd.config.sections import ANTHROPIC_API_KEY_ENV as ANTHROPIC_API_KEY_ENV
 from memoryd.config.sections import ANTHROPIC_BASE_URL_ENV as ANTHROPIC_BASE_URL_ENV
 from memoryd.config.sections import DAY, HOUR, MINUTE, WEEK
+from memoryd.config.sections import OPENAI_API_KEY_ENV as OPENAI_API_KEY_ENV
 from memoryd.config.sections import AnthropicSettings as AnthropicSettings
 from memoryd.config.sections import CheckpointSettings as CheckpointSettings
 from memoryd.config.sections import MemorySettings as MemorySettings
+from memoryd.config.sections import OpenAISettings as OpenAISettings
 from memoryd.config.sections import RollingSettings as RollingSettings
 from memoryd.config.sections import SummarizerSettings as SummarizerSettings
 from memoryd.config.sources import LOG_LEVELS, WORKSPACE_KEYS
@@ -123,6 +124,7 @@ class Settings(BaseSettings):
     metrics_per_workspace: bool = False
     summarizer: SummarizerSettings = Field(default_factory=SummarizerSettings)
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
+    openai: OpenAISettings = Field(default_factory=OpenAISettings)
     rolling: RollingSettings = Field(default_factory=RollingSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
@@ -173,6 +175,21 @@ class Settings(BaseSettings):
                     "keys": "idle_compact_at summarize_at",
                     **self.model_dump(include={"idle_compact_at", "summarize_at"}),
                 },
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _openai_named(self) -> Settings:
+        # Under "auto" a base_url selects the openai backend: its model must come with it.
+        missing = None
+        if self.summarizer.backend == "openai" and not self.openai.base_url:
+            missing = ("base_url", 'summarizer.backend is "openai"')
+        elif self.openai.base_url and not self.openai.model:
+            missing = ("model", "openai.base_url is set")
+        if missing is not None:
+            key = f"openai.{missing[0]}"
+            raise PydanticCustomError(
+                "openai_required", f"{key} is required when {missing[1]}", {"keys": key, key: ""}
             )
         return self
 
@@ -319,7 +336,7 @@ def load_settings(
     finally:
         _PLANNED_SOURCES.reset(token)
 
-    settings = _with_anthropic_fallbacks(settings, origins, environ)
+    settings = _with_sdk_fallbacks(settings, origins, environ)
     sources = {key: origin for key, origin in origins.items() if key in _LEAVES}
     return LoadedSettings(settings, config_path, sources, None if config_path else candidate)
 
@@ -363,17 +380,19 @@ def workspace_settings(settings: Settings, path: Path, raw: bytes) -> Settings:
         raise ConfigError(describe(err, origins, _LEAVES, fallback="daemon settings")) from None
 
 
-def _with_anthropic_fallbacks(
+def _with_sdk_fallbacks(
     settings: Settings, origins: dict[str, str], env: Mapping[str, str]
 ) -> Settings:
-    """Fill an unset API key / base URL from the SDK's own variables, recording the source."""
+    """Fill an unset key / base URL from the SDKs' own variables, recording the source."""
     update: dict[str, Any] = {}
-    if settings.anthropic.api_key is None and env.get(ANTHROPIC_API_KEY_ENV):
-        update["api_key"] = SecretStr(env[ANTHROPIC_API_KEY_ENV])
-        origins[API_KEY] = f"env {ANTHROPIC_API_KEY_ENV}"
-    if not settings.anthropic.base_url and env.get(ANTHROPIC_BASE_URL_ENV):
-        update["base_url"] = env[ANTHROPIC_BASE_URL_ENV]
-        origins["anthropic.base_url"] = f"env {ANTHROPIC_BASE_URL_ENV}"
-    if not update:
-        return settings
-    return settings.model_copy(update={"anthropic": settings.anthropic.model_copy(update=update)})
+    for section, key, variable in (
+        ("anthropic", "api_key", ANTHROPIC_API_KEY_ENV),
+        ("anthropic", "base_url", ANTHROPIC_BASE_URL_ENV),
+        ("openai", "api_key", OPENAI_API_KEY_ENV),
+    ):
+        part = update.get(section, getattr(settings, section))
+        if not getattr(part, key) and env.get(variable):
+            value = SecretStr(env[variable]) if key == "api_key" else env[variable]
+            update[section] = part.model_copy(update={key: value})
+            origins[f"{section}.{key}"] = f"env {variable}"
+    return settings.model_copy(update=update) if update else settings

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memoryd.config.schema import API_KEY, HEADERS, mask_headers
+from memoryd.config.schema import HEADER_KEYS, SECRET_KEYS, mask_headers
 from memoryd.config.settings import LoadedSettings
 
 MASKED = "set (masked)"
@@ -38,13 +38,14 @@ def config_as_dict(loaded: LoadedSettings, masked: bool = True) -> dict[str, Any
     header values are masked; ``masked=False`` shows them in clear.
     """
     values = loaded.settings.model_dump(mode="json")
-    api_key = loaded.settings.anthropic.api_key
-    anthropic = values["anthropic"]
-    if masked:
-        anthropic["api_key"] = MASKED if api_key is not None else None
-        anthropic["default_headers"] = mask_headers(loaded.settings.anthropic.default_headers)
-    else:
-        anthropic["api_key"] = api_key.get_secret_value() if api_key is not None else None
+    for name in ("anthropic", "openai"):
+        section, shown = getattr(loaded.settings, name), values[name]
+        api_key = section.api_key
+        if masked:
+            shown["api_key"] = MASKED if api_key is not None else None
+            shown["default_headers"] = mask_headers(section.default_headers)
+        else:
+            shown["api_key"] = api_key.get_secret_value() if api_key is not None else None
     return {
         "config_file": str(loaded.config_path) if loaded.config_path else None,
         "settings": values,
@@ -71,9 +72,9 @@ def _effective_values(model: BaseModel, prefix: str = "") -> Iterator[tuple[str,
 
 
 def _render_value(key: str, value: Any) -> str:
-    if key == API_KEY:
+    if key in SECRET_KEYS:
         return MASKED if value is not None else UNSET
-    if key == HEADERS:
+    if key in HEADER_KEYS:
         value = mask_headers(value)
     if isinstance(value, Path):
         value = str(value)

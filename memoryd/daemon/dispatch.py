@@ -1,6 +1,6 @@
 """Counting a workspace and dispatching its jobs: one part of the supervisor.
 
-The backlog waits for a free worker and (on the anthropic backend) a free request, most
+The backlog waits for a free worker and (on an LLM backend) a free request, most
 urgent first; a job's outcome goes through the pure rules of :mod:`memoryd.daemon.tracked`
 (docs/design.md#daemon).
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -35,12 +36,15 @@ from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.stores import disk as stores
 from memoryd.stores.compaction import CompactionReport
 from memoryd.summarizers.base import choose_backend
+from memoryd.summarizers.limits import merged
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
 
 STORES = "stores"
 """The backlog's reason for a memory-store compaction."""
+LLM_BACKENDS = ("anthropic", "openai")
+"""The backends whose jobs count against their section's ``max_concurrent_requests``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,17 +120,16 @@ class JobDispatch(DaemonParts):
     # ----- jobs -------------------------------------------------------------------------
 
     def _drain(self, now: float) -> None:
-        """Dispatch waiting jobs, the most urgent first, while a worker and (for the
-        anthropic backend) a request are free (docs/design.md#pool)."""
+        """Dispatch waiting jobs, the most urgent first, while a worker and (for an LLM
+        backend) a request are free (docs/design.md#pool)."""
         while self.backlog and self.stopping_since is None:
             if len(self.jobs) >= self.settings.workers:
                 return
-            free_requests = self.settings.anthropic.max_concurrent_requests - len(self.api_jobs)
             candidates = [
                 (tracked, kind)
                 for path, (_why, kind, _at) in self.backlog.items()
                 if (tracked := self.scheduler.get(path)) is not None
-                and (free_requests > 0 or kind == STORES or not self._uses_api(tracked))
+                and (kind == STORES or self._request_free(tracked))
             ]
             if not candidates:
                 return
@@ -144,8 +147,19 @@ class JobDispatch(DaemonParts):
                 tracked.dispatch_latency = latency
                 self._dispatch(tracked, why, kind, now)
 
-    def _uses_api(self, tracked: Tracked) -> bool:
-        return choose_backend(tracked.settings, self.env)[0] == "anthropic"
+    def _llm_backend(self, tracked: Tracked) -> str | None:
+        """The LLM backend a job of ``tracked`` would use; None for the extractive one."""
+        name = choose_backend(tracked.settings, self.env)[0]
+        return name if name in LLM_BACKENDS else None
+
+    def _request_free(self, tracked: Tracked) -> bool:
+        """Whether a job of ``tracked`` may start: its backend has a request free
+        (``max_concurrent_requests`` of its section, daemon-wide)."""
+        backend = self._llm_backend(tracked)
+        if backend is None:
+            return True
+        cap: int = getattr(self.settings, backend).max_concurrent_requests
+        return sum(1 for name in self.api_jobs.values() if name == backend) < cap
 
     def _dispatch(self, tracked: Tracked, why: str, kind: str, now: float) -> None:
         """Submit a summarization; ``kind`` is why in one word: "trigger" or "idle"."""
@@ -172,13 +186,15 @@ class JobDispatch(DaemonParts):
             force=True,
             reason=kind,
             result_note=downgrade.note if downgrade is not None else None,
+            context_limits=dict(self.context_limits),
         )
         tracked.job_reason = kind
         if kind == "idle":
             tracked.idle_compacted_at = now
         self._submit(tracked, "summarize", now, started, run_job, request)
-        if settings.summarizer.backend != "extractive" and self._uses_api(tracked):
-            self.api_jobs.add(path)
+        backend = self._llm_backend(tracked)
+        if settings.summarizer.backend != "extractive" and backend is not None:
+            self.api_jobs[path] = backend
         log.info(
             "summarize_dispatched",
             workspace=str(path),
@@ -254,6 +270,14 @@ class JobDispatch(DaemonParts):
             checkin = written.last_checkin if written is not None else mine
             self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval, checkin)
 
+    def _learn_contexts(self, learned: Mapping[str, int]) -> None:
+        """Keep the servers' contexts a job learned, for every later job."""
+        known = merged(self.context_limits, learned)
+        for key, limit in known.items():
+            if self.context_limits.get(key) != limit:
+                log.info("context_limit_learned", server=key, context_tokens=limit)
+        self.context_limits = known
+
     def _on_job_done(self, note: JobDone, now: float) -> None:
         path, job_id, future = note.path, note.job_id, note.future
         if self.jobs.get(path, (0, None))[1] is not future:
@@ -262,7 +286,7 @@ class JobDispatch(DaemonParts):
         self.unclaimed.pop(path, None)
         tracked = self.scheduler.get(path)
         kind = tracked.job_kind if tracked else ""
-        self.api_jobs.discard(path)
+        self.api_jobs.pop(path, None)
         try:
             result = future.result()
         except BrokenProcessPool:
@@ -289,6 +313,7 @@ class JobDispatch(DaemonParts):
         if tracked is None:
             return
         if kind == "summarize" and isinstance(result, JobResult):
+            self._learn_contexts(result.context_limits)
             settle(tracked, result, now, time.time())
             if tracked.failures:
                 self.scheduler.wake_at(tracked, tracked.retry_at)

@@ -103,8 +103,9 @@ def configure_logging(fmt: str = "json", level: str = "info", stream: TextIO | N
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(LEVELS.get(level, logging.INFO))
-    # The SDK's HTTP client logs every request at INFO with its URL; keep those out.
-    for noisy in ("httpx", "httpx2", "httpcore", "anthropic"):
+    # The SDKs' HTTP clients log every request at INFO with its URL, and the SDKs log
+    # request options (prompt text) at DEBUG; keep those out.
+    for noisy in ("httpx", "httpx2", "httpcore", "anthropic", "openai"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 

@@ -41,7 +41,10 @@ class DaemonParts(abc.ABC):
     hooks: list[DaemonHooks]
     jobs: dict[Path, tuple[int, Future[Any]]]
     backlog: dict[Path, tuple[str, str, float | None]]
-    api_jobs: set[Path]
+    api_jobs: dict[Path, str]
+    """Jobs in flight on an LLM backend, with the backend's name."""
+    context_limits: dict[str, int]
+    """Servers' contexts learned from overflows, kept for the daemon's lifetime."""
     unclaimed: dict[Path, tuple[int, float, str | None]]
     """Jobs whose worker has not checked in yet: their id, when the daemon checks in for
     each next, and the ``last_checkin`` it wrote last."""

@@ -95,9 +95,9 @@ class WorkerPool:
         self.log_level = log_level
         self._context = multiprocessing.get_context("forkserver")
         self.sdk = False
-        """Preload the Anthropic SDK in the next forkserver started (the backend is
-        anthropic): ~37 MB less per worker that runs an anthropic job and no ~1 s import
-        in each, which a burst of fresh workers would pay at once (bench/workers.py)."""
+        """Preload ``sdk_backend``'s SDK in the next forkserver: ~37 MB less per worker and
+        no ~1 s import in each, which a burst of fresh workers pays at once (bench/workers.py)."""
+        self.sdk_backend = "anthropic"
         # A plain pipe, no lock: each report is one write far below PIPE_BUF, so reports
         # from several workers never interleave (and no semaphore outlives the pool).
         self._started, self._report = self._context.Pipe(duplex=False)
@@ -121,8 +121,8 @@ class WorkerPool:
 
         server: Any = forkserver._forkserver
         if server._forkserver_pid is None:
-            self._context.set_forkserver_preload(preload(self.sdk))
-            log.info("forkserver_started", sdk=self.sdk)
+            self._context.set_forkserver_preload(preload(self.sdk, self.sdk_backend))
+            log.info("forkserver_started", sdk=self.sdk, backend=self.sdk_backend)
         forkserver.ensure_running()
 
     @property

@@ -26,13 +26,19 @@ SDK_PRELOAD = ["anthropic", "memoryd.summarizers.anthropic", "httpcore2", "h11",
 request. Without the latter, a burst's first round made every fresh worker import them
 at once (docs/design.md#burst). A name that cannot be imported is skipped by the
 forkserver."""
+SDK_PRELOADS = {
+    "anthropic": SDK_PRELOAD,
+    "openai": ["openai", "memoryd.summarizers.openai_compat", "httpcore2", "h11"],
+}
+"""What each LLM backend's jobs import, preloaded alike."""
 KILL_WAIT = 2.0
 """Longest wait for a SIGKILLed worker to be gone."""
 
 
-def preload(sdk: bool) -> list[str]:
-    """What a forkserver imports before it forks a worker (``sdk``: the anthropic backend)."""
-    return [*PRELOAD, *(SDK_PRELOAD if sdk else [])]
+def preload(sdk: bool, backend: str = "anthropic") -> list[str]:
+    """What a forkserver imports before it forks a worker (``sdk``: the LLM ``backend``'s
+    SDK too)."""
+    return [*PRELOAD, *(SDK_PRELOADS.get(backend, []) if sdk else [])]
 
 
 def kill_executor(executor: ProcessPoolExecutor) -> None:

@@ -94,9 +94,10 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         self.backlog: dict[Path, tuple[str, str, float | None]] = {}
         """Workspaces whose job is due (why, kind, when the change was noticed), waiting
         for a free worker or request (see _drain)."""
-        self.api_jobs: set[Path] = set()
+        self.api_jobs: dict[Path, str] = {}
+        """Workspaces whose summarization job is in flight on an LLM backend (its name)."""
+        self.context_limits: dict[str, int] = {}
         self.unclaimed: dict[Path, tuple[int, float, str | None]] = {}
-        """Workspaces whose summarization job is in flight on the anthropic backend."""
         self.pending_init: deque[tuple[Path, TidyStep]] = deque()
         self.untidy: set[Path] = set()
         self.interrupted: set[Path] = set()
@@ -136,7 +137,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         )
         self.telemetry.start(self.metrics_view, moment)
         # No forkserver yet: the first job starts it (docs/design.md#pool).
-        self.pool.sdk = backend == "anthropic"
+        self.pool.sdk, self.pool.sdk_backend = backend != "extractive", backend
         for root in self.settings.roots:
             self.watchers.watch(root, self.settings.max_depth)
         self.rescan(moment)
@@ -270,6 +271,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         overrides: dict[str, Any] = {"roots": self.cli_roots} if self.cli_roots else {}
         try:
             loaded = load_settings(self.config_file, overrides, self.env)
+            choose_backend(loaded.settings, self.env)  # its package must be installed
         except MemorydError as exc:
             log.error("config_reload_refused", error=str(exc), kept="previous configuration")
             return
@@ -299,7 +301,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         if "workers" in changed and not self.jobs:
             self.pool.rebuild("resized", self.settings.workers)
         backend, why = choose_backend(self.settings, self.env)
-        self.pool.sdk = backend == "anthropic"
+        self.pool.sdk, self.pool.sdk_backend = backend != "extractive", backend
         log.info("config_reloaded", changed=changed, summarizer=backend, summarizer_reason=why)
         for hook in self.hooks:
             hook.reloaded(self.settings)

@@ -11,12 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from memoryd.config.settings import ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV, Settings
+from memoryd.config.settings import (
+    ANTHROPIC_API_KEY_ENV,
+    ANTHROPIC_BASE_URL_ENV,
+    OPENAI_API_KEY_ENV,
+    Settings,
+)
 from memoryd.receipts.records import Receipt
 
 Outcome = Literal["completed", "nothing_to_do", "ineffective", "failed", "busy", "dry_run"]
 Progress = Callable[[str], None]
-SUMMARIZER_ENV = (ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV)
+SUMMARIZER_ENV = (ANTHROPIC_API_KEY_ENV, ANTHROPIC_BASE_URL_ENV, OPENAI_API_KEY_ENV)
 """The environment variables the summarizer honours, handed to a job explicitly."""
 
 
@@ -42,6 +47,8 @@ class JobRequest:
     """Why the job runs: "trigger" (usage or message count), "idle" or "manual"."""
     result_note: str | None = None
     """Appended to HEARTBEAT.md's ``last_result`` (the spend cap says why it is extractive)."""
+    context_limits: Mapping[str, int] = field(default_factory=dict)
+    """Servers' contexts learned by earlier jobs (:mod:`memoryd.summarizers.limits`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +84,5 @@ class JobResult:
     pins_kept: int = 0
     receipt: Receipt | None = None
     """The job's receipt, as appended to ``.memoryd/receipts.jsonl`` (None when no job ran)."""
+    context_limits: Mapping[str, int] = field(default_factory=dict)
+    """Servers' contexts known to the job's process at its end, for the daemon to keep."""

@@ -48,6 +48,8 @@ from memoryd.policy import SplitPlan, over_trigger, usage_ratio
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
+from memoryd.summarizers import limits
+from memoryd.summarizers.base import choose_backend
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
@@ -108,6 +110,7 @@ def run_job(
     at all (missing folder, no conversation, unsafe file).
     """
     started = time.monotonic()
+    limits.learn(request.context_limits)
     workspace = Workspace(check_workspace(request.workspace))
     if not workspace.conversation.exists() and not workspace.conversation.is_symlink():
         raise InputError(f"{workspace.path}: no conversation.jsonl in this workspace")
@@ -122,7 +125,11 @@ def run_job(
             checkins = manager.checkins(request.settings.checkin_interval, immediately=True)
         with checkins:
             result = _run_locked(workspace, request, progress or (lambda _stage: None), fault)
-    result = replace(result, duration_s=round(time.monotonic() - started, 3))
+    result = replace(
+        result,
+        duration_s=round(time.monotonic() - started, 3),
+        context_limits=limits.learned_limits(),
+    )
     if result.archive is not None and request.settings.index_archive:
         _index_in_background(workspace)
     return result
@@ -327,12 +334,20 @@ def _produce_head(
             prefix=prefix,
             plan=plan,
             archive=f".memoryd/archive/{name}",
-            deadline=request.settings.anthropic.timeout * JOB_DEADLINE_FACTOR,
+            deadline=_request_timeout(request) * JOB_DEADLINE_FACTOR,
             progress=progress,
             kept=(*pinned.pins, *lines[plan.keep_from :]),
         )
     )
     return Produced(head, name)
+
+
+def _request_timeout(request: JobRequest) -> float:
+    """The configured timeout of one request to the job's backend."""
+    settings = request.settings
+    if choose_backend(settings, request.env)[0] == "openai":
+        return settings.openai.timeout
+    return settings.anthropic.timeout
 
 
 def _report_malformed(workspace: Workspace, lines: Sequence[Line]) -> None:

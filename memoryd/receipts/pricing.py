@@ -53,15 +53,24 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
 """Built-in prices of the current Claude models; ``[prices]`` entries add or override."""
 
 
-def price_for(model: str, prices: Mapping[str, ModelPrice]) -> ModelPrice | None:
+UNPRICED_BACKENDS = frozenset({"openai"})
+"""Backends whose models cost nothing unless ``[prices]`` names them: an OpenAI-compatible
+server is most often a local one (docs/design.md#openai-compatible)."""
+FREE = ModelPrice(input=0, output=0)
+
+
+def price_for(
+    model: str, prices: Mapping[str, ModelPrice], backend: str | None = None
+) -> ModelPrice | None:
     """The price of ``model``: configured first, then built in; a dated ID
-    (``claude-haiku-4-5-20251001``) falls back to its undated name. None when unknown."""
+    (``claude-haiku-4-5-20251001``) falls back to its undated name. None when unknown,
+    zero when unknown on a backend of :data:`UNPRICED_BACKENDS`."""
     for name in (model, _DATED.sub("", model)):
         if name in prices:
             return prices[name]
         if name in DEFAULT_PRICES:
             return DEFAULT_PRICES[name]
-    return None
+    return FREE if backend in UNPRICED_BACKENDS else None
 
 
 def cost_usd(

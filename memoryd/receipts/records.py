@@ -207,7 +207,7 @@ def build_receipt(
     cost: float | None = 0.0
     if usage.calls:
         cost = cost_usd(
-            price_for(model, prices) if model else None,
+            price_for(model, prices, backend) if model else None,
             usage.input_tokens,
             usage.output_tokens,
             usage.cache_creation_tokens,

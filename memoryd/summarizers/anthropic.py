@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import ssl
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -38,45 +37,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import anthropic
-import httpx2
-import structlog
 from anthropic.types import Message
 
-from memoryd.errors import ConfigError, SummarizerError
+from memoryd.errors import ConfigError
+from memoryd.summarizers.completion import Completion as Completion
+from memoryd.summarizers.completion import (
+    Failure,
+    backoff_wait,
+    complete_with_retries,
+    seconds,
+    token_count,
+)
 from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
-
-log = structlog.get_logger()
+from memoryd.summarizers.tls import tls_context
 
 ACCEPTED_STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence"})
-BAD_ANSWER_RETRIES = 1
-BACKOFF_MAX = 30.0
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A usable answer: its text (stripped, never empty) and what the API reported."""
-
-    text: str
-    input_tokens: int | None
-    output_tokens: int | None
-    model: str
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """One failed attempt: why (safe to show), whether to retry, what the server asked."""
-
-    reason: str
-    retryable: bool
-    status: int | None = None
-    retry_after: float | None = None
-    bad_answer: bool = False
 
 
 class AnthropicBackend:
     """Completions through the official SDK, with our own retries under a per-call deadline.
+
+    A :class:`~memoryd.summarizers.completion.CompletionBackend`.
 
     Built from plain values, so it can be made (or unpickled) inside a worker process; the
     SDK client is created on first use in the process that uses it. ``deadline`` bounds a
@@ -107,6 +88,7 @@ class AnthropicBackend:
             raise ConfigError(f"summarizer deadline: {deadline!r} is not a positive number")
         if backoff_base < 0:
             raise ConfigError(f"backoff_base: {backoff_base!r} is negative")
+        self.name = "anthropic"
         self._api_key = api_key
         self._base_url = base_url or None
         self.model = model
@@ -175,47 +157,22 @@ class AnthropicBackend:
         request = _request(system, user, follow_up, cache)
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, not {max_tokens!r}")
-        started = time.monotonic()
-        bad_answers = 0
-        for attempt in range(self.max_retries + 1):
-            left = self.deadline - (time.monotonic() - started)
-            if left <= 0:
-                raise SummarizerError(
-                    f"Anthropic API: no answer within the {_seconds(self.deadline)} s deadline"
-                )
-            outcome = self._attempt(request, max_tokens, min(self.timeout, left))
-            if isinstance(outcome, Completion):
-                return outcome
-            if outcome.bad_answer:
-                bad_answers += 1
-            retries_left = attempt < self.max_retries and (
-                not outcome.bad_answer or bad_answers <= BAD_ANSWER_RETRIES
-            )
-            if not outcome.retryable or not retries_left:
-                raise SummarizerError(
-                    f"Anthropic API: {outcome.reason} (after {_attempts(attempt + 1)})"
-                )
-            wait = self._wait_before_retry(attempt, outcome.retry_after)
-            left = self.deadline - (time.monotonic() - started)
-            if wait >= left:
-                raise SummarizerError(
-                    f"Anthropic API: {outcome.reason}; the next try in {_seconds(wait)} s would "
-                    f"pass the {_seconds(self.deadline)} s deadline "
-                    f"(after {_attempts(attempt + 1)})"
-                )
-            log.warning(
-                "llm_retry",
-                attempt=attempt + 1,
-                status=outcome.status,
-                reason=outcome.reason,
-                wait_s=round(wait, 3),
-            )
-            time.sleep(wait)
-        raise AssertionError("unreachable: the last attempt always returns or raises")
+        return complete_with_retries(
+            lambda request_timeout: self._attempt(request, max_tokens, request_timeout),
+            label="Anthropic API",
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            deadline=self.deadline,
+            wait_before_retry=self._wait_before_retry,
+        )
+
+    def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
+        """``max_input_tokens``: the API's context is far larger than what memoryd sends."""
+        return max_input_tokens
 
     def _attempt(
         self, request: _Request, max_tokens: int, request_timeout: float
-    ) -> Completion | _Failure:
+    ) -> Completion | Failure:
         try:
             message: object = self._sdk_client().messages.create(
                 model=self.model,
@@ -225,16 +182,16 @@ class AnthropicBackend:
                 timeout=request_timeout,
             )
         except anthropic.APITimeoutError:
-            return _Failure(f"timed out after {_seconds(request_timeout)} s", retryable=True)
+            return Failure(f"timed out after {seconds(request_timeout)} s", retryable=True)
         except anthropic.APIConnectionError as error:
             cause = type(error.__cause__).__name__ if error.__cause__ else "unknown"
-            return _Failure(f"connection error ({cause})", retryable=True)
+            return Failure(f"connection error ({cause})", retryable=True)
         except anthropic.APIStatusError as error:
             return _status_failure(error)
         except anthropic.APIResponseValidationError:
-            return _Failure("malformed answer (not a Message)", retryable=True, bad_answer=True)
+            return Failure("malformed answer (not a Message)", retryable=True, bad_answer=True)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            return _Failure("malformed answer (not JSON)", retryable=True, bad_answer=True)
+            return Failure("malformed answer (not JSON)", retryable=True, bad_answer=True)
         return _read_message(message, self.model)
 
     def _sdk_client(self) -> anthropic.Anthropic:
@@ -249,36 +206,14 @@ class AnthropicBackend:
                     # Tracing could export prompt text; memoryd never lets it leave.
                     open_telemetry=False,
                     http_client=anthropic.DefaultHttpxClient(
-                        timeout=self.timeout, verify=_tls_context()
+                        timeout=self.timeout, verify=tls_context()
                     ),
                 )
                 self._client_pid = os.getpid()
             return self._client
 
     def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return max(0.0, retry_after)
-        backoff = min(self.backoff_base * 2.0**attempt, BACKOFF_MAX)
-        return backoff * self._random.uniform(0.5, 1.0)
-
-
-_tls: tuple[int, ssl.SSLContext] | None = None
-_tls_lock = threading.Lock()
-
-
-def _tls_context() -> ssl.SSLContext:
-    """The TLS context of this process's SDK clients, the one the SDK would build itself
-    (``create_ssl_context()``: the CA bundle, and ``SSL_CERT_FILE``/``SSL_CERT_DIR``).
-
-    Built once per process: loading the CA bundle took ~25 ms of CPU, half of what a
-    whole job costs, and a burst's jobs paid it each, sixteen at once on two cores
-    (docs/design.md#burst).
-    """
-    global _tls
-    with _tls_lock:
-        if _tls is None or _tls[0] != os.getpid():
-            _tls = (os.getpid(), httpx2.create_ssl_context())
-        return _tls[1]
+        return backoff_wait(attempt, retry_after, self.backoff_base, self._random)
 
 
 @dataclass(frozen=True)
@@ -316,11 +251,11 @@ def _turns(follow_up: Sequence[str]) -> list[dict[str, Any]]:
     return [{"role": roles[i % 2], "content": text} for i, text in enumerate(follow_up)]
 
 
-def _status_failure(error: anthropic.APIStatusError) -> _Failure:
+def _status_failure(error: anthropic.APIStatusError) -> Failure:
     status = error.status_code
     headers = error.response.headers
     error_type = error.type if isinstance(error.type, str) else "error"
-    return _Failure(
+    return Failure(
         f"HTTP {status} {error_type}",
         retryable=is_retryable_status(status, headers.get("x-should-retry")),
         status=status,
@@ -328,17 +263,17 @@ def _status_failure(error: anthropic.APIStatusError) -> _Failure:
     )
 
 
-def _read_message(message: object, requested_model: str) -> Completion | _Failure:
+def _read_message(message: object, requested_model: str) -> Completion | Failure:
     if not isinstance(message, Message) or message.type != "message":
-        return _Failure("malformed answer (not a Message)", retryable=True, bad_answer=True)
+        return Failure("malformed answer (not a Message)", retryable=True, bad_answer=True)
     content: object = message.content
     if not isinstance(content, list):
-        return _Failure("malformed answer (content is not a list)", retryable=True, bad_answer=True)
+        return Failure("malformed answer (content is not a list)", retryable=True, bad_answer=True)
     stop_reason = message.stop_reason
     if stop_reason == "refusal":
-        return _Failure("refusal (the model declined to summarize)", retryable=False)
+        return Failure("refusal (the model declined to summarize)", retryable=False)
     if stop_reason not in ACCEPTED_STOP_REASONS:
-        return _Failure(f"unexpected stop_reason {stop_reason!r}", retryable=False)
+        return Failure(f"unexpected stop_reason {stop_reason!r}", retryable=False)
     texts = [
         block.text
         for block in content
@@ -346,26 +281,13 @@ def _read_message(message: object, requested_model: str) -> Completion | _Failur
     ]
     text = "\n".join(texts).strip()
     if not text:
-        return _Failure("empty answer", retryable=True, bad_answer=True)
+        return Failure("empty answer", retryable=True, bad_answer=True)
     usage: object = message.usage
     return Completion(
         text=text,
-        input_tokens=_token_count(usage, "input_tokens"),
-        output_tokens=_token_count(usage, "output_tokens"),
+        input_tokens=token_count(usage, "input_tokens"),
+        output_tokens=token_count(usage, "output_tokens"),
         model=message.model if isinstance(message.model, str) else requested_model,
-        cache_read_tokens=_token_count(usage, "cache_read_input_tokens") or 0,
-        cache_creation_tokens=_token_count(usage, "cache_creation_input_tokens") or 0,
+        cache_read_tokens=token_count(usage, "cache_read_input_tokens") or 0,
+        cache_creation_tokens=token_count(usage, "cache_creation_input_tokens") or 0,
     )
-
-
-def _token_count(usage: object, name: str) -> int | None:
-    value = getattr(usage, name, None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _seconds(value: float) -> str:
-    return f"{round(value, 2):g}"
-
-
-def _attempts(count: int) -> str:
-    return "1 attempt" if count == 1 else f"{count} attempts"

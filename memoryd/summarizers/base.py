@@ -3,6 +3,8 @@ is in :mod:`~memoryd.summarizers.chunking`)."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +14,7 @@ import structlog
 
 from memoryd.checkpoint import CheckpointSummary
 from memoryd.config.settings import Settings
+from memoryd.errors import ConfigError
 from memoryd.summarizers import prompts
 from memoryd.summarizers.checkpoint_prompt import (
     build_compaction_prompt,
@@ -23,7 +26,7 @@ from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
 from memoryd.tokens import LLMUsage, estimate_text_tokens
 
 if TYPE_CHECKING:
-    from memoryd.summarizers.anthropic import AnthropicBackend, Completion
+    from memoryd.summarizers.completion import Completion, CompletionBackend
 
 log = structlog.get_logger()
 
@@ -97,6 +100,10 @@ class Summarizer(Protocol):
         """The last checkpoint again, asked to keep ``missing``; None when the backend
         cannot be asked (the extractive one)."""
 
+    def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
+        """Estimated tokens one request may hold for an answer of ``answer_tokens``: at
+        most ``max_input_tokens``, less when the server's context is smaller."""
+
     def close(self) -> None:
         """Release what the backend holds (the SDK client's connections)."""
 
@@ -148,6 +155,10 @@ class ExtractiveSummarizer:
         joined = "\n".join(parts)
         return Summary(extractive_summary([], _join(previous, joined), budget, style), self.name)
 
+    def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
+        """``max_input_tokens``: no context but the configured one."""
+        return max_input_tokens
+
     def close(self) -> None:
         """Nothing to release: no network, no files."""
 
@@ -163,12 +174,12 @@ PROMPTS: dict[str, Callable[[str, str | None, int], tuple[str, str]]] = {
 
 
 class LLMSummarizer:
-    """The Anthropic backend behind the prompts of :mod:`memoryd.summarizers.prompts`."""
+    """An LLM backend (anthropic, openai) behind the prompts of
+    :mod:`memoryd.summarizers.prompts`: every backend gets the same requests."""
 
-    name = "anthropic"
-
-    def __init__(self, backend: AnthropicBackend, cache: bool = True) -> None:
+    def __init__(self, backend: CompletionBackend, cache: bool = True) -> None:
         self.backend = backend
+        self.name = backend.name
         self.cache = cache
         self.usage = LLMUsage()
         self.model: str | None = backend.model
@@ -246,6 +257,9 @@ class LLMSummarizer:
         self._count(completion)
         return parse_compaction_result(completion.text)
 
+    def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
+        return self.backend.input_room(max_input_tokens, answer_tokens)
+
     def close(self) -> None:
         """Close the SDK client, so that no keep-alive socket outlives the job."""
         self.backend.close()
@@ -281,14 +295,30 @@ class LLMSummarizer:
 
 
 def choose_backend(settings: Settings, env: Mapping[str, str]) -> tuple[str, str]:
-    """The backend to use and why: ``auto`` is anthropic when a key is configured."""
+    """The backend to use and why: ``auto`` is anthropic when a key is configured, else
+    openai when ``openai.base_url`` is set, else extractive. Raises ConfigError when the
+    openai backend is chosen and its package is not installed."""
     wanted = settings.summarizer.backend
-    has_key = bool(settings.anthropic.effective_api_key(env))
     if wanted == "auto":
-        if has_key:
-            return "anthropic", "auto: an API key is configured"
-        return "extractive", "auto: no API key configured"
-    return wanted, "configured"
+        if settings.anthropic.effective_api_key(env):
+            wanted, why = "anthropic", "auto: an Anthropic API key is configured"
+        elif settings.openai.base_url:
+            wanted, why = "openai", "auto: no Anthropic API key, openai.base_url is set"
+        else:
+            return "extractive", "auto: no Anthropic API key and no openai.base_url"
+    else:
+        why = "configured"
+    if wanted == "openai" and not _installed("openai"):
+        raise ConfigError(
+            "summarizer backend openai: the openai package is not installed "
+            "(pip install 'memoryd[openai]')"
+        )
+    return wanted, why
+
+
+@functools.cache
+def _installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
 
 
 def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float) -> Summarizer:
@@ -297,12 +327,30 @@ def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float)
     log.debug("summarizer_backend", backend=name, reason=why)
     if name == "extractive":
         return ExtractiveSummarizer()
-    # The SDK is imported only by a job that uses it (docs/design.md#processes).
+    cache = settings.summarizer.min_retention > 0
+    # The SDKs are imported only by a job that uses them (docs/design.md#processes).
+    if name == "openai":
+        from memoryd.summarizers.openai_compat import OpenAICompatBackend
+
+        openai = settings.openai
+        return LLMSummarizer(
+            cache=cache,
+            backend=OpenAICompatBackend(
+                api_key=openai.effective_api_key(env),
+                base_url=openai.base_url,
+                model=openai.model,
+                timeout=openai.timeout,
+                max_retries=openai.max_retries,
+                default_headers=openai.default_headers,
+                deadline=deadline,
+                context_window=openai.context_window,
+            ),
+        )
     from memoryd.summarizers.anthropic import AnthropicBackend
 
     config = settings.anthropic
     return LLMSummarizer(
-        cache=settings.summarizer.min_retention > 0,
+        cache=cache,
         backend=AnthropicBackend(
             api_key=config.effective_api_key(env) or "",
             base_url=config.effective_base_url(env),

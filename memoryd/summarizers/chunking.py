@@ -4,17 +4,23 @@ their summaries merged (narrative, rolling), or folded one into the next (checkp
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
 
 from memoryd.checkpoint import Checkpoint, CheckpointSummary
+from memoryd.errors import SummarizerError
 from memoryd.summarizers import prompts
-from memoryd.summarizers.base import PROMPT_RESERVE, Summarizer, Summary
+from memoryd.summarizers.base import CHECKPOINT_MAX_TOKENS, PROMPT_RESERVE, Summarizer, Summary
+from memoryd.summarizers.completion import ContextOverflow
 from memoryd.tokens import estimate_message_tokens
 
 log = structlog.get_logger()
+
+MIN_CHUNK_TOKENS = 256
+"""The smallest chunk: below it a summary request is mostly instructions."""
 
 
 def chunk_messages(
@@ -68,25 +74,71 @@ def summarize_messages(
     """Summarize ``messages`` into one summary, chunking what exceeds the input budget.
 
     The chunk summaries are merged (in groups, as often as needed) with ``previous``
-    folded in. Raises :class:`~memoryd.errors.SummarizerError` when the backend fails.
+    folded in. A request the server refuses as too large for its context
+    (ContextOverflow) makes the rest re-chunked to the smaller room the backend now
+    believes in; the summaries already made stay. Raises
+    :class:`~memoryd.errors.SummarizerError` when the backend fails.
     """
-    room = max(256, max_input_tokens - PROMPT_RESERVE - budget)
+    room = _room(summarizer, max_input_tokens, budget, budget)
     chunks = chunk_messages(messages, room)
     if len(chunks) <= 1:
-        return summarizer.summarize(messages, previous, budget, style)
+        try:
+            return summarizer.summarize(messages, previous, budget, style)
+        except ContextOverflow:
+            room = _smaller(summarizer, max_input_tokens, budget, budget, room)
+            chunks = chunk_messages(messages, room)
     log.info("summarize_chunked", chunks=len(chunks), backend=summarizer.name)
-    parts = [summarizer.summarize(chunk, None, budget, style, final=False) for chunk in chunks]
-    calls = len(parts)
-    texts = [p.text for p in parts]
-    per_merge = max(2, room // max(1, budget + 64))
-    while len(texts) > per_merge:
-        grouped = [texts[i : i + per_merge] for i in range(0, len(texts), per_merge)]
-        texts = [
-            summarizer.merge(group, None, budget, style, final=False).text for group in grouped
-        ]
-        calls += len(grouped)
-    merged = summarizer.merge(texts, previous, budget, style)
-    return Summary(merged.text, summarizer.name, calls=calls + 1)
+    texts: list[str] = []
+    calls = 0
+    pending = deque(chunks)
+    while pending:
+        chunk = pending.popleft()
+        try:
+            texts.append(summarizer.summarize(chunk, None, budget, style, final=False).text)
+        except ContextOverflow:
+            room = _smaller(summarizer, max_input_tokens, budget, budget, room)
+            rest = [message for part in (chunk, *pending) for message in part]
+            pending = deque(chunk_messages(rest, room))
+            continue
+        calls += 1
+    while True:
+        per_merge = max(2, room // max(1, budget + 64))
+        try:
+            while len(texts) > per_merge:
+                grouped = [texts[i : i + per_merge] for i in range(0, len(texts), per_merge)]
+                merged = [
+                    summarizer.merge(group, None, budget, style, final=False).text
+                    for group in grouped
+                ]
+                texts, calls = merged, calls + len(grouped)
+            merged_all = summarizer.merge(texts, previous, budget, style)
+        except ContextOverflow:
+            room = _smaller(summarizer, max_input_tokens, budget, budget, room)
+            continue
+        return Summary(merged_all.text, summarizer.name, calls=calls + 1)
+
+
+def _room(summarizer: Summarizer, max_input_tokens: int, answer: int, reserve: int) -> int:
+    """Estimated tokens of messages one request may carry: the backend's room for an
+    answer of ``answer`` tokens, less the instructions and ``reserve`` (a folded summary)."""
+    room = summarizer.input_room(max_input_tokens, answer) - PROMPT_RESERVE - reserve
+    return max(MIN_CHUNK_TOKENS, room)
+
+
+def _smaller(
+    summarizer: Summarizer, max_input_tokens: int, answer: int, reserve: int, room: int
+) -> int:
+    """The room after a ContextOverflow; SummarizerError when it did not shrink (the
+    server's context cannot hold even the smallest request)."""
+    smaller = _room(summarizer, max_input_tokens, answer, reserve)
+    if smaller >= room:
+        raise SummarizerError(
+            f"the {summarizer.name} server's context is too small for a request with a "
+            f"{answer:,}-token answer: raise its context, or lower "
+            "summarizer.max_summary_tokens"
+        )
+    log.info("summarize_rechunked", backend=summarizer.name, room=smaller)
+    return smaller
 
 
 def compact_to_checkpoint(
@@ -100,12 +152,23 @@ def compact_to_checkpoint(
 
     Each chunk fits the summarizer's input budget; its result is the previous checkpoint
     of the next chunk, so nothing is left out; ``budget`` is the room of the lists
-    (:meth:`Summarizer.checkpoint`). Raises SummarizerError (or its subclass
-    CheckpointParseError for a malformed answer).
+    (:meth:`Summarizer.checkpoint`). A ContextOverflow re-chunks what is left. Raises
+    SummarizerError (or its subclass CheckpointParseError for a malformed answer).
     """
     current = previous.summary if isinstance(previous, Checkpoint) else previous
-    chunks = chunk_messages(messages, max(256, max_input_tokens - PROMPT_RESERVE * 2)) or [[]]
-    for chunk in chunks:
-        current = summarizer.checkpoint(current, chunk, budget)
+    answer = CHECKPOINT_MAX_TOKENS
+    room = _room(summarizer, max_input_tokens, answer, PROMPT_RESERVE)
+    pending = deque(chunk_messages(messages, room) or [[]])
+    calls = 0
+    while pending:
+        chunk = pending.popleft()
+        try:
+            current = summarizer.checkpoint(current, chunk, budget)
+        except ContextOverflow:
+            room = _smaller(summarizer, max_input_tokens, answer, PROMPT_RESERVE, room)
+            rest = [message for part in (chunk, *pending) for message in part]
+            pending = deque(chunk_messages(rest, room) or [[]])
+            continue
+        calls += 1
     assert current is not None
-    return current, len(chunks)
+    return current, calls

@@ -1,0 +1,168 @@
+"""What every LLM backend shares: the answer it gives, the protocol it follows, the retry
+loop under a per-call deadline, and the context overflow a server can report
+(docs/design.md#summarizers).
+
+Each backend (:mod:`~memoryd.summarizers.anthropic`,
+:mod:`~memoryd.summarizers.openai_compat`) turns one attempt into a :class:`Completion`
+or a :class:`Failure`; :func:`complete_with_retries` decides what follows. Failures carry
+short reasons only (status and error type, "timed out after N s", "empty answer"…): never
+a key, never prompt or answer text.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from memoryd.errors import SummarizerError
+
+log = structlog.get_logger()
+
+BAD_ANSWER_RETRIES = 1
+"""An answer that is empty or malformed is retried at most once: it costs tokens even when
+useless, and a server that sends junk twice in a row is likely to go on."""
+BACKOFF_MAX = 30.0
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A usable answer: its text (stripped, never empty) and what the API reported."""
+
+    text: str
+    input_tokens: int | None
+    output_tokens: int | None
+    model: str
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed attempt: why (safe to show), whether to retry, what the server asked."""
+
+    reason: str
+    retryable: bool
+    status: int | None = None
+    retry_after: float | None = None
+    bad_answer: bool = False
+
+
+class ContextOverflow(SummarizerError):
+    """The request does not fit the server's context: the caller must send less.
+
+    ``limit`` is the context (prompt and answer, in tokens) the backend now believes the
+    server has; it has already lowered its own belief, so a caller that re-chunks to
+    :meth:`CompletionBackend.input_room` sends something smaller next time.
+    """
+
+    def __init__(self, reason: str, limit: int) -> None:
+        super().__init__(reason)
+        self.limit = limit
+
+
+class CompletionBackend(Protocol):
+    """One LLM API behind the prompts: a completion per call, retried under ``deadline``."""
+
+    name: str
+    model: str
+
+    def complete(
+        self,
+        system: str,
+        user: str | Sequence[str],
+        max_tokens: int,
+        *,
+        follow_up: Sequence[str] = (),
+        cache: bool = False,
+    ) -> Completion:
+        """One system + user prompt (``user`` in parts) answered; ``follow_up`` continues
+        with alternating assistant and user turns; ``cache`` marks the prompt for a prompt
+        cache where the API has one. Raises SummarizerError (ContextOverflow when the
+        request does not fit)."""
+
+    def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
+        """Estimated tokens of prompt one request may hold for an answer of
+        ``answer_tokens``: at most ``max_input_tokens``, less when the server's context
+        is smaller."""
+
+    def close(self) -> None:
+        """Close the SDK client's connections, if this process opened any."""
+
+
+def backoff_wait(
+    attempt: int, retry_after: float | None, backoff_base: float, rng: random.Random
+) -> float:
+    """Seconds before the next try: what the server asked, else exponential with jitter."""
+    if retry_after is not None:
+        return max(0.0, retry_after)
+    backoff = min(backoff_base * 2.0**attempt, BACKOFF_MAX)
+    return backoff * rng.uniform(0.5, 1.0)
+
+
+def complete_with_retries(
+    attempt: Callable[[float], Completion | Failure],
+    *,
+    label: str,
+    timeout: float,
+    max_retries: int,
+    deadline: float,
+    wait_before_retry: Callable[[int, float | None], float],
+) -> Completion:
+    """Call ``attempt(request_timeout)`` until it gives a Completion, within the rules.
+
+    Retried up to ``max_retries`` times when the failure is retryable (a bad answer at
+    most :data:`BAD_ANSWER_RETRIES` times); each request's timeout is ``min(timeout,
+    time left)``; a wait that would end past ``deadline`` fails at once instead of
+    sleeping. Raises SummarizerError naming ``label`` and the last reason.
+    """
+    started = time.monotonic()
+    bad_answers = 0
+    for tried in range(max_retries + 1):
+        left = deadline - (time.monotonic() - started)
+        if left <= 0:
+            raise SummarizerError(f"{label}: no answer within the {seconds(deadline)} s deadline")
+        outcome = attempt(min(timeout, left))
+        if isinstance(outcome, Completion):
+            return outcome
+        if outcome.bad_answer:
+            bad_answers += 1
+        retries_left = tried < max_retries and (
+            not outcome.bad_answer or bad_answers <= BAD_ANSWER_RETRIES
+        )
+        if not outcome.retryable or not retries_left:
+            raise SummarizerError(f"{label}: {outcome.reason} (after {attempts(tried + 1)})")
+        wait = wait_before_retry(tried, outcome.retry_after)
+        left = deadline - (time.monotonic() - started)
+        if wait >= left:
+            raise SummarizerError(
+                f"{label}: {outcome.reason}; the next try in {seconds(wait)} s would "
+                f"pass the {seconds(deadline)} s deadline (after {attempts(tried + 1)})"
+            )
+        log.warning(
+            "llm_retry",
+            attempt=tried + 1,
+            status=outcome.status,
+            reason=outcome.reason,
+            wait_s=round(wait, 3),
+        )
+        time.sleep(wait)
+    raise AssertionError("unreachable: the last attempt always returns or raises")
+
+
+def token_count(usage: object, name: str) -> int | None:
+    """An integer field of an SDK's usage object, or None (absent, or not a count)."""
+    value = getattr(usage, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def seconds(value: float) -> str:
+    return f"{round(value, 2):g}"
+
+
+def attempts(count: int) -> str:
+    return "1 attempt" if count == 1 else f"{count} attempts"
