@@ -60,6 +60,7 @@ from memoryd.config.sections import ANTHROPIC_BASE_URL_ENV as ANTHROPIC_BASE_URL
 from memoryd.config.sections import DAY, HOUR, MINUTE, WEEK
 from memoryd.config.sections import AnthropicSettings as AnthropicSettings
 from memoryd.config.sections import CheckpointSettings as CheckpointSettings
+from memoryd.config.sections import MaskingSettings as MaskingSettings
 from memoryd.config.sections import MemorySettings as MemorySettings
 from memoryd.config.sections import RollingSettings as RollingSettings
 from memoryd.config.sections import SummarizerSettings as SummarizerSettings
@@ -125,6 +126,7 @@ class Settings(BaseSettings):
     anthropic: AnthropicSettings = Field(default_factory=AnthropicSettings)
     rolling: RollingSettings = Field(default_factory=RollingSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    masking: MaskingSettings = Field(default_factory=MaskingSettings)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """``[prices."model"]``: US dollars per million tokens, over the built-in table."""
     memory: MemorySettings = Field(default_factory=MemorySettings)
