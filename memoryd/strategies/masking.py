@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 MASKED_FIELD = "isMasked"
 PLACEHOLDER_LEAD = "[tool output masked by memoryd: "
+MIN_SHRINK = 2
+"""An output is masked only when it is at least this many times its placeholder."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +215,7 @@ def mask_line(
     new_content: Any
     if found[0].block is None:
         placeholder = placeholder_text(found[0].call, _text(content), False, ident)
-        if len(placeholder) >= content_chars(content):
+        if not _worth(placeholder, content_chars(content)):
             return None
         new_content = placeholder if isinstance(content, str) else [_text_block(placeholder)]
         masked_outputs = 1
@@ -227,7 +229,7 @@ def mask_line(
                 inner = block.get("content")
                 failed = block.get("is_error") is True
                 placeholder = placeholder_text(wanted[k], result_text(inner), failed, ident)
-                if len(placeholder) < content_chars(inner):
+                if _worth(placeholder, content_chars(inner)):
                     blocks[k] = {**block, "content": placeholder}
                     masked_outputs += 1
             elif block.get("type") == "image":
@@ -247,6 +249,12 @@ def mask_line(
         return None
     new_line = replace(line, tokens=tokens, message=new_message)
     return MaskedLine(line, new_line, data, masked_outputs)
+
+
+def _worth(placeholder: str, output_chars: int) -> bool:
+    """Whether masking an output of ``output_chars`` pays: it must be at least
+    :data:`MIN_SHRINK` times its placeholder (a short output says more than its digest)."""
+    return output_chars >= MIN_SHRINK * len(placeholder)
 
 
 def _text_block(text: str) -> dict[str, str]:
