@@ -3,6 +3,7 @@ masking suffices (docs/design.md#masking)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -41,7 +42,8 @@ def test_a_growing_tool_loop_stays_under_budget_with_no_llm_call(
     peak = 0.0
     for count, message in enumerate(transcript.messages[1:], start=2):
         append_message(folder, str(message["role"]), message["content"])
-        wait_until(lambda: caught_up(folder, count), 30, f"the daemon saw message {count}")
+        seen = functools.partial(caught_up, folder, count)
+        wait_until(seen, 30, f"the daemon saw message {count}")
         peak = max(peak, (read_state(folder) or {}).get("usage_ratio", 0.0))
     state = read_state(folder)
     assert state is not None
