@@ -226,7 +226,7 @@ def commit_and_report(
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
-        reason=head.result_text,
+        reason=f"{masking.text}; {head.result_text}" if masking else head.result_text,
         messages_after=messages_after,
         tokens_after=tokens_after,
         summarized_count=plan.summarized_count,
