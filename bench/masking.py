@@ -202,9 +202,11 @@ def job_cells(jobs: list[JobFigures]) -> dict[str, dict[str, Any]]:
     return cells
 
 
-def caught_up(folder: Path, count: int) -> bool:
+def caught_up(folder: Path) -> bool:
+    """The daemon counted every line of the conversation and runs no job on it."""
+    lines = (folder / "conversation.jsonl").read_bytes().count(b"\n")
     state = read_state(folder) or {}
-    return state.get("messages") == count and state.get("summarizing") is False
+    return state.get("messages") == lines and state.get("summarizing") is False
 
 
 def replay(turns: int, masking: str, fake: FakeAnthropic, scratch: Path) -> dict[str, Any]:
@@ -230,7 +232,7 @@ def replay(turns: int, masking: str, fake: FakeAnthropic, scratch: Path) -> dict
         daemon.wait_ready()
         for count, message in enumerate(transcript.messages, start=1):
             append_message(folder, str(message["role"]), message["content"])
-            seen = functools.partial(caught_up, folder, count)
+            seen = functools.partial(caught_up, folder)
             common.wait_until(seen, 120, f"the daemon saw message {count}")
             peak = max(peak, (read_state(folder) or {}).get("usage_ratio", 0.0))
         cpu = common.cpu_seconds(daemon.pid) + sum(
@@ -316,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs = measure_jobs(args.transcripts, args.public, scratch)
         report["cells"] = job_cells(jobs)
         report["jobs"] = [asdict(j) for j in jobs]
+        common.save("masking", report)  # the jobs' figures stay should the replay fail
         if not args.no_replay:
             fake = stack.enter_context(FakeAnthropic())
             fake.set_default(Reply.echo())
