@@ -49,7 +49,7 @@ from typing import Any
 
 import _common as common
 from agent_loops import STRATEGIES, USAGE, cases, view_problem
-from agent_transcripts import Transcript, generate, message_text, occurs, write_workspace
+from agent_transcripts import Fact, Transcript, generate, message_text, occurs, write_workspace
 from daemon_harness import llm_env, read_state
 from fake_anthropic import FakeAnthropic, Reply
 
@@ -86,12 +86,20 @@ class JobFigures:
     cpu_s: float
 
 
-def old_facts(transcript: Transcript) -> list[str]:
-    """The facts only the old part holds: in its first 60% of messages, not in the rest."""
+def old_facts(transcript: Transcript) -> list[Fact]:
+    """The facts only the old part holds: in its first 60% of messages, not in the rest
+    (each at the first message that holds it)."""
     cut = math.ceil(len(transcript.messages) * OLD_SHARE)
     newest = "\n".join(message_text(m) for m in transcript.messages[cut:])
-    found = {f.text for f in transcript.facts if f.index < cut}
-    return sorted(text for text in found if not occurs(text, newest))
+    found = {f.text: f for f in reversed(transcript.facts) if f.index < cut}
+    return sorted((f for f in found.values() if not occurs(f.text, newest)), key=lambda f: f.index)
+
+
+def is_live(fact: Fact, original: list[bytes], live: set[bytes], live_text: str) -> bool:
+    """A fact is live when the message that holds it is, byte for byte, or its text is in
+    the live file (a summary or a placeholder holds it); the task's phrase is taken from
+    its message in a normal form (no backquotes), so the first test counts there."""
+    return original[fact.index] in live or occurs(fact.text, live_text)
 
 
 def _archived(folder: Path) -> list[bytes]:
@@ -132,7 +140,7 @@ def run_one(
         masking=masking,
         outcome=result.outcome,
         old_facts=len(facts),
-        old_facts_live=sum(occurs(f, live_text) for f in facts),
+        old_facts_live=sum(is_live(f, original, set(live), live_text) for f in facts),
         task_kept=original[0] in set(live),
         api_valid=view_problem(folder) is None,
         lossless=not (Counter(original) - Counter(plain)),
@@ -171,7 +179,8 @@ def measure_jobs(count: int, public: Path | None, scratch: Path) -> list[JobFigu
     if public is not None:
         from public_transcripts import load
 
-        sources += [("public", name, done) for name, _, done, _ in load(public)]
+        loaded = load(public)
+        sources += [("public", f"{k}-{name}", done) for k, (name, _, done, _) in enumerate(loaded)]
     jobs = []
     for strategy in STRATEGIES:
         for source, name, transcript in sources:

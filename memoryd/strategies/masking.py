@@ -17,6 +17,7 @@ and ``"pinned": true``), the results of a call still running, every assistant me
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 MASKED_FIELD = "isMasked"
 PLACEHOLDER_LEAD = "[tool output masked by memoryd: "
+MAX_LINE_REFERENCES = 3
+_LINE_REFERENCE = re.compile(r"\bline \d+\b")
 MIN_SHRINK = 2
 """An output is masked only when it is at least this many times its placeholder."""
 
@@ -261,6 +264,13 @@ def _text_block(text: str) -> dict[str, str]:
     return {"type": "text", "text": text}
 
 
+def line_references(output: str) -> list[str]:
+    """The last :data:`MAX_LINE_REFERENCES` distinct ``line N`` an output mentions, in
+    their order (pure): where an error or a search pointed."""
+    found = list(dict.fromkeys(m.group() for m in _LINE_REFERENCE.finditer(output)))
+    return found[-MAX_LINE_REFERENCES:]
+
+
 def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_id: str) -> str:
     """What a masked output says (pure): the call with its key argument and outcome (exit
     status, first error, where it was raised, the files it names), the output's size in
@@ -272,6 +282,9 @@ def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_i
         )
     else:
         digest = "a tool" + (" (error)" if failed else "")
+    lines = [ref for ref in line_references(output) if ref not in digest]
+    if lines:
+        digest += "; " + ", ".join(lines)
     size = estimate_text_tokens(output)
     return (
         f"{PLACEHOLDER_LEAD}{digest} — {size:,} tokens; "
