@@ -140,11 +140,14 @@ def test_property_masking_keeps_what_it_must_and_the_view_stays_valid(
     lines = lines_of(messages)
     pinned = pinned_indices(lines, keep_first)
     masking = plan_masking(lines, keep_recent, pinned)
-    masked = {m.line.index for m in masking.masked}
-    outputs = output_lines(lines)
-    protected = set(outputs[len(outputs) - keep_recent :]) if keep_recent else set()
-    assert not masked & protected
-    assert not masked & pinned
+    masked = {m.line.index: m for m in masking.masked}
+    outputs = tool_outputs(lines)
+    for output in outputs[len(outputs) - keep_recent :] if keep_recent else []:
+        if output.line in masked:  # a line of parallel results: only the older ones go
+            assert output.block is not None
+            new, old = masked[output.line].line.blocks, lines[output.line].blocks
+            assert new[output.block] == old[output.block]
+    assert not masked.keys() & pinned
     running = running_tool_call(lines)
     if running is not None:
         open_ids = lines[running].tool_use_ids
