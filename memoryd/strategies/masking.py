@@ -29,6 +29,7 @@ from memoryd.pins import byte_ranges, pinned_indices
 from memoryd.policy import running_tool_call
 from memoryd.receipts.records import MaskedSpan
 from memoryd.summarizers.checkpoint_calls import call_line
+from memoryd.summarizers.output_places import definitions
 from memoryd.summarizers.toolcalls import (
     ToolCall,
     command_label,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 MASKED_FIELD = "isMasked"
 PLACEHOLDER_LEAD = "[tool output masked by memoryd: "
-MAX_LINE_REFERENCES = 3
+MAX_LINE_REFERENCES = 8
 _LINE_REFERENCE = re.compile(r"\bline \d+\b")
 MIN_SHRINK = 2
 """An output is masked only when it is at least this many times its placeholder."""
@@ -275,16 +276,18 @@ def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_i
     """What a masked output says (pure): the call with its key argument and outcome (exit
     status, first error, where it was raised, the files it names), the output's size in
     tokens, and the command that prints the original."""
+    notes: list[str] = []
     if call is not None:
-        digest = call_line(
-            [replace(call, outcome=outcome_of(output, failed, call.command is not None))],
-            named=True,
-        )
+        outcome = outcome_of(output, failed, call.command is not None)
+        digest = call_line([replace(call, outcome=outcome)], named=True)
+        defined = definitions(outcome.listing) if outcome.listing else ()
+        if defined:
+            notes.append("defines " + ", ".join(defined))
     else:
         digest = "a tool" + (" (error)" if failed else "")
-    lines = [ref for ref in line_references(output) if ref not in digest]
-    if lines:
-        digest += "; " + ", ".join(lines)
+    notes += [ref for ref in line_references(output) if ref not in digest]
+    if notes:
+        digest += "; " + ", ".join(notes)
     size = estimate_text_tokens(output)
     return (
         f"{PLACEHOLDER_LEAD}{digest} — {size:,} tokens; "
