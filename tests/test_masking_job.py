@@ -189,7 +189,7 @@ def test_a_dry_run_says_what_masking_would_do_and_changes_nothing(
     before = (folder / "conversation.jsonl").read_bytes()
     result = job(folder, masking_settings(make_settings, transcript.tokens, 0.95), dry_run=True)
     assert result.outcome == "dry_run"
-    assert result.reason.startswith("would have masked ")
+    assert result.reason.startswith("would mask ")
     assert (folder / "conversation.jsonl").read_bytes() == before
 
 

@@ -59,7 +59,9 @@ def masking_only(
     could not be made (the conversation unchanged)."""
     if job.request.dry_run:
         then = "" if stage.decision == "enough" else ", then summarize"
-        return replace(job.base, outcome="dry_run", reason=f"would have {stage.text}{then}")
+        masking = stage.masking
+        would = f"would mask {masking.outputs} tool outputs (~{stage.freed_tokens:,} tokens)"
+        return replace(job.base, outcome="dry_run", reason=f"{would}{then}")
     if not job.request.heartbeat_started:
         HeartbeatManager(job.workspace).start_task(
             f"Masking {stage.masking.outputs} old tool outputs"
