@@ -29,7 +29,7 @@ from memoryd.pins import byte_ranges, pinned_indices
 from memoryd.policy import running_tool_call
 from memoryd.receipts.records import MaskedSpan
 from memoryd.summarizers.checkpoint_calls import call_line
-from memoryd.summarizers.output_places import definitions
+from memoryd.summarizers.output_places import definitions, named_paths
 from memoryd.summarizers.toolcalls import (
     ToolCall,
     command_label,
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 MASKED_FIELD = "isMasked"
 PLACEHOLDER_LEAD = "[tool output masked by memoryd: "
 MAX_LINE_REFERENCES = 8
+MAX_LISTING_PATHS = 3
+"""Paths a placeholder names of a file shown (the digest names none: its definitions)."""
 _LINE_REFERENCE = re.compile(r"\bline \d+\b")
 MIN_SHRINK = 2
 """An output is masked only when it is at least this many times its placeholder."""
@@ -280,14 +282,18 @@ def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_i
     if call is not None:
         outcome = outcome_of(output, failed, call.command is not None)
         digest = call_line([replace(call, outcome=outcome)], named=True)
-        defined = definitions(outcome.listing) if outcome.listing else ()
-        if defined:
-            notes.append("defines " + ", ".join(defined))
+        if outcome.listing:
+            # A file shown: what it defines, and the paths it names (its own among them).
+            defined = definitions(outcome.listing)
+            named = [p for p in named_paths(output)[:MAX_LISTING_PATHS] if p not in digest]
+            notes += ["defines " + ", ".join(defined)] if defined else []
+            notes += ["names " + ", ".join(named)] if named else []
     else:
         digest = "a tool" + (" (error)" if failed else "")
-    notes += [ref for ref in line_references(output) if ref not in digest]
+    references = [ref for ref in line_references(output) if ref not in digest]
+    notes += [", ".join(references)] if references else []
     if notes:
-        digest += "; " + ", ".join(notes)
+        digest += "; " + "; ".join(notes)
     size = estimate_text_tokens(output)
     return (
         f"{PLACEHOLDER_LEAD}{digest} — {size:,} tokens; "
