@@ -18,11 +18,14 @@ from memoryd.pins import pinned_indices
 from memoryd.policy import running_tool_call
 from memoryd.strategies.masking import (
     MASKED_FIELD,
+    PLACEHOLDER_LEAD,
     Masking,
     decide,
+    placeholder_text,
     plan_masking,
     tool_outputs,
 )
+from memoryd.summarizers.toolcalls import tool_use_call
 
 
 def lines_of(messages: list[dict[str, Any]]) -> list[Line]:
@@ -172,3 +175,25 @@ def test_a_genuine_user_turn_is_never_an_output() -> None:
         make_message(2, "user", "Start with src/app/config.py please. " * 40),
     ]
     assert plan_masking(lines_of(messages), 0, frozenset()).masked == ()
+
+
+def test_a_placeholder_says_what_the_output_was() -> None:
+    """The command, the exception with the frame nearest the raise, the other `line N`
+    references, the size in tokens and the expand command; a file shown says what it
+    defines and the paths it names."""
+    traceback = (
+        'Traceback (most recent call last):\n  File "/src/app/cli.py", line 17, in main\n'
+        '    run()\n  File "/src/app/config.py", line 48, in load\n'
+        "    raise KeyError(name)\nKeyError: 'server'\n" + "noise\n" * 400
+    )
+    call = tool_use_call(1, {"type": "tool_use", "id": "t", "name": "bash",
+                             "input": {"command": "python -m app --check"}})  # fmt: skip
+    text = placeholder_text(call, traceback, True, "msg-0002")
+    assert text.startswith(PLACEHOLDER_LEAD + "`python -m app --check`")
+    for part in ("KeyError", "/src/app/config.py line 48", "line 17", "tokens",
+                 "memoryd expand WORKSPACE msg-0002"):  # fmt: skip
+        assert part in text, part
+    view = tool_use_call(1, {"type": "tool_use", "id": "v", "name": "Read",
+                             "input": {"file_path": "src/app/config.py"}})  # fmt: skip
+    listing = "1\timport os\n2\t\n3\tdef load(name):\n4\t    return os.environ[name]\n" * 50
+    assert "defines load" in placeholder_text(view, listing, False, "msg-0004")
