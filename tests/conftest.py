@@ -193,15 +193,17 @@ def env(tmp_path: Path) -> dict[str, str]:
 def make_settings(clean_environment: Path) -> SettingsFactory:
     """Settings from defaults plus dotted-key ``overrides`` only: no env, no machine file.
 
-    Tests run with ``drain_seconds=0`` (no non-locking writers here) and ``keep_first=0``
-    (their split counts are their subject) unless they say otherwise; the tests of the
-    default pin (tests/test_agent_loops.py, tests/test_pins.py) ask for it.
+    Tests run with ``drain_seconds=0`` (no non-locking writers here), ``keep_first=0``
+    (their split counts are their subject) and masking off (the strategies are) unless
+    they say otherwise; the tests of the default pin (tests/test_agent_loops.py,
+    tests/test_pins.py) and of masking (tests/test_masking*.py) ask for them.
     """
 
     def make(**overrides: Any) -> Settings:
         flags = {
             "drain_seconds": 0,
             "keep_first": 0,
+            "masking.enabled": False,
             **{k.replace("__", "."): v for k, v in overrides.items()},
         }
         env = {"XDG_CONFIG_HOME": str(clean_environment)}

@@ -235,6 +235,9 @@ class Checker:
         for ident, count in Counter(archived + _ids(live)).items():
             if count > 1:
                 self.problem(f"{stage}: id {ident} is {count}x in the live file and the archive")
+        for ident in masked_ids(live):
+            if ident not in archived:
+                self.problem(f"{stage}: masked {ident} has no original in the archive")
         for number, line in enumerate(live):
             message = _object(line)
             if message is None or message.get("isSummary") is not True:
@@ -350,6 +353,8 @@ class Checker:
                 message = _object(line)
                 if message is None or (number == 0 and message.get("isSummary") is True):
                     continue
+                if message.get("isMasked") is True:  # its original is indexed instead
+                    continue
                 expected.append(str(message.get("id")))
         conn = sqlite3.connect(self.ws.meta / "index.sqlite")
         try:
@@ -369,9 +374,22 @@ def _object(line: bytes) -> dict[str, object] | None:
 
 
 def _ids(lines: Iterable[bytes]) -> list[str]:
+    """The ids of the original lines (a masked line stands for an archived original)."""
     found = []
     for line in lines:
         message = _object(line)
-        if message is not None and isinstance(message.get("id"), str):
+        if message is None or message.get("isMasked") is True:
+            continue
+        if isinstance(message.get("id"), str):
             found.append(str(message["id"]))
+    return found
+
+
+def masked_ids(lines: Iterable[bytes]) -> list[str]:
+    """The ids of the masked lines among ``lines``."""
+    found = []
+    for line in lines:
+        message = _object(line)
+        if message is not None and message.get("isMasked") is True:
+            found.append(str(message.get("id")))
     return found

@@ -19,6 +19,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
+from agent_shapes import tool_loop
+from conftest import encode_lines
 from crash_states import Model, materialize
 from powerloss_checks import WORKSPACE, expectations
 from powerloss_ops import Recording, Rename
@@ -28,7 +30,7 @@ from memoryd import cli
 from memoryd.commit import rewrite as commit
 from memoryd.commit.recovery import recover
 from memoryd.config.settings import Settings, load_settings
-from memoryd.conversation import append_message
+from memoryd.conversation import append_message, split_lines
 from memoryd.job.run import JobRequest, run_job
 from memoryd.receipts.records import append_receipt, build_receipt
 from memoryd.search.index import update_index
@@ -117,6 +119,32 @@ def commit_locked(root: Path, settings: Settings) -> Recording:
 
         with _job_acknowledged(rec):
             run_job(JobRequest(ws.path, settings, force=True), fault=fault)
+        with rec.acknowledged(CONVERSATION):
+            append_message(ws.path, "assistant", "appended after the commit")
+    return rec.recording
+
+
+def masking_commit(root: Path, settings: Settings) -> Recording:
+    """A usage-triggered job whose masking of old tool outputs is enough (no summary),
+    while a writer that takes the lock appends before the lock; then an append after it."""
+    ws = Workspace(root / WORKSPACE)
+    ws.path.mkdir(parents=True)
+    data = encode_lines(tool_loop(24, 60))
+    ws.conversation.write_bytes(data)
+    tokens = sum(line.tokens for line in split_lines(data, 1 << 24))
+    # Over the trigger; the agent's own words hold a third: masking alone gets below 0.75.
+    masking = settings.masking.model_copy(update={"target": 0.75})
+    over = settings.model_copy(update={"token_limit": int(tokens / 0.95), "masking": masking})
+    with recording(root, is_index_file) as rec:
+
+        def fault(step: str) -> None:
+            if step in ("archive_written", "head_written"):
+                with rec.acknowledged(CONVERSATION):
+                    append_message(ws.path, "user", f"appended at {step}")
+
+        with _job_acknowledged(rec):
+            result = run_job(JobRequest(ws.path, over, reason="trigger"), fault=fault)
+        assert result.masked_messages and not result.summarized_count, result.reason
         with rec.acknowledged(CONVERSATION):
             append_message(ws.path, "assistant", "appended after the commit")
     return rec.recording
@@ -368,6 +396,7 @@ class Scenario:
 SCENARIOS = (
     Scenario("commit, locked writer", commit_locked),
     Scenario("commit, unlocked writer", commit_unlocked),
+    Scenario("commit of a masking", masking_commit),
     Scenario("memoryd append", append_command),
     Scenario("memory store write and compaction", memory_store),
     Scenario("receipts and events", receipts_and_events),

@@ -39,7 +39,8 @@ def live_tokens(workspace: Path) -> int:
 
 
 def every_line(workspace: Path) -> list[dict[str, Any]]:
-    """The messages of the live file and of every archive, summaries left out."""
+    """The messages of the live file and of every archive, summaries and masked
+    placeholders left out (a masked line's original is archived)."""
     paths = [workspace / "conversation.jsonl"]
     archive = workspace / ".memoryd" / "archive"
     if archive.exists():
@@ -48,7 +49,7 @@ def every_line(workspace: Path) -> list[dict[str, Any]]:
     for path in paths:
         for line in path.read_bytes().splitlines():
             message = json.loads(line)
-            if not message.get("isSummary"):
+            if not message.get("isSummary") and not message.get("isMasked"):
                 found.append(message)
     return found
 

@@ -95,6 +95,8 @@ def test_a_finished_job_is_counted_in_every_family_it_touches() -> None:
             cache_creation_tokens=40,
             cost_usd=0.002,
             succeeded_at=1_763_900_000.0,
+            masked_messages=12,
+            masked_tokens=30_000,
         )
     )
     metrics.job_finished(JobObservation("rolling", "extractive", "failed", "trigger", 0.2))
@@ -117,6 +119,8 @@ def test_a_finished_job_is_counted_in_every_family_it_touches() -> None:
     assert got[("memoryd_llm_tokens_total", (("kind", "cache_read"),))] == 30
     assert got[("memoryd_llm_tokens_total", (("kind", "cache_creation"),))] == 40
     assert got[("memoryd_llm_cost_usd_total", ())] == 0.002
+    assert got[("memoryd_masked_messages_total", ())] == 12
+    assert got[("memoryd_masked_tokens_total", ())] == 30_000
     assert got[("memoryd_last_successful_job_timestamp_seconds", ())] == 1_763_900_000.0
     assert got[("memoryd_trigger_to_dispatch_seconds_count", ())] == 1
     build = [labels for name, labels in got if name == "memoryd_build_info"]

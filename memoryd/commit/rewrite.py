@@ -110,7 +110,8 @@ def _write_parts(src: int, dst: int, parts: Sequence[Part]) -> int:
     return total
 
 
-def _parts_size(parts: Sequence[Part]) -> int:
+def parts_size(parts: Sequence[Part]) -> int:
+    """The bytes ``parts`` make."""
     return sum(len(p) if isinstance(p, bytes) else p[1] - p[0] for p in parts)
 
 
@@ -174,9 +175,9 @@ def rewrite(
     try:
         folder = open_folder(root, path.parent)
         current = os.fstat(src).st_size
-        needed = _parts_size(head) + max(0, current - snapshot.end)
+        needed = parts_size(head) + max(0, current - snapshot.end)
         if archive is not None:
-            needed += _parts_size(archive.parts)
+            needed += parts_size(archive.parts)
         _check_space(path.parent, needed)
         dst = os.open(tmp, NEW_FILE_FLAGS, 0o600, dir_fd=folder)
         try:
@@ -272,5 +273,6 @@ __all__ = [
     "Part",
     "archive_name",
     "open_folder",
+    "parts_size",
     "rewrite",
 ]

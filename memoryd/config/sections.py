@@ -1,5 +1,6 @@
 """The sections of the configuration: ``[summarizer]``, ``[anthropic]``, ``[openai]``,
-``[rolling]``, ``[checkpoint]``, ``[memory]``, and the rules every model of it follows.
+``[rolling]``, ``[checkpoint]``, ``[masking]``, ``[memory]``, and the rules every model of
+it follows.
 
 ``memoryd.config.settings`` re-exports them; ``Settings`` there holds one of each.
 """
@@ -124,6 +125,22 @@ class CheckpointSettings(BaseModel):
     model_config = _NESTED
 
     compact_at: float = Field(default=0.90, gt=0, le=1)
+
+
+class MaskingSettings(BaseModel):
+    """``[masking]``: old tool outputs become placeholders before a usage-triggered job
+    summarizes (docs/design.md#masking)."""
+
+    model_config = _NESTED
+
+    enabled: bool = True
+    keep_recent: int = Field(default=3, ge=0)
+    """The newest tool results are never masked."""
+    target: float = Field(default=0.6, gt=0, le=1)
+    """Usage share at or below which masking alone ends the job (no LLM call)."""
+    min_freed: float = Field(default=0.1, ge=0, le=1)
+    """Share of the budget masking must free, or it is skipped (each edit busts the
+    agent's prompt cache)."""
 
 
 class MemorySettings(BaseModel):

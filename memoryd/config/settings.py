@@ -60,6 +60,7 @@ from memoryd.config.sections import DAY, HOUR, MINUTE, WEEK
 from memoryd.config.sections import OPENAI_API_KEY_ENV as OPENAI_API_KEY_ENV
 from memoryd.config.sections import AnthropicSettings as AnthropicSettings
 from memoryd.config.sections import CheckpointSettings as CheckpointSettings
+from memoryd.config.sections import MaskingSettings as MaskingSettings
 from memoryd.config.sections import MemorySettings as MemorySettings
 from memoryd.config.sections import OpenAISettings as OpenAISettings
 from memoryd.config.sections import RollingSettings as RollingSettings
@@ -127,6 +128,7 @@ class Settings(BaseSettings):
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     rolling: RollingSettings = Field(default_factory=RollingSettings)
     checkpoint: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    masking: MaskingSettings = Field(default_factory=MaskingSettings)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """``[prices."model"]``: US dollars per million tokens, over the built-in table."""
     memory: MemorySettings = Field(default_factory=MemorySettings)

@@ -28,6 +28,7 @@ WORKSPACE_KEYS = frozenset(
         "keep_first",
         "rolling",
         "checkpoint",
+        "masking",
     }
 )
 """The keys a workspace's ``.memoryd/config.toml`` may set: its budget and strategy."""

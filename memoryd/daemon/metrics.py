@@ -94,6 +94,8 @@ class JobObservation:
     cost_usd: float = 0.0
     succeeded_at: float | None = None
     """Wall-clock time of a successful job (None when it did not succeed)."""
+    masked_messages: int = 0
+    masked_tokens: int = 0
 
 
 def build_version() -> str:
@@ -231,6 +233,16 @@ class Metrics:
         self.llm_cost = Counter(
             "memoryd_llm_cost_usd", "Cost of the LLM calls in US dollars.", registry=registry
         )
+        self.masked_messages = Counter(
+            "memoryd_masked_messages",
+            "Messages whose old tool outputs became placeholders (docs/design.md#masking).",
+            registry=registry,
+        )
+        self.masked_tokens = Counter(
+            "memoryd_masked_tokens",
+            "Tokens freed by masking old tool outputs.",
+            registry=registry,
+        )
         self.salvaged = Counter(
             "memoryd_salvaged_lines",
             "Lines a non-locking writer put in a replaced file, carried into the new one.",
@@ -292,6 +304,8 @@ class Metrics:
         self.llm_tokens.labels("cache_read").inc(job.cache_read_tokens)
         self.llm_tokens.labels("cache_creation").inc(job.cache_creation_tokens)
         self.llm_cost.inc(job.cost_usd)
+        self.masked_messages.inc(job.masked_messages)
+        self.masked_tokens.inc(job.masked_tokens)
         if job.succeeded_at is not None:
             self.last_success.set(job.succeeded_at)
 

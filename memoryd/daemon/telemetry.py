@@ -269,6 +269,8 @@ class Telemetry(DaemonHooks):
                 cache_creation_tokens=usage.cache_creation_tokens,
                 cost_usd=cost or 0.0,
                 succeeded_at=wall if succeeded else None,
+                masked_messages=result.masked_messages,
+                masked_tokens=result.masked_tokens,
             )
         )
         if result.outcome == "failed" and self._backing_off(tracked.failures, tracked):

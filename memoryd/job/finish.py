@@ -17,11 +17,11 @@ from typing import Any
 import structlog
 
 from memoryd.clock import iso_ms
-from memoryd.commit.rewrite import ArchivePlan, FaultHook, rewrite
+from memoryd.commit.rewrite import ArchivePlan, FaultHook, Part, parts_size, rewrite
 from memoryd.commit.snapshot import Snapshot
 from memoryd.conversation import Line, split_lines
 from memoryd.files.regular import read_file_from
-from memoryd.job.report import JobClock, after_commit, record_receipt, span_ids
+from memoryd.job.report import JobClock, after_commit, emit_masked, record_receipt, span_ids
 from memoryd.job.request import JobRequest, JobResult, Progress
 from memoryd.pins import PinnedPlan, byte_ranges
 from memoryd.policy import over_trigger, usage_ratio
@@ -30,6 +30,7 @@ from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.signals.state import build_state, write_state
 from memoryd.strategies import Head, Strategy
+from memoryd.strategies.masking import MaskingStage
 from memoryd.tokens import calibrate, estimate_message_tokens
 from memoryd.workspace import Workspace
 
@@ -43,6 +44,9 @@ class Produced:
     head: Head
     archive_name: str
     """The archive's file name under ``.memoryd/archive/``."""
+    masking: MaskingStage | None = None
+    """The tool outputs masked first; the lines the job read are the masked ones
+    (docs/design.md#masking)."""
 
 
 def ineffective_text(tokens_after: int, token_limit: int, trigger: float) -> str:
@@ -73,25 +77,32 @@ def commit_and_report(
     cut = lines[plan.keep_from - 1].end
     pin_ranges = byte_ranges(pinned.pins)
     archived = byte_ranges(pinned.summarized)
+    masking = produced.masking
+    kept_parts: list[Part] = [(cut, snapshot.end)]
+    masked_originals: list[Part] = []
+    if masking is not None:
+        # The kept part's masked lines are written anew; their originals are archived.
+        kept_parts = masking.masking.parts(lines[plan.keep_from :])
+        masked_originals = [*masking.masking.originals(lines[plan.keep_from :])]
     progress("committing the new conversation")
     committed = rewrite(
         snapshot,
         # Pinned messages go right after the head, byte for byte, in their order.
-        [head_line, *pin_ranges, (cut, snapshot.end)],
+        [head_line, *pin_ranges, *kept_parts],
         lock=workspace.lock,
-        archive=ArchivePlan(workspace.archive_dir, name, archived),
+        archive=ArchivePlan(workspace.archive_dir, name, [*archived, *masked_originals]),
         drain_seconds=settings.drain_seconds,
         fault=fault,
-        on_salvaged=lambda count: _salvaged(workspace, count),
+        on_salvaged=lambda count: report_salvaged(workspace, count),
     )
     # From here on the job has succeeded: what follows only reports it (after_commit).
     after_commit(workspace, f"{strategy.name} files", lambda: strategy.save(workspace, head))
     summary_tokens = estimate_message_tokens(head.message)
     kept = [*pinned.pins, *lines[plan.keep_from :]]
     pins_bytes = sum(end - start for start, end in pin_ranges)
-    head_end = len(head_line) + pins_bytes + snapshot.end - cut
+    head_end = len(head_line) + pins_bytes + parts_size(kept_parts)
     carried = list(
-        split_lines(_read_range(workspace.conversation, head_end), settings.max_line_bytes)
+        split_lines(read_carried(workspace.conversation, head_end), settings.max_line_bytes)
     )
     messages_after = 1 + len(kept) + len(carried)
     calibration = None
@@ -112,6 +123,8 @@ def commit_and_report(
     # conversation grows again, leaving it over the trigger.
     ineffective = trigger is not None and over_trigger(head_tokens, settings.token_limit, trigger)
     last_result = head.result_text
+    if masking is not None:
+        last_result = f"{masking.text}; {last_result}"
     if ineffective and trigger is not None:
         last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
     if request.result_note:
@@ -140,6 +153,7 @@ def commit_and_report(
         pins_kept=pinned.pinned_count,
         retention=head.retention,
         llm=head.usage,
+        masked=masking.span(archive, summary_followed=True) if masking else None,
     )
     # The receipt is part of the job's completion: written before anyone is told.
     record_receipt(workspace, receipt)
@@ -167,6 +181,8 @@ def commit_and_report(
         llm_calls=receipt.llm.calls,
         pins_kept=pinned.pinned_count,
     )
+    if masking is not None and receipt.masked is not None:
+        emit_masked(workspace, receipt.job, receipt.masked)
     after_commit(
         workspace,
         "events.jsonl",
@@ -210,7 +226,7 @@ def commit_and_report(
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
-        reason=head.result_text,
+        reason=f"{masking.text}; {head.result_text}" if masking else head.result_text,
         messages_after=messages_after,
         tokens_after=tokens_after,
         summarized_count=plan.summarized_count,
@@ -227,17 +243,20 @@ def commit_and_report(
         head_line_tokens=(summary_tokens, *(x.tokens for x in kept)),
         head_malformed=sum(1 for x in kept if x.malformed),
         pins_kept=pinned.pinned_count,
+        masked_messages=len(masking.masking.masked) if masking else 0,
+        masked_tokens=masking.freed_tokens if masking else 0,
         receipt=receipt,
     )
 
 
-def _salvaged(workspace: Workspace, count: int) -> None:
+def report_salvaged(workspace: Workspace, count: int) -> None:
+    """The ``salvaged_lines`` event of a commit's drain window."""
     after_commit(
         workspace, "events.jsonl", lambda: events.emit(workspace, "salvaged_lines", lines=count)
     )
 
 
-def _read_range(path: Path, start: int) -> bytes:
+def read_carried(path: Path, start: int) -> bytes:
     """The complete lines of ``path`` from ``start`` on (what was carried over)."""
     data = read_file_from(path, start)
     return data[: data.rfind(b"\n") + 1]

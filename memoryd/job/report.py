@@ -17,7 +17,7 @@ import structlog
 from memoryd.config.settings import Settings
 from memoryd.conversation import Line
 from memoryd.errors import MemorydError, UnsafePathError
-from memoryd.receipts.records import Receipt, append_receipt, build_receipt
+from memoryd.receipts.records import MaskedSpan, Receipt, append_receipt, build_receipt
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.tokens import LLMUsage
@@ -174,3 +174,22 @@ def after_commit(workspace: Workspace, what: str, write: Callable[[], object]) -
             )
         return False
     return True
+
+
+def emit_masked(workspace: Workspace, job: str, span: MaskedSpan) -> None:
+    """The ``tool_outputs_masked`` event, after the commit (never fails the job;
+    docs/design.md#masking)."""
+    after_commit(
+        workspace,
+        "events.jsonl",
+        lambda: events.emit(
+            workspace,
+            "tool_outputs_masked",
+            job=job,
+            messages=span.messages,
+            outputs=span.outputs,
+            tokens_freed=span.tokens_freed,
+            archive=span.archive,
+            summary_followed=span.summary_followed,
+        ),
+    )

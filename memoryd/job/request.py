@@ -82,6 +82,10 @@ class JobResult:
     head_malformed: int = 0
     duration_s: float = 0.0
     pins_kept: int = 0
+    masked_messages: int = 0
+    """Lines whose old tool outputs became placeholders (docs/design.md#masking)."""
+    masked_tokens: int = 0
+    """Tokens the masking freed."""
     receipt: Receipt | None = None
     """The job's receipt, as appended to ``.memoryd/receipts.jsonl`` (None when no job ran)."""
     context_limits: Mapping[str, int] = field(default_factory=dict)

@@ -11,6 +11,7 @@ and produces the head; :mod:`memoryd.job.finish` commits and reports what follow
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -34,6 +35,7 @@ from memoryd.job.finish import Produced, commit_and_report
 
 # Re-exported: callers (the daemon, the CLI, the API, tests) import these from here.
 from memoryd.job.finish import ineffective_text as ineffective_text
+from memoryd.job.masking import MaskingJob, masking_only
 from memoryd.job.report import JobClock, pins_over_trigger_reason, record_receipt
 from memoryd.job.report import report_failure as report_failure
 from memoryd.job.report import report_lost_job as report_lost_job
@@ -48,6 +50,7 @@ from memoryd.policy import SplitPlan, over_trigger, usage_ratio
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
+from memoryd.strategies.masking import masking_stage
 from memoryd.summarizers import limits
 from memoryd.summarizers.base import choose_backend
 from memoryd.workspace import Workspace
@@ -161,6 +164,23 @@ def _run_locked(
     heartbeat = HeartbeatManager(workspace)
     trigger = strategy.trigger
     over = trigger is not None and over_trigger(tokens_before, settings.token_limit, trigger)
+    # Masking first, summarizing only if needed (docs/design.md#masking).
+    stage = masking_stage(lines, settings, tokens_before, request.calibration) if over else None
+    if stage is not None:
+        mask_only = functools.partial(
+            masking_only,
+            MaskingJob(workspace, request, clock, strategy.name, base, lines, snapshot),
+            stage,
+            lambda reason: _failed(workspace, clock, settings, strategy.name, base, reason),
+            progress,
+            fault,
+        )
+        if stage.decision == "enough" or request.dry_run:
+            return mask_only()
+        lines = stage.masking.applied(lines)
+        plan = plan_job(lines, strategy, True, request.calibration)
+        if isinstance(plan, str):
+            return mask_only()
     if isinstance(plan, str):
         if over and trigger is not None:
             return _stuck(workspace, request, clock, strategy.name, base, plan, trigger)
@@ -175,6 +195,8 @@ def _run_locked(
         stuck_reason = pins_over_trigger_reason(pinned_tokens)
     elif len(pinned.summarized) - (1 if plan.folds_previous_summary else 0) < 1:
         stuck_reason = "every message before the split is pinned"
+    if stuck_reason is not None and stage is not None:
+        return mask_only()
     if stuck_reason is not None:
         if over and trigger is not None:
             return _stuck(
@@ -218,6 +240,7 @@ def _run_locked(
     try:
         with checkins:
             head = _produce_head(workspace, request, strategy, lines, pinned, progress)
+            head = replace(head, masking=stage)
             return commit_and_report(
                 workspace,
                 request,

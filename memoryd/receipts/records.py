@@ -68,6 +68,41 @@ class SummarizedSpan:
 
 
 @dataclass(frozen=True, slots=True)
+class MaskedSpan:
+    """The tool outputs a job masked before (or instead of) summarizing
+    (docs/design.md#masking)."""
+
+    messages: int
+    """Lines rewritten with placeholders."""
+    outputs: int
+    """Tool outputs masked (a line may hold several results)."""
+    tokens_freed: int
+    archive: str | None
+    """Where the originals went, relative to the workspace."""
+    summary_followed: bool
+    """Whether the strategy summarized after masking (usage stayed above the target)."""
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "outputs": self.outputs,
+            "tokensFreed": self.tokens_freed,
+            "archive": self.archive,
+            "summaryFollowed": self.summary_followed,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> MaskedSpan:
+        return cls(
+            int(record.get("messages") or 0),
+            int(record.get("outputs") or 0),
+            int(record.get("tokensFreed") or 0),
+            _str_or_none(record.get("archive")),
+            record.get("summaryFollowed") is True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class RetentionFigures:
     """The retention check's scores: before and after the repair, and what stayed missing."""
 
@@ -115,11 +150,14 @@ class Receipt:
     agent is idle) or "manual" (``memoryd summarize``, the Python API)."""
     workspace: str | None = None
     """Set when read back (the folder it was read from); not written."""
+    masked: MaskedSpan | None = None
+    """The tool outputs masked first; None when masking did not run."""
 
     @property
     def tokens_saved(self) -> int:
         """Tokens the job took out of the conversation (0 for a job that changed nothing)."""
-        return max(0, self.tokens_before - self.tokens_after) if self.summarized else 0
+        changed = self.summarized or self.masked
+        return max(0, self.tokens_before - self.tokens_after) if changed else 0
 
     def to_record(self) -> dict[str, Any]:
         """The JSON object of one ``receipts.jsonl`` line."""
@@ -143,6 +181,7 @@ class Receipt:
             "llm": self.llm.to_record(),
             "cost_usd": self.cost_usd,
             "trigger": self.trigger,
+            "masked": self.masked.to_record() if self.masked else None,
         }
 
     @classmethod
@@ -153,6 +192,7 @@ class Receipt:
         retention = record.get("retention")
         llm = record.get("llm")
         cost = record.get("cost_usd")
+        masked = record.get("masked")
         return cls(
             job=str(record["job"]),
             strategy=str(record["strategy"]),
@@ -178,6 +218,7 @@ class Receipt:
             cost_usd=finite(cost, MAX_COST_USD) if isinstance(cost, (int, float)) else None,
             trigger=str(record.get("trigger") or "manual"),
             workspace=workspace,
+            masked=MaskedSpan.from_record(masked) if isinstance(masked, dict) else None,
         )
 
 
@@ -199,6 +240,7 @@ def build_receipt(
     retention: RetentionFigures | None = None,
     llm: LLMUsage | None = None,
     trigger: str = "manual",
+    masked: MaskedSpan | None = None,
 ) -> Receipt:
     """A receipt from a job's figures (pure); ``before`` and ``after`` are (messages,
     tokens), ``started`` and ``finished`` epoch seconds. The cost is 0 for a job that made
@@ -233,6 +275,7 @@ def build_receipt(
         llm=usage,
         cost_usd=cost,
         trigger=trigger,
+        masked=masked,
     )
 
 

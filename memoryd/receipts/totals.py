@@ -64,7 +64,7 @@ def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: boo
 
     ``many`` adds a workspace column (a root's history covers several workspaces).
     """
-    header = ["finished", "strategy", "backend", "outcome", "msgs", "tokens", "saved"]
+    header = ["finished", "strategy", "backend", "outcome", "msgs", "tokens", "saved", "masked"]
     header += ["retention", "calls", "cost"]
     rows: list[list[str]] = []
     for r in receipts:
@@ -77,6 +77,7 @@ def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: boo
             f"{r.messages_before}->{r.messages_after}",
             f"{r.tokens_before:,}->{r.tokens_after:,}",
             f"{r.tokens_saved:,}",
+            _masked(r),
             retention,
             str(r.llm.calls),
             "-" if r.cost_usd is None else f"${r.cost_usd:.4f}",
@@ -98,6 +99,15 @@ def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: boo
         f"{totals.llm_tokens:,} LLM tokens, ${totals.cost_usd:.4f}{unpriced}"
     )
     return "\n".join(lines)
+
+
+def _masked(receipt: Receipt) -> str:
+    """The tool outputs a job masked and the tokens that freed, ``+`` when a summary
+    followed (docs/design.md#masking)."""
+    masked = receipt.masked
+    if masked is None:
+        return "-"
+    return f"{masked.outputs} ({masked.tokens_freed:,}){'+' if masked.summary_followed else ''}"
 
 
 def _jobs(count: int) -> str:

@@ -122,12 +122,19 @@ def is_summary(message: Mapping[str, Any] | None) -> bool:
     return message is not None and message.get("isSummary") is True
 
 
+def is_masked(message: Mapping[str, Any] | None) -> bool:
+    """True for a line whose tool outputs memoryd replaced with placeholders: its
+    original is in an archive (docs/design.md#masking)."""
+    return message is not None and message.get("isMasked") is True
+
+
 def originals(workspace: Workspace, source: str) -> list[RawLine]:
-    """The lines of one history file that an agent appended (a summary head left out)."""
+    """The lines of one history file that an agent appended (a summary head and masked
+    lines left out)."""
     lines = list(read_lines(workspace, source))
     if lines and is_summary(parse_message(lines[0])):
         del lines[0]
-    return lines
+    return [line for line in lines if b'"isMasked"' not in line.data or not _masked(line)]
 
 
 def sources(workspace: Workspace) -> list[str]:
@@ -203,6 +210,10 @@ def context(
         later += originals(workspace, following)
     kept_before = earlier[max(0, len(earlier) - before) :]
     return [line.data for line in (*kept_before, target, *later[:after])]
+
+
+def _masked(line: RawLine) -> bool:
+    return is_masked(parse_message(line))
 
 
 def _head(line: RawLine) -> bool:

@@ -28,6 +28,7 @@ from memoryd.search.history import (
     ArchiveFile,
     archive_files,
     content_text,
+    is_masked,
     is_summary,
     parse_message,
     read_lines,
@@ -138,7 +139,7 @@ def _rows(
 ) -> Iterator[tuple[str | None, str | None, int | None, int, int, str]]:
     for number, line in enumerate(read_lines(workspace, archive.source)):
         message = parse_message(line)
-        if message is None or (number == 0 and is_summary(message)):
+        if message is None or (number == 0 and is_summary(message)) or is_masked(message):
             continue
         ident, role, stamp = message.get("id"), message.get("role"), message.get("timestamp")
         yield (

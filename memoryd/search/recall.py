@@ -17,7 +17,7 @@ import structlog
 
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
-from memoryd.search.history import context, is_summary, parse_message, read_lines
+from memoryd.search.history import context, is_masked, is_summary, parse_message, read_lines
 from memoryd.search.index import update_index, update_index_in_background, with_index
 from memoryd.search.query import (
     QUERY_SECONDS,
@@ -191,6 +191,8 @@ def _live_line(workspace: Workspace, message_id: str) -> tuple[str, int] | None:
     for line in read_lines(workspace, CONVERSATION):
         message = parse_message(line)
         if message is not None and message.get("id") == message_id:
+            if is_masked(message):
+                return None  # its original is in the archive (docs/design.md#masking)
             if is_summary(message):
                 raise MemorydError(
                     f"{message_id}: is a summary of {message.get('summarizedCount')} messages "

@@ -1,0 +1,337 @@
+"""Observation masking: which old tool outputs become one-line placeholders, and what the
+placeholders say (pure; docs/design.md#masking).
+
+Before a strategy summarizes for usage, old tool outputs leave the context first, with no
+LLM call: a ``tool_result`` block's content (images included), or a text-mode agent's
+command output pasted back as a user message, becomes one text placeholder naming the
+call, its size in tokens, its outcome (the call-line digest of
+:func:`memoryd.summarizers.checkpoint_calls.call_line`) and ``memoryd expand``. The
+masked line keeps its ``id``, ``tool_use_id``, ``is_error`` and every other field and
+gains ``"isMasked": true``; its original goes to the archive in the job's one commit.
+
+Never masked: the newest ``keep_recent`` tool outputs, pinned messages (``keep_first``
+and ``"pinned": true``), the results of a call still running, every assistant message
+(calls, text and thinking stay verbatim), summaries, lines already masked, lines with no
+``id`` (expand could not find them) and lines that are not JSON objects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from memoryd import strict_json
+from memoryd.commit.rewrite import Part
+from memoryd.conversation import Line
+from memoryd.pins import byte_ranges, pinned_indices
+from memoryd.policy import running_tool_call
+from memoryd.receipts.records import MaskedSpan
+from memoryd.summarizers.checkpoint_calls import call_line
+from memoryd.summarizers.output_places import definitions, named_paths
+from memoryd.summarizers.toolcalls import (
+    ToolCall,
+    command_label,
+    fenced_commands,
+    outcome_of,
+    tool_use_call,
+)
+from memoryd.summarizers.transcript import result_text
+from memoryd.tokens import content_chars, estimate_message_tokens, estimate_text_tokens
+
+if TYPE_CHECKING:
+    from memoryd.config.settings import Settings
+
+MASKED_FIELD = "isMasked"
+PLACEHOLDER_LEAD = "[tool output masked by memoryd: "
+MAX_LINE_REFERENCES = 8
+MAX_LISTING_PATHS = 3
+"""Paths a placeholder names of a file shown (the digest names none: its definitions)."""
+_LINE_REFERENCE = re.compile(r"\bline \d+\b")
+MIN_SHRINK = 2
+"""An output is masked only when it is at least this many times its placeholder."""
+
+
+@dataclass(frozen=True, slots=True)
+class MaskedLine:
+    """One line whose tool outputs become placeholders."""
+
+    original: Line
+    line: Line
+    """The masked line: the original's index, offset and length (they name the snapshot
+    bytes it replaces), its own message and tokens."""
+    data: bytes
+    """The masked line as written, ``\\n`` included."""
+    outputs: int
+    """Tool outputs masked in it."""
+
+    @property
+    def freed(self) -> int:
+        return self.original.tokens - self.line.tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Masking:
+    """The lines a masking stage rewrites, oldest first."""
+
+    masked: tuple[MaskedLine, ...] = ()
+
+    @property
+    def outputs(self) -> int:
+        """Tool outputs masked (a line may hold several results)."""
+        return sum(m.outputs for m in self.masked)
+
+    @property
+    def freed_tokens(self) -> int:
+        """Uncalibrated tokens the masking takes out of the conversation."""
+        return sum(m.freed for m in self.masked)
+
+    def applied(self, lines: Sequence[Line]) -> list[Line]:
+        """``lines`` with the masked ones in place of their originals."""
+        by_index = {m.line.index: m.line for m in self.masked}
+        return [by_index.get(line.index, line) for line in lines]
+
+    def parts(self, lines: Sequence[Line]) -> list[Part]:
+        """The new content of consecutive snapshot ``lines``: a masked line as its bytes,
+        the others as byte ranges of the snapshot (adjacent ones merged)."""
+        data = {m.line.index: m.data for m in self.masked}
+        parts: list[Part] = []
+        run: list[Line] = []
+        for line in lines:
+            if line.index in data:
+                parts.extend(byte_ranges(run))
+                parts.append(data[line.index])
+                run = []
+            else:
+                run.append(line)
+        parts.extend(byte_ranges(run))
+        return parts
+
+    def originals(self, lines: Sequence[Line]) -> list[tuple[int, int]]:
+        """Byte ranges of the originals of the masked lines among ``lines`` (the archive's)."""
+        indices = {line.index for line in lines}
+        return byte_ranges([m.original for m in self.masked if m.original.index in indices])
+
+
+Decision = Literal["skip", "enough", "summarize"]
+
+
+def decide(
+    tokens_before: int, freed: int, token_limit: int, target: float, min_freed: float
+) -> Decision:
+    """What a usage-triggered job does with a masking that frees ``freed`` tokens (pure):
+    ``skip`` it (it frees less than ``min_freed`` of the budget: not worth busting the
+    agent's prompt cache), stop after it (usage at or below ``target``: ``enough``), or
+    mask and then ``summarize`` the masked conversation. Figures calibrated alike."""
+    if freed <= 0 or freed < min_freed * token_limit:
+        return "skip"
+    if tokens_before - freed <= target * token_limit:
+        return "enough"
+    return "summarize"
+
+
+@dataclass(frozen=True, slots=True)
+class _Output:
+    """One tool output: where it is and the call that made it."""
+
+    line: int
+    block: int | None
+    """Index of its ``tool_result`` block; None for a whole text-mode message."""
+    call: ToolCall | None
+
+
+def tool_outputs(lines: Sequence[Line]) -> list[_Output]:
+    """Every tool output of a conversation, oldest first, with the call that made it."""
+    calls: dict[str, ToolCall] = {}
+    fenced: ToolCall | None = None
+    found: list[_Output] = []
+    for line in lines:
+        if line.message is None or line.is_summary:
+            fenced = None
+            continue
+        if line.role == "assistant":
+            fenced = None
+            for block in line.blocks:
+                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                    calls[block["id"]] = tool_use_call(line.index, block)
+            commands = fenced_commands(_text(line.message.get("content")))
+            if commands:
+                label = command_label(commands[-1])
+                fenced = ToolCall(line.index, "shell", label, label) if label else None
+            continue
+        if line.role != "user":
+            continue
+        results = [
+            _Output(line.index, k, calls.get(str(block.get("tool_use_id"))))
+            for k, block in enumerate(line.blocks)
+            if block.get("type") == "tool_result"
+        ]
+        if results:
+            found.extend(results)
+        elif fenced is not None:
+            found.append(_Output(line.index, None, fenced))
+        fenced = None
+    return found
+
+
+def _text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    return result_text(content)
+
+
+def plan_masking(lines: Sequence[Line], keep_recent: int, pinned: frozenset[int]) -> Masking:
+    """The tool outputs to mask: every one outside the newest ``keep_recent``, the
+    ``pinned`` lines and a running call's results, where the placeholder is shorter
+    (pure). See the module docstring for what is never masked."""
+    outputs = tool_outputs(lines)
+    old = outputs[: max(0, len(outputs) - keep_recent)]
+    running = running_tool_call(lines)
+    running_ids = lines[running].tool_use_ids if running is not None else frozenset()
+    chosen: dict[int, list[_Output]] = {}
+    for output in old:
+        chosen.setdefault(output.line, []).append(output)
+    masked = []
+    for index, found in chosen.items():
+        line = lines[index]
+        message = line.message
+        if (
+            message is None
+            or index in pinned
+            or message.get(MASKED_FIELD) is True
+            or not isinstance(message.get("id"), str)
+            or line.tool_result_ids & running_ids
+        ):
+            continue
+        result = mask_line(line, message, found)
+        if result is not None:
+            masked.append(result)
+    return Masking(tuple(masked))
+
+
+def mask_line(
+    line: Line, message: Mapping[str, Any], found: Sequence[_Output]
+) -> MaskedLine | None:
+    """``line`` with its ``found`` outputs as placeholders (and its images, when it holds a
+    tool result), or None when that frees nothing or cannot be written."""
+    ident = str(message["id"])
+    content = message.get("content")
+    masked_outputs = 0
+    new_content: Any
+    if found[0].block is None:
+        placeholder = placeholder_text(found[0].call, _text(content), False, ident)
+        if not _worth(placeholder, content_chars(content)):
+            return None
+        new_content = placeholder if isinstance(content, str) else [_text_block(placeholder)]
+        masked_outputs = 1
+    else:
+        blocks = list(content) if isinstance(content, list) else []
+        wanted = {output.block: output.call for output in found}
+        for k, block in enumerate(blocks):
+            if not isinstance(block, Mapping):
+                continue
+            if k in wanted:
+                inner = block.get("content")
+                failed = block.get("is_error") is True
+                placeholder = placeholder_text(wanted[k], result_text(inner), failed, ident)
+                if _worth(placeholder, content_chars(inner)):
+                    blocks[k] = {**block, "content": placeholder}
+                    masked_outputs += 1
+            elif block.get("type") == "image":
+                blocks[k] = _text_block(
+                    f"[image masked by memoryd; memoryd expand WORKSPACE {ident}]"
+                )
+        if not masked_outputs:
+            return None
+        new_content = blocks
+    new_message = {**message, "content": new_content, MASKED_FIELD: True}
+    try:
+        data = strict_json.dumps_line(new_message)
+    except strict_json.JSONProblem:
+        return None
+    tokens = estimate_message_tokens(new_message)
+    if tokens >= line.tokens:
+        return None
+    new_line = replace(line, tokens=tokens, message=new_message)
+    return MaskedLine(line, new_line, data, masked_outputs)
+
+
+def _worth(placeholder: str, output_chars: int) -> bool:
+    """Whether masking an output of ``output_chars`` pays: it must be at least
+    :data:`MIN_SHRINK` times its placeholder (a short output says more than its digest)."""
+    return output_chars >= MIN_SHRINK * len(placeholder)
+
+
+def _text_block(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+def line_references(output: str) -> list[str]:
+    """The last :data:`MAX_LINE_REFERENCES` distinct ``line N`` an output mentions, in
+    their order (pure): where an error or a search pointed."""
+    found = list(dict.fromkeys(m.group() for m in _LINE_REFERENCE.finditer(output)))
+    return found[-MAX_LINE_REFERENCES:]
+
+
+def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_id: str) -> str:
+    """What a masked output says (pure): the call with its key argument and outcome (exit
+    status, first error, where it was raised, the files it names), the output's size in
+    tokens, and the command that prints the original."""
+    notes: list[str] = []
+    if call is not None:
+        outcome = outcome_of(output, failed, call.command is not None)
+        digest = call_line([replace(call, outcome=outcome)], named=True)
+        if outcome.listing:
+            # A file shown: what it defines, and the paths it names (its own among them).
+            defined = definitions(outcome.listing)
+            named = [p for p in named_paths(output)[:MAX_LISTING_PATHS] if p not in digest]
+            notes += ["defines " + ", ".join(defined)] if defined else []
+            notes += ["names " + ", ".join(named)] if named else []
+    else:
+        digest = "a tool" + (" (error)" if failed else "")
+    references = [ref for ref in line_references(output) if ref not in digest]
+    notes += [", ".join(references)] if references else []
+    if notes:
+        digest += "; " + "; ".join(notes)
+    size = estimate_text_tokens(output)
+    return (
+        f"{PLACEHOLDER_LEAD}{digest} — {size:,} tokens; "
+        f"the original: memoryd expand WORKSPACE {message_id}]"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MaskingStage:
+    """What the masking stage decided for one job."""
+
+    masking: Masking
+    decision: Decision
+    freed_tokens: int
+    """Calibrated tokens the masking frees."""
+
+    @property
+    def text(self) -> str:
+        """HEARTBEAT.md's words for it."""
+        return f"masked {self.masking.outputs} tool outputs (freed {self.freed_tokens:,} tokens)"
+
+    def span(self, archive: str, summary_followed: bool) -> MaskedSpan:
+        """The receipt's record of it."""
+        masking = self.masking
+        return MaskedSpan(
+            len(masking.masked), masking.outputs, self.freed_tokens, archive, summary_followed
+        )
+
+
+def masking_stage(
+    lines: Sequence[Line], settings: Settings, tokens_before: int, calibration: float
+) -> MaskingStage | None:
+    """The masking a usage-triggered job does first, or None when masking is off or would
+    free too little (pure)."""
+    config = settings.masking
+    if not config.enabled:
+        return None
+    masking = plan_masking(lines, config.keep_recent, pinned_indices(lines, settings.keep_first))
+    freed = round(masking.freed_tokens * calibration)
+    decision = decide(tokens_before, freed, settings.token_limit, config.target, config.min_freed)
+    return None if decision == "skip" else MaskingStage(masking, decision, freed)
