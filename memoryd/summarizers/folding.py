@@ -98,28 +98,30 @@ def family(text: str) -> str:
     return " ".join(words[:2])[:40]
 
 
-def _recall_term(items: Sequence[HeadItem]) -> str:
-    """A word to search the archive for the routine items given way: the longest common
-    start of their labels' last words, when it says something, else the first word."""
-    ends = [item_key(i.text).split()[-1].rsplit("/", 1)[-1] for i in items if item_key(i.text)]
-    if not ends:
-        return ""
-    common = ends[0]
-    for end in ends[1:]:
-        while not end.startswith(common):
-            common = common[:-1]
-    common = common.rstrip("_.-")
-    if len(common) >= 4:
-        return common
-    return item_key(items[-1].text).split()[0] if item_key(items[-1].text) else ""
+class _Recall:
+    """The word to search the archive for the routine calls given way, grown one call at
+    a time: the longest common start of their labels' last words when it says something
+    (four characters or more), else the first word of the last one's label."""
 
+    def __init__(self, known: str = "") -> None:
+        self.common: str | None = None
+        self.first = known
 
-def _absorb(aggregate: HeadItem | None, dropped: Sequence[HeadItem]) -> HeadItem:
-    calls = [item for item in dropped if CALL_LEAD.match(item.text) or "→" in item.text]
-    remarks = len(dropped) - len(calls)
-    counts = Counter(family(item.text) for item in calls)
-    new = HeadItem("routine", "", None, None, _families(counts), remarks, _recall_term(calls))
-    return new if aggregate is None else _combined(aggregate, new)
+    def add(self, item: HeadItem) -> None:
+        words = item_key(item.text).split()
+        if not words:
+            return
+        end = words[-1].rsplit("/", 1)[-1]
+        if self.common is None:
+            self.common = end
+        while not end.startswith(self.common):
+            self.common = self.common[:-1]
+        self.first = words[0]
+
+    @property
+    def term(self) -> str:
+        common = (self.common or "").rstrip("_.-")
+        return common if len(common) >= 4 else self.first
 
 
 def head_chars(head: Head, style: str) -> int:
@@ -134,6 +136,26 @@ def head_chars(head: Head, style: str) -> int:
     return chars
 
 
+class _Budget:
+    """The characters a head takes, kept up to date as items give way (one pass)."""
+
+    def __init__(self, task: str | None, items: Sequence[HeadItem], style: str) -> None:
+        header = HEADERS["rolling" if style == "rolling" else "narrative"]
+        self.base = len(header) + (len("\n- Task: ") + len(task) if task else 0)
+        self.kinds: Counter[str] = Counter(item.kind for item in items)
+        self.items = sum(len(render_item(item)) + 3 for item in items)
+        self.aggregate = 0
+
+    @property
+    def chars(self) -> int:
+        titles = sum(len(TITLES[kind]) + 1 for kind, count in self.kinds.items() if count)
+        return self.base + titles + self.items + self.aggregate
+
+    def remove(self, item: HeadItem) -> None:
+        self.kinds[item.kind] -= 1
+        self.items -= len(render_item(item)) + 3
+
+
 def fit(head: Head, budget: int, style: str) -> Head:
     """``head`` within ``budget`` tokens, items carried whole or given way in order (pure):
     routine items oldest first, counted in the aggregate; then the aggregate; then resolved
@@ -144,31 +166,52 @@ def fit(head: Head, budget: int, style: str) -> Head:
     if task:
         task = _shorten(task, max(MIN_TASK_CHARS, room // 8))
     items = list(head.items)
-    current = Head(task, tuple(items))
-    if head_chars(current, style) <= room:
-        return current
-    aggregate = next((item for item in items if item.aggregate), None)
+    if head_chars(Head(task, tuple(items)), style) <= room:
+        return Head(task, tuple(items))
+    earlier = next((item for item in items if item.aggregate), None)
     plain = [item for item in items if not item.aggregate]
-    routine = [item for item in plain if item.kind == "routine"]
-    others = [item for item in plain if item.kind != "routine"]
-    dropped: list[HeadItem] = []
-    while routine:
-        dropped.append(routine.pop(0))
-        candidate = Head(task, (_absorb(aggregate, dropped), *routine, *others))
-        if head_chars(candidate, style) <= room:
-            return _ordered(candidate, items)
-    if dropped or aggregate is not None:
-        with_aggregate = Head(task, (_absorb(aggregate, dropped), *others))
-        if head_chars(with_aggregate, style) <= room:
-            return _ordered(with_aggregate, items)
-    for victim in _victims(others):
-        others.remove(victim)
-        candidate = Head(task, tuple(others))
-        if head_chars(candidate, style) <= room:
-            return _ordered(candidate, items)
-    if task and head_chars(Head(task, ()), style) > room:
+    sizes = _Budget(task, plain, style)
+    counts: Counter[str] = Counter(dict(earlier.families) if earlier else {})
+    counts.pop(OTHER, None)
+    other = dict(earlier.families).get(OTHER, 0) if earlier else 0
+    remarks = earlier.remarks if earlier else 0
+    recall = _Recall(earlier.recall if earlier else "")
+    aggregate = earlier
+    if aggregate is not None:
+        sizes.kinds["routine"] += 1
+        sizes.aggregate = len(render_item(aggregate)) + 3
+    gone: set[int] = set()
+    for item in plain:
+        if sizes.chars <= room:
+            break
+        if item.kind != "routine":
+            continue
+        gone.add(id(item))
+        sizes.remove(item)
+        if CALL_LEAD.match(item.text) or "→" in item.text:
+            counts[family(item.text)] += 1
+            recall.add(item)
+        else:
+            remarks += 1
+        if aggregate is None:
+            sizes.kinds["routine"] += 1
+        merged = Counter(counts)
+        merged[OTHER] += other
+        aggregate = HeadItem("routine", "", None, None, _families(merged), remarks, recall.term)
+        sizes.aggregate = len(render_item(aggregate)) + 3
+    if sizes.chars > room and aggregate is not None:
+        aggregate = None
+        sizes.kinds["routine"] -= 1
+        sizes.aggregate = 0
+    for victim in _victims([item for item in plain if id(item) not in gone]):
+        if sizes.chars <= room:
+            break
+        gone.add(id(victim))
+        sizes.remove(victim)
+    kept = [item for item in plain if id(item) not in gone]
+    if sizes.chars > room and task:
         task = _shorten(task, max(8, room - len(HEADERS["narrative"]) - 10))
-    return Head(task, ())
+    return Head(task, (aggregate, *kept) if aggregate is not None else tuple(kept))
 
 
 def _victims(items: Sequence[HeadItem]) -> Iterable[HeadItem]:
@@ -176,13 +219,6 @@ def _victims(items: Sequence[HeadItem]) -> Iterable[HeadItem]:
     yield from [item for item in items if item.resolved is not None]
     for kind in DROP_ORDER:
         yield from [item for item in items if item.resolved is None and item.kind == kind]
-
-
-def _ordered(head: Head, original: Sequence[HeadItem]) -> Head:
-    """``head`` with its items in the order of ``original`` (the aggregate first)."""
-    rank = {id(item): index for index, item in enumerate(original)}
-    items = sorted(head.items, key=lambda item: -1 if item.aggregate else rank.get(id(item), -1))
-    return Head(head.task, tuple(items))
 
 
 def _shorten(text: str, limit: int) -> str:

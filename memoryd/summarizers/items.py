@@ -178,7 +178,7 @@ def parse_line(text: str, kind: str | None) -> HeadItem | None:
         remarks = int(aggregate["remarks"] or 0)
         if not families and not remarks:
             remarks = int(aggregate["count"])
-        return HeadItem("routine", text, None, None, families, remarks, aggregate["recall"] or "")
+        return HeadItem("routine", "", None, None, families, remarks, aggregate["recall"] or "")
     source = _SOURCE.search(text)
     if source:
         text = text[: source.start()]
