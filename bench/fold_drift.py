@@ -141,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
             found = {}
             for label, code in (("this", common.REPO), ("before", args.before.resolve())):
                 scratch = Path(tmp) / label
-                found[label] = run_code(code, Path(tmp) / f"{label}.json", scratch, args, fake.base_url)
+                found[label] = run_code(
+                    code, Path(tmp) / f"{label}.json", scratch, args, fake.base_url
+                )
     finally:
         fake.stop()
     for name in found["this"]:

@@ -10,15 +10,14 @@ is fitted to its cap by the item rules of :func:`~memoryd.summarizers.folding.fi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
 
 from memoryd.errors import SummarizerError
 from memoryd.summarizers.base import Summarizer
-from memoryd.summarizers.folding import fit, fold, missing_items
-from memoryd.summarizers.items import Head, HeadItem, parse_head, render_head, render_item
+from memoryd.summarizers.folding import fit, missing_items, restored
+from memoryd.summarizers.items import Head, parse_head, render_head, render_item
 from memoryd.tokens import estimate_text_tokens
 
 log = structlog.get_logger()
@@ -81,11 +80,6 @@ def carry_items(
     if not missing and estimate_text_tokens(text) <= budget:
         return Carried(text, asked, 0)
     task = answer.task or drafted.task or (parse_head(previous).task if previous else None)
-    items = _restored(answer.items, missing)
+    items = restored(answer.items, missing)
     head = fit(Head(task, tuple(items)), budget, style)
     return Carried(render_head(head, style), asked, len(missing))
-
-
-def _restored(answer: Sequence[HeadItem], missing: Sequence[HeadItem]) -> list[HeadItem]:
-    """The answer's items with the missing ones put back before them (they are older)."""
-    return fold(missing, answer)

@@ -235,6 +235,9 @@ def missing_items(carried: Sequence[HeadItem], answer: Sequence[HeadItem]) -> li
     """The items of ``carried`` that are not routine and that no item of ``answer`` holds
     (pure): by its message's id, by its key, or by most of its words on one line (an LLM
     may reword; a failure's command and its error must still share a line)."""
+    # Only an item that is not routine counts: a decision copied into the retention
+    # check's verbatim lines is still lost as a decision (it would be the first to go).
+    answer = [item for item in answer if item.kind != "routine"]
     sources = {item.source for item in answer if item.source}
     keys = {item.key for item in answer}
     lines = [_words(render_item(item)) for item in answer]
@@ -259,6 +262,25 @@ _STOP_TEXT = (
     "we i you he she they not no do did will would should can has have had then so also"
 )
 _STOP = frozenset(_STOP_TEXT.split())
+
+
+def restored(answer: Sequence[HeadItem], missing: Sequence[HeadItem]) -> list[HeadItem]:
+    """The answer's items with the ``missing`` ones put back before them (they are
+    older), less the routine lines that only repeated one of them (pure)."""
+    if not missing:
+        return list(answer)
+    back = [_words(item.text) for item in missing]
+    kept = [
+        item
+        for item in answer
+        if item.kind != "routine"
+        or item.aggregate
+        or not any(
+            words and len(words & _words(item.text)) >= SAME_ITEM_SHARE * len(words)
+            for words in back
+        )
+    ]
+    return fold(missing, kept)
 
 
 def _words(text: str) -> frozenset[str]:
