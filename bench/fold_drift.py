@@ -6,9 +6,10 @@ times each, a job after every round, under an 8,000-token budget and the default
 through the strict fake Anthropic server (tests/fake_anthropic.py) with a scripted LLM
 that drops every item of the previous summary that is not routine, also when asked to
 repair. With ``--public DIR`` each public transcript there (see
-``bench/public_transcripts.py``) is replayed message by message under a 12,000-token
-budget, a job whenever usage passes the trigger. Everything runs twice in the same
-invocation: with this code and with the code before (``--before DIR``, a checkout).
+``bench/public_transcripts.py``) is replayed message by message under a 3,000-token
+budget and a 400-token summary cap, a job whenever usage passes the trigger. Everything
+runs twice in the same invocation: with this code and with the code before
+(``--before DIR``, a checkout).
 
 Columns, for the head after the last fold:
 
@@ -19,7 +20,8 @@ Columns, for the head after the last fold:
   Target >= 0.95.
 - **failure line**: the generated sessions' first failure: the failing test's name and
   its error (``test_reconcile_batch``, ``FooBarTimeoutError``) on one line of the head.
-- **max head**: the largest head of any fold, in tokens (cap 1,024).
+- **max head**: the largest head of any fold, in tokens (cap 1,024; 400 for the public
+  transcripts).
 - **CPU / job**: the median CPU of a job (offline summarizer only), and this code's
   over the code before's.
 

@@ -31,6 +31,10 @@ Message = dict[str, Any]
 TOKEN_LIMIT = 8_000
 """The budget of the generated sessions: the issue's 60-turn loop ran under 8,000."""
 SUMMARY_TOKENS = 1_024
+PUBLIC_LIMIT = 3_000
+PUBLIC_SUMMARY = 400
+"""The public transcripts hold 600 to 9,000 tokens: a budget small enough to fold several
+times, with room for the pinned first turn (500 to 1,200 tokens)."""
 TASK = "Fix the ledger: reconcile_batch times out on large batches."
 _OUTPUT = "\n".join(f"tests/misc/test_line_{n}.py::test_case_{n} PASSED" for n in range(40))
 
@@ -116,7 +120,7 @@ def _round(session: Session, r: int, interactive: bool) -> None:
         session.add("assistant", f"We decided to keep mod_{r} synchronous: the cache is local.")
 
 
-FIRST_ROUNDS = 4
+FIRST_ROUNDS = 8
 """Rounds before the first fold: it summarizes a first failure, a decision and edits."""
 
 
@@ -275,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.public is not None:
         for path in sorted(args.public.iterdir()):
             overrides = {**base, "strategy": "narrative", "summarizer.backend": "extractive"}
-            overrides["token_limit"] = 12_000
+            overrides["token_limit"] = PUBLIC_LIMIT
+            overrides["summarizer.max_summary_tokens"] = PUBLIC_SUMMARY
             folder = args.scratch / f"public-{path.name[:40]}"
             results[f"public {path.name[:40]}"] = fold_session(
                 folder, public_rounds(path), overrides, {}, args.folds, over_trigger

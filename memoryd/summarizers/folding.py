@@ -240,7 +240,8 @@ def missing_items(carried: Sequence[HeadItem], answer: Sequence[HeadItem]) -> li
     answer = [item for item in answer if item.kind != "routine"]
     sources = {item.source for item in answer if item.source}
     keys = {item.key for item in answer}
-    lines = [_words(render_item(item)) for item in answer]
+    shown = [render_item(item) for item in answer]
+    lines = [(_words(line), line.casefold()) for line in shown]
     missing = []
     for item in carried:
         if item.kind == "routine" or item.aggregate:
@@ -248,7 +249,13 @@ def missing_items(carried: Sequence[HeadItem], answer: Sequence[HeadItem]) -> li
         if (item.source and item.source in sources) or item.key in keys:
             continue
         words = _words(item.text)
-        if words and any(len(words & line) >= SAME_ITEM_SHARE * len(words) for line in lines):
+        # A call is held only by a line that names its command: the same error of
+        # another command is another item.
+        label = item.key if CALL_LEAD.match(item.text) else ""
+        if words and any(
+            label in text and len(words & line) >= SAME_ITEM_SHARE * len(words)
+            for line, text in lines
+        ):
             continue
         missing.append(item)
     return missing
