@@ -124,6 +124,15 @@ def render(report: dict[str, Any]) -> str:
                 f"{this.get('cpu_ms')} / {before.get('cpu_ms')} ms ({ratio})",
             ]
         )
+    totals: dict[str, float] = {}
+    runs = report["runs"].values()
+    for label in ("this", "before"):
+        scored = [pair[label] for pair in runs if pair[label].get("items")]
+        count = sum(s["items"] for s in scored)
+        held_items = sum(s["kept"] * s["items"] for s in scored)
+        totals[label] = round(held_items / count, 3) if count else 0.0
+    count = sum(pair["this"].get("items") or 0 for pair in runs)
+    rows.append(["all", "", count, f"{totals['this']} / {totals['before']}", "", "", ""])
     headers = ["session", "folds", "first-round items", "kept", "failure line", "max head"]
     return common.table([*headers, "CPU / job"], rows)
 
