@@ -33,8 +33,8 @@ TOKEN_LIMIT = 8_000
 SUMMARY_TOKENS = 1_024
 PUBLIC_LIMIT = 3_000
 PUBLIC_SUMMARY = 400
-"""The public transcripts hold 600 to 9,000 tokens: a budget small enough to fold several
-times, with room for the pinned first turn (500 to 1,200 tokens)."""
+"""A public transcript's budget: an eighth of its tokens, 3,000 at least (room for a pinned
+first turn of 500 to 1,200 tokens), so that it folds several times."""
 TASK = "Fix the ledger: reconcile_batch times out on large batches."
 _OUTPUT = "\n".join(f"tests/misc/test_line_{n}.py::test_case_{n} PASSED" for n in range(40))
 
@@ -248,6 +248,10 @@ def public_rounds(path: Path) -> Iterator[list[Message]]:
         yield [message]
 
 
+def _tokens(path: Path) -> int:
+    return sum(len(json.dumps(m["content"])) // 4 for r in public_rounds(path) for m in r)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -279,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.public is not None:
         for path in sorted(args.public.iterdir()):
             overrides = {**base, "strategy": "narrative", "summarizer.backend": "extractive"}
-            overrides["token_limit"] = PUBLIC_LIMIT
+            overrides["token_limit"] = max(PUBLIC_LIMIT, _tokens(path) // 8)
             overrides["summarizer.max_summary_tokens"] = PUBLIC_SUMMARY
             folder = args.scratch / f"public-{path.name[:40]}"
             results[f"public {path.name[:40]}"] = fold_session(
