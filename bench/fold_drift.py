@@ -7,9 +7,9 @@ through the strict fake Anthropic server (tests/fake_anthropic.py) with a script
 that drops every item of the previous summary that is not routine, also when asked to
 repair. With ``--public DIR`` each public transcript there (see
 ``bench/public_transcripts.py``) is replayed message by message under a small budget
-(an eighth of its tokens, 3,000 at least) and a 400-token summary cap, a job whenever usage passes the trigger. Everything
-runs twice in the same invocation: with this code and with the code before
-(``--before DIR``, a checkout).
+(an eighth of its tokens, 3,000 at least) and a 400-token summary cap, a job whenever
+usage passes the trigger. Everything runs twice in the same invocation: with this code
+and with the code before (``--before DIR``, a checkout).
 
 Columns, for the head after the last fold:
 
