@@ -4,7 +4,8 @@ A message is pinned when it says ``"pinned": true``, or when it belongs to one o
 first ``keep_first`` genuine user turns of the conversation (a summary, a checkpoint or a
 user message holding only tool results is not one): by default the first, which in an
 agent's tool loop is its task. Turns are counted as the API sees them: consecutive
-genuine user messages are one turn (a demonstration, then the task). A head says how many
+genuine user messages that an assistant message follows are one turn (a demonstration,
+then the task). A head says how many
 pinned lines follow it (``pinsAfter``), so that a kept user turn written right after them
 does not join their turn. Since pinned messages are written directly after the summary, the
 first genuine user turns of a compacted conversation are the ones pinned before, so
@@ -38,6 +39,11 @@ def pinned_indices(lines: Sequence[Line], keep_first: int) -> frozenset[int]:
     turns = 0
     in_turn = False
     pins_end = -1
+    # A run of user messages is one turn once an answer closes it: user lines that no
+    # assistant line follows (a file of notes, a writer of user lines only) stay one each.
+    answered_before = max(
+        (x.index for x in lines if x.is_assistant_turn and not x.is_summary), default=-1
+    )
     for line in lines:
         if line.is_summary and line.message is not None:
             after = line.message.get(PINS_AFTER)
@@ -48,7 +54,7 @@ def pinned_indices(lines: Sequence[Line], keep_first: int) -> frozenset[int]:
             continue
         if line.is_genuine_user_turn:
             # Consecutive genuine user messages are one turn, as the API merges them.
-            turns += 0 if in_turn else 1
+            turns += 0 if in_turn and line.index < answered_before else 1
             in_turn = True
             if turns <= keep_first:
                 pinned.add(line.index)

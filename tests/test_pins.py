@@ -193,6 +193,9 @@ def test_a_leading_demonstration_and_the_task_are_one_turn_kept_by_default(
     assert pinned_indices(lines, keep_first=1) == {0, 1}
     assert pinned_indices(lines, keep_first=2) == {0, 1, 3}
     assert pinned_indices(lines, keep_first=0) == frozenset()
+    # User lines that no answer follows (a writer of user lines only) are a turn each.
+    only_users = parse(encode_lines(generated_messages(4, 50, first_role="user")[0::2] * 2))
+    assert pinned_indices(only_users, keep_first=1) == {0}
 
     folder = workspace(messages=messages)
     original = lines_of(folder)
