@@ -182,6 +182,9 @@ def test_the_offline_summary_keeps_a_first_failure_through_many_folds() -> None:
     assert text is not None
     [line] = [x for x in text.splitlines() if "test_reconcile_batch" in x]
     assert "FooBarTimeoutError" in line and line.endswith("(#m3-0)")
+    # The passing runs that gave way, fold after fold, are counted under one search word.
+    assert "earlier routine calls: `pytest tests/misc/*`" in text
+    assert "recall 'test_mod'" in text
 
 
 def tool_round(n: int, failing: bool) -> list[dict[str, object]]:

@@ -100,28 +100,40 @@ def family(text: str) -> str:
 
 class _Recall:
     """The word to search the archive for the routine calls given way, grown one call at
-    a time: the longest common start of their labels' last words when it says something
-    (four characters or more), else the first word of the last one's label."""
+    a time: for the family with the most calls, the longest common start of their labels'
+    last words when it says something (four characters or more, ``test_mod``), else that
+    family's command."""
 
     def __init__(self, known: str = "") -> None:
-        self.common: str | None = None
-        self.first = known
+        self.common: dict[str, str] = {}
+        self.known = known
 
-    def add(self, item: HeadItem) -> None:
+    def add(self, item: HeadItem, name: str) -> None:
         words = item_key(item.text).split()
         if not words:
             return
         end = words[-1].rsplit("/", 1)[-1]
-        if self.common is None:
-            self.common = end
-        while not end.startswith(self.common):
-            self.common = self.common[:-1]
-        self.first = words[0]
+        # The earlier aggregate's word, when it names these too, is where the start is.
+        start = _common_start(self.known, end)
+        common = self.common.setdefault(name, start if len(start) >= 4 else end)
+        while not end.startswith(common):
+            common = common[:-1]
+        self.common[name] = common
 
-    @property
-    def term(self) -> str:
-        common = (self.common or "").rstrip("_.-")
-        return common if len(common) >= 4 else self.first
+    def term(self, counts: Counter[str]) -> str:
+        named = [name for name, _ in counts.most_common() if name in self.common]
+        if not named:
+            return self.known
+        common = self.common[named[0]].rstrip("_.-")
+        return common if len(common) >= 4 else named[0].split()[0]
+
+
+def _common_start(a: str, b: str) -> str:
+    """The longest start ``a`` and ``b`` share, character by character (pure)."""
+    at = 0
+    while at < min(len(a), len(b)) and a[at] == b[at]:
+        at += 1
+    return a[:at]
 
 
 def head_chars(head: Head, style: str) -> int:
@@ -189,15 +201,17 @@ def fit(head: Head, budget: int, style: str) -> Head:
         gone.add(id(item))
         sizes.remove(item)
         if CALL_LEAD.match(item.text) or "→" in item.text:
-            counts[family(item.text)] += 1
-            recall.add(item)
+            name = family(item.text)
+            counts[name] += 1
+            recall.add(item, name)
         else:
             remarks += 1
         if aggregate is None:
             sizes.kinds["routine"] += 1
         merged = Counter(counts)
         merged[OTHER] += other
-        aggregate = HeadItem("routine", "", None, None, _families(merged), remarks, recall.term)
+        term = recall.term(counts)
+        aggregate = HeadItem("routine", "", None, None, _families(merged), remarks, term)
         sizes.aggregate = len(render_item(aggregate)) + 3
     if sizes.chars > room and aggregate is not None:
         aggregate = None
