@@ -1,9 +1,13 @@
 """Pinned messages: never summarized away, kept verbatim right after the new head (pure).
 
-A message is pinned when it says ``"pinned": true``, or when it is one of the first
-``keep_first`` genuine user turns of the conversation (a summary, a checkpoint or a user
-message holding only tool results is not one): by default the first, which in an agent's
-tool loop is its task. Since pinned messages are written directly after the summary, the
+A message is pinned when it says ``"pinned": true``, or when it belongs to one of the
+first ``keep_first`` genuine user turns of the conversation (a summary, a checkpoint or a
+user message holding only tool results is not one): by default the first, which in an
+agent's tool loop is its task. Turns are counted as the API sees them: consecutive
+genuine user messages that an assistant message follows are one turn (a demonstration,
+then the task). A head says how many
+pinned lines follow it (``pinsAfter``), so that a kept user turn written right after them
+does not join their turn. Since pinned messages are written directly after the summary, the
 first genuine user turns of a compacted conversation are the ones pinned before, so
 ``keep_first`` keeps pinning the same messages through every later compaction
 (docs/design.md#pins).
@@ -17,6 +21,9 @@ from dataclasses import dataclass, replace
 from memoryd.conversation import Line
 from memoryd.policy import SplitPlan
 
+PINS_AFTER = "pinsAfter"
+"""The head's field: how many pinned lines the job wrote right after it."""
+
 
 def is_pinned_message(line: Line) -> bool:
     """True for a message that carries ``"pinned": true``."""
@@ -29,14 +36,30 @@ def pinned_indices(lines: Sequence[Line], keep_first: int) -> frozenset[int]:
     A ``tool_use`` and its ``tool_result`` stay together: pinning one pins the other.
     """
     pinned: set[int] = set()
-    genuine = 0
+    turns = 0
+    in_turn = False
+    pins_end = -1
+    # A run of user messages is one turn once an answer closes it: user lines that no
+    # assistant line follows (a file of notes, a writer of user lines only) stay one each.
+    answered_before = max(
+        (x.index for x in lines if x.is_assistant_turn and not x.is_summary), default=-1
+    )
     for line in lines:
+        if line.is_summary and line.message is not None:
+            after = line.message.get(PINS_AFTER)
+            pins_end = line.index + after + 1 if isinstance(after, int) else -1
+        if line.index == pins_end:
+            in_turn = False
         if line.message is None or line.is_summary:
             continue
         if line.is_genuine_user_turn:
-            if genuine < keep_first:
+            # Consecutive genuine user messages are one turn, as the API merges them.
+            turns += 0 if in_turn and line.index < answered_before else 1
+            in_turn = True
+            if turns <= keep_first:
                 pinned.add(line.index)
-            genuine += 1
+        else:
+            in_turn = False
         if is_pinned_message(line):
             pinned.add(line.index)
     return frozenset(_with_tool_partners(lines, pinned))

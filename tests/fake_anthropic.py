@@ -269,7 +269,7 @@ def lossy_summary(request_json: Mapping[str, Any], drop: float) -> str:
     transcript = found.group(1) if found else first
     kept = []
     for sentence in (s.strip() for s in _SENTENCE.split(transcript)):
-        sentence = re.sub(r"^\[[a-z_]+\]\s*", "", sentence)
+        sentence = re.sub(r"^\[[a-z_]+(?: #[^\]\s]+)?\]\s*", "", sentence)
         if not sentence or (_DETAIL.search(sentence) and _dropped(sentence, drop)):
             continue
         kept.append(sentence)

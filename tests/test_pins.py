@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 from cli_helpers import cli
-from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_messages
+from conftest import (
+    SettingsFactory,
+    WorkspaceFactory,
+    encode_lines,
+    generated_messages,
+    make_message,
+)
 
+from memoryd.config.settings import Settings
 from memoryd.conversation import split_lines
 from memoryd.job.run import JobRequest, JobResult, run_job
 from memoryd.pins import pinned_indices
@@ -167,3 +174,41 @@ def test_keep_first_from_the_workspace_config(workspace: WorkspaceFactory, tmp_p
     assert code == 0
     assert lines_of(folder)[1] == task
     assert task not in archived(folder)
+
+
+def test_a_leading_demonstration_and_the_task_are_one_turn_kept_by_default(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    """The first user message is a long demonstration and the second the task (as a
+    SWE-agent run writes them): the API merges them into one turn, so the default
+    keep_first = 1 keeps both, byte for byte, through two rounds; the next user turn is
+    not pinned."""
+    demo = make_message(0, "user", "Here is a demonstration of how to work. " * 200)
+    task = make_message(1, "user", "<task>Fix the ledger: reconcile_batch times out.</task>")
+    rest: list[Any] = generated_messages(60, 600, first_role="assistant")
+    for index, message in enumerate(rest, start=2):
+        message["id"] = f"msg-{index:04d}"
+    messages = [demo, task, *rest]
+    lines = parse(encode_lines(messages))
+    assert pinned_indices(lines, keep_first=1) == {0, 1}
+    assert pinned_indices(lines, keep_first=2) == {0, 1, 3}
+    assert pinned_indices(lines, keep_first=0) == frozenset()
+    # User lines that no answer follows (a writer of user lines only) are a turn each.
+    only_users = parse(encode_lines(generated_messages(4, 50, first_role="user")[0::2] * 2))
+    assert pinned_indices(only_users, keep_first=1) == {0}
+
+    folder = workspace(messages=messages)
+    original = lines_of(folder)
+    default = Settings.model_fields["keep_first"].default
+    assert default == 1
+    settings = make_settings(
+        keep_first=default, token_limit=20_000, **{"summarizer.backend": "extractive"}
+    )
+    for _ in range(2):
+        result = run(folder, settings, force=True)
+        assert result.outcome == "completed" and result.pins_kept == 2
+        after = lines_of(folder)
+        assert after[1:3] == original[:2]
+        with (folder / "conversation.jsonl").open("ab") as out:
+            out.write(encode_lines(generated_messages(90, 600)[62:]))
+    assert original[1] not in archived(folder)

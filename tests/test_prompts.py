@@ -170,7 +170,8 @@ def test_previous_summary_is_included_before_the_transcript_and_folding_is_asked
     summary_at = user.index("<previous_summary>\nEarlier they chose Postgres.\n</previous_summary>")
     assert summary_at < user.index("<transcript>")
     assert "exactly one summary remains" in system
-    assert "do not copy it word for word" in system
+    assert "carried, not summarized again" in system
+    assert "(resolved: why)" in system
 
 
 @pytest.mark.parametrize("build", PROMPTS)

@@ -45,7 +45,7 @@ from memoryd.job.request import JobResult as JobResult
 from memoryd.job.request import Outcome as Outcome
 from memoryd.job.request import Progress as Progress
 from memoryd.job.request import summarizer_env as summarizer_env
-from memoryd.pins import PinnedPlan, apply_pins, pinned_indices
+from memoryd.pins import PINS_AFTER, PinnedPlan, apply_pins, pinned_indices
 from memoryd.policy import SplitPlan, over_trigger, usage_ratio
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
@@ -362,6 +362,9 @@ def _produce_head(
             kept=(*pinned.pins, *lines[plan.keep_from :]),
         )
     )
+    if pinned.pins:
+        # Where the pins written after the head end: the next user turn is not theirs.
+        head = replace(head, message={**head.message, PINS_AFTER: len(pinned.pins)})
     return Produced(head, name)
 
 

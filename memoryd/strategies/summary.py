@@ -9,6 +9,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import structlog
@@ -18,6 +19,7 @@ from memoryd.errors import SummarizerError
 from memoryd.receipts.records import RetentionFigures
 from memoryd.strategies.protocol import Head, HeadRequest
 from memoryd.summarizers.base import Summarizer, make_summarizer
+from memoryd.summarizers.carry import carried_text, carry_items
 from memoryd.summarizers.chunking import summarize_messages
 from memoryd.summarizers.retention import Beside, Detail, extract_details, score
 from memoryd.summarizers.transcript import read_messages, task_phrase
@@ -148,15 +150,23 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
         if not summary.text.strip():
             raise SummarizerError("the summarizer returned an empty summary")
         request.progress("checking that the summary kept the details")
-        details = extract_details(messages, folded)
+        # Routine items of the previous head may give way (docs/design.md#summary-items):
+        # only what must survive it is a detail to keep.
+        details = extract_details(messages, carried_text(folded, style))
+        beside = Beside(transcript_messages(request.kept), details)
         text, retention = retain_details(
             summarizer,
             summary.text,
             details,
             budget,
             settings.summarizer.min_retention,
-            Beside(transcript_messages(request.kept), details),
+            beside,
         )
+        carried = carry_items(summarizer, folded, summary.text, text, budget, style)
+        if carried.text != text:
+            text = carried.text
+            final = score(details, text, beside)
+            retention = replace(retention, after=final.score, missing=len(final.missing))
     count = plan.summarized_count + (previous_count(prefix[0]) if previous is not None else 0)
     message = summary_message(
         text,

@@ -194,7 +194,7 @@ class LLMSummarizer:
         style: str,
         final: bool = True,
     ) -> Summary:
-        transcript = prompts.render_transcript(messages, prompts.TOOL_OUTPUT_CHARS)
+        transcript = prompts.render_transcript(messages, prompts.TOOL_OUTPUT_CHARS, ids=True)
         system, _user = PROMPTS[style](transcript, previous, budget)
         parts = prompts.user_prompt_parts(transcript, previous, prompts.TASKS[style])
         return self._complete(system, parts, budget, final)

@@ -1,17 +1,20 @@
 """The offline summarizer: deterministic, no network (docs/design.md#summarizers).
 
-A summary is a list of items in conversation order, within the summary budget:
+A summary is the task line and items (:mod:`memoryd.summarizers.items`), each with its
+kind and the id of its message:
 
 - ``Task: …``, the task in one line (the first user turn, or the previous summary's);
 - each tool call (or each run of the same call) as one line: the command or tool with its
-  key argument, and its outcome (exit status, first error line, exceptions);
-- the sentences of the user's turns and the agent's text that carry findings, decisions,
-  plans, preferences and action items.
+  key argument, and its outcome (exit status, first error line, exceptions, the failing
+  tests): a failure when it failed (resolved when a later run did not), a change for an
+  edit, else a routine call;
+- the sentences of the user's turns and the agent's text that carry decisions (and the
+  user's instructions), findings and next steps; the others are routine.
 
-The items that carry the most are chosen first. Tool output is never an item; standing
-instructions (lines that several user messages repeat), and what a task message says
-around its ``<task>``-like block, are not copied. A previous summary's items are
-candidates like any others, so the result stays one summary of bounded size.
+Tool output is never an item; standing instructions (lines that several user messages
+repeat), and what a task message says around its ``<task>``-like block, are not copied.
+The previous summary is read back into items and the new ones are folded after them
+(:mod:`memoryd.summarizers.folding`), so the result stays one summary of bounded size.
 """
 
 from __future__ import annotations
@@ -21,12 +24,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd.summarizers.folding import fit, fold
+from memoryd.summarizers.items import (
+    HEADERS,
+    RESOLVED_BY_LATER_CALL,
+    Head,
+    HeadItem,
+    parse_head,
+    render_head,
+)
 from memoryd.summarizers.toolcalls import ToolCall
 from memoryd.summarizers.transcript import (
     MAX_TASK_CHARS,
     SENTENCE_END,
     MessageView,
-    previous_task,
     read_messages,
     sentences,
     shorten,
@@ -36,9 +47,8 @@ from memoryd.summarizers.transcript import (
     task_view,
     without_standing,
 )
-from memoryd.tokens import estimate_text_tokens
 
-__all__ = ["SENTENCE_END", "extractive_summary", "score"]
+__all__ = ["HEADERS", "SENTENCE_END", "extractive_summary", "score"]
 
 _CUE_TABLE: tuple[tuple[int, bool, str, tuple[str, ...]], ...] = (
     (6, True, r"\b(decided|decision|agreed|we'?ll go with|going with|settled on|chose|choose)\b",
@@ -97,17 +107,19 @@ TOOL_SCORE = 2
 FAILED_BONUS = 2
 FOUND_BONUS = 2
 """A call whose line names places (a traceback's frames, paths, definitions) carries more."""
-HEADERS = {"narrative": "Key points, oldest first:", "rolling": "Earlier, in brief:"}
-_VERBATIM_HEADER = "Details kept verbatim:"
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """A line that may enter the summary."""
+    """A line that may enter the summary: where it was said, its text, its kind, and
+    the id of its message."""
 
     position: float
     text: str
     score: int
+    kind: str = "routine"
+    source: str | None = None
+    resolved: str | None = None
 
 
 def score(sentence: str) -> int:
@@ -128,9 +140,34 @@ def scored(sentence: str) -> tuple[int, bool]:
     return (weight - 4 if FILLER.match(sentence) else weight), reports
 
 
-def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
+def sentence_kind(sentence: str, speaker: str) -> str:
+    """The kind of item a sentence is (pure): a decision (or a user's instruction), a
+    finding (a root cause, work reported done), a next step, else routine."""
+    lowered = sentence.lower()
+    for index, kind in _SENTENCE_KINDS:
+        _, _, pattern, gates = CUES[index]
+        if (not gates or any(g in lowered for g in gates)) and pattern.search(sentence):
+            return kind
+    if speaker == "user" and USER_ASK.search(sentence):
+        return "decision"
+    return "routine"
+
+
+_SENTENCE_KINDS = ((0, "decision"), (2, "finding"), (3, "finding"), (1, "next"), (4, "next"))
+"""Indexes of :data:`CUES` families and the kind of item a sentence matching one is."""
+
+
+def _source(messages: Sequence[Mapping[str, Any]], position: int) -> str | None:
+    value = messages[position].get("id") if 0 <= position < len(messages) else None
+    return value if isinstance(value, str) and value else None
+
+
+def call_lines(
+    views: Sequence[MessageView], style: str, messages: Sequence[Mapping[str, Any]] = ()
+) -> list[Item]:
     """One item per distinct tool call, repeats folded in with their count, where the
-    last of them was made (pure)."""
+    last of them was made (pure): a failure when its last run failed (resolved when an
+    earlier one failed and the last did not), a change for an edit, else routine."""
     groups: dict[tuple[str, bool], list[ToolCall]] = {}
     places: dict[tuple[str, bool], float] = {}
     for view in views:
@@ -148,7 +185,11 @@ def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
         named = last.places(outcome) if last is not None else ""
         if named:
             outcome = f"{outcome}; {named}" if outcome else named
-        failed = any(c.outcome is not None and c.outcome.failed for c in calls)
+        failing = [c for c in calls if c.outcome is not None and c.outcome.failed]
+        tests = [t for c in failing if c.outcome is not None for t in c.outcome.failures]
+        tests = [t for t in dict.fromkeys(tests) if t not in outcome][:3]
+        if tests:
+            outcome += "; failed: " + ", ".join(tests)
         if first.command is not None:
             action, weight = f"ran `{first.label}`", SHELL_SCORE
         else:
@@ -166,13 +207,26 @@ def call_lines(views: Sequence[MessageView], style: str) -> list[Item]:
         else:
             line = line[0].upper() + line[1:]
         names = bool(named) or (last is not None and bool(last.listing))
-        weight += (FAILED_BONUS if failed else 0) + (FOUND_BONUS if names else 0)
-        items.append(Item(places[key], line, weight))
+        weight += (FAILED_BONUS if failing else 0) + (FOUND_BONUS if names else 0)
+        kind, resolved = "routine", None
+        if failing:
+            kind = "failure"
+            if last is None or not last.failed:
+                resolved = RESOLVED_BY_LATER_CALL
+        elif any(c.edits for c in calls):
+            kind = "change"
+        origin = failing[-1].position if failing else calls[-1].position
+        source = _source(messages, origin)
+        items.append(Item(places[key], line, weight, kind, source, resolved))
     return items
 
 
 def statement_lines(
-    views: Sequence[MessageView], style: str, task: MessageView | None, stated: str | None
+    views: Sequence[MessageView],
+    style: str,
+    task: MessageView | None,
+    stated: str | None,
+    messages: Sequence[Mapping[str, Any]] = (),
 ) -> list[Item]:
     """The sentences of the user's turns and the agent's text, scored (pure).
 
@@ -196,7 +250,16 @@ def statement_lines(
                 weight += REPORT_BONUS if reports else AGENT_BONUS
             if weight >= MIN_SCORE:
                 place = view.position + index / (2 * len(said))
-                items.append(Item(place, _phrase(view.speaker, sentence, style), weight))
+                kind = sentence_kind(sentence, view.speaker)
+                items.append(
+                    Item(
+                        place,
+                        _phrase(view.speaker, sentence, style),
+                        weight,
+                        kind,
+                        _source(messages, view.position),
+                    )
+                )
     return items
 
 
@@ -206,32 +269,27 @@ def _phrase(speaker: str, text: str, style: str) -> str:
     return f"{speaker.capitalize()}: {text}"
 
 
-def previous_lines(previous_summary: str) -> list[Item]:
-    """The items of a summary being folded in, before every message (pure): its bullet
-    lines as they are, its prose sentence by sentence; not its header, ``Task:`` line or
-    verbatim section header."""
-    lines = []
-    for line in previous_summary.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped in HEADERS.values() or stripped == _VERBATIM_HEADER:
-            continue
-        if stripped.startswith(("- ", "* ")):
-            lines.append(stripped[2:].strip())
-        else:
-            lines.extend(s.strip() for s in SENTENCE_END.split(stripped))
-    kept = [x for x in lines if len(x) >= 2 and not x.startswith("Task:")]
-    count = len(kept)
-    return [Item(i - count, x, score(x) + PREVIOUS_BONUS) for i, x in enumerate(kept)]
-
-
-def the_task(views: Sequence[MessageView], previous_summary: str | None) -> str | None:
-    """The task as the summary states it (pure): the previous summary's ``Task:`` line,
+def the_task(views: Sequence[MessageView], previous: Head | None) -> str | None:
+    """The task as the summary states it (pure): the previous head's ``Task:`` line,
     else, when there is no previous summary, the first user turn's."""
-    if previous_summary:
-        stated = previous_task(previous_summary)
-        return shorten(stated, MAX_TASK_CHARS) if stated else None
+    if previous is not None:
+        return shorten(previous.task, MAX_TASK_CHARS) if previous.task else None
     view = task_view(views)
     return task_phrase(view.text, standing_lines(views)) if view is not None else None
+
+
+def new_items(
+    messages: Sequence[Mapping[str, Any]], previous: Head | None, style: str
+) -> tuple[str | None, list[HeadItem]]:
+    """The task and the items of ``messages``, in conversation order (pure)."""
+    views = read_messages(messages)
+    task = the_task(views, previous)
+    pool = [
+        *call_lines(views, style, messages),
+        *statement_lines(views, style, None if previous else task_view(views), task, messages),
+    ]
+    pool.sort(key=lambda item: item.position)
+    return task, [HeadItem(i.kind, i.text, i.source, i.resolved) for i in pool]
 
 
 def extractive_summary(
@@ -240,44 +298,13 @@ def extractive_summary(
     max_summary_tokens: int,
     style: str = "narrative",
 ) -> str:
-    """A deterministic summary of ``messages`` (and the summary before them) (pure).
+    """A deterministic summary of ``messages`` folded into the summary before them (pure).
 
-    The ``Task:`` line first, then the highest-scoring items, later ones first on a
-    tie, until the budget of ``max_summary_tokens`` is reached, listed in conversation
-    order.
+    The previous head is read back into items (:func:`parse_head`), the items of the
+    messages are merged after them (:func:`fold`), and the whole is fitted to
+    ``max_summary_tokens`` (:func:`fit`): the task line first, then the sections.
     """
-    header = HEADERS["rolling" if style == "rolling" else "narrative"]
-    budget = max(1, max_summary_tokens - estimate_text_tokens(header) - 1)
-    views = read_messages(messages)
-    task = the_task(views, previous_summary)
-    pool = [
-        *(previous_lines(previous_summary) if previous_summary else []),
-        *call_lines(views, style),
-        *statement_lines(views, style, None if previous_summary else task_view(views), task),
-    ]
-    seen: set[str] = set()
-    chosen: list[tuple[float, str]] = []
-    used = 0
-    if task:
-        # At most an eighth of a small budget: the task in a few words, not a paragraph.
-        room = max(TASK_MIN_CHARS, budget * 4 // 8)
-        line = "- " + shorten(f"Task: {task}", min(room, budget * 4 - 8))
-        chosen.append((float("-inf"), line))
-        used += estimate_text_tokens(line) + 1
-    # On a tie the later item wins: the state the conversation reached matters most.
-    for item in sorted(pool, key=lambda c: (-c.score, -c.position)):
-        key = item.text.casefold()
-        if key in seen:
-            continue
-        seen.add(key)
-        line = "- " + item.text
-        cost = estimate_text_tokens(line) + 1
-        if used + cost > budget:
-            continue
-        chosen.append((item.position, line))
-        used += cost
-    if not chosen and pool:
-        first = min(pool, key=lambda c: c.position)
-        chosen.append((first.position, "- " + shorten(first.text, max(8, budget * 4 - 8))))
-    chosen.sort(key=lambda pair: pair[0])
-    return "\n".join([header, *(line for _, line in chosen)])
+    previous = parse_head(previous_summary) if previous_summary else None
+    task, items = new_items(messages, previous, style)
+    merged = fold(previous.items if previous else (), items)
+    return render_head(fit(Head(task, tuple(merged)), max_summary_tokens, style), style)

@@ -1,0 +1,297 @@
+"""The sessions ``bench/fold_drift.py`` folds, and the worker that folds them.
+
+Run as a script, it folds every session with the memoryd found on ``PYTHONPATH`` (the
+code under test, or the code before it) and writes what each fold left as JSON: the
+messages the first fold summarized, each head, each job's CPU. It uses only what every
+version has (``run_job``, ``load_settings``), so the code before can run it too.
+
+    PYTHONPATH=CODE:bench:tests python bench/fold_sessions.py OUT.json [--folds 50]
+        [--public DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent / "tests"))
+
+from memoryd.config.settings import load_settings  # noqa: E402
+from memoryd.job.run import JobRequest, run_job  # noqa: E402
+
+Message = dict[str, Any]
+TOKEN_LIMIT = 8_000
+"""The budget of the generated sessions: the issue's 60-turn loop ran under 8,000."""
+SUMMARY_TOKENS = 1_024
+PUBLIC_LIMIT = 3_000
+PUBLIC_SUMMARY = 400
+"""A public transcript's budget: an eighth of its tokens, 3,000 at least (room for a pinned
+first turn of 500 to 1,200 tokens), so that it folds several times."""
+TASK = "Fix the ledger: reconcile_batch times out on large batches."
+_OUTPUT = "\n".join(f"tests/misc/test_line_{n}.py::test_case_{n} PASSED" for n in range(40))
+
+
+class Session:
+    """Messages with ids ``msg-0000`` on, built round by round (deterministic)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.calls = 0
+        self.count = 0
+
+    def add(self, role: str, content: object) -> None:
+        self.count += 1
+        index = self.count - 1
+        self.messages.append(
+            {
+                "id": f"msg-{index:04d}",
+                "role": role,
+                "content": content,
+                "timestamp": 1_700_000_000_000 + index * 1000,
+            }
+        )
+
+    def call(self, say: str, name: str, arguments: dict[str, str], output: str) -> None:
+        self.calls += 1
+        use_id = f"toolu_{self.calls:04d}"
+        use = {"type": "tool_use", "id": use_id, "name": name, "input": arguments}
+        self.add("assistant", [{"type": "text", "text": say}, use])
+        result = {"type": "tool_result", "tool_use_id": use_id, "content": output}
+        self.add("user", [result])
+
+
+def _round(session: Session, r: int, interactive: bool) -> None:
+    """Round ``r`` of a session: the first holds a failing test run, a decision and an
+    edit; later ones mostly passing runs and reads, now and then a lint failure fixed the
+    round after, an edit, a decision."""
+    if r == 0:
+        session.add("user", f"<task>{TASK}</task>\nWork in the repository at /repo.")
+        if interactive:
+            session.add("assistant", "I'll start with the ledger tests.")
+            session.add("user", "Please use pnpm instead of npm from now on.")
+        failing = (
+            "FAILED tests/pay/test_ledger.py::test_reconcile_batch - FooBarTimeoutError: "
+            "query took 41.2s\n1 failed, 59 passed in 41.20s\nexit code 1"
+        )
+        session.call("Running the ledger tests.", "bash", {"command": "pytest tests/pay"}, failing)
+        session.add(
+            "assistant",
+            "We decided to batch the reconcile queries instead of one query per row.",
+        )
+        session.call(
+            "Editing the ledger.",
+            "str_replace_editor",
+            {"command": "str_replace", "path": "/repo/src/pay/ledger.py"},
+            "The file /repo/src/pay/ledger.py has been edited.",
+        )
+        return
+    if interactive:
+        session.add("user", f"Now look at module {r}: does mod_{r} need the cache?")
+    module = f"src/misc/mod_{r}.py"
+    session.call(
+        f"Checking module {r}.",
+        "bash",
+        {"command": f"pytest tests/misc/test_mod_{r}.py"},
+        f"{_OUTPUT}\n{40 + r} passed in 1.{r % 10}s",
+    )
+    session.call("Reading it.", "str_replace_editor", {"command": "view", "path": module}, _OUTPUT)
+    if r % 7 == 3:
+        lint = f"{module}:3:80: E501 line too long (93 > 79 characters)\nexit code 1"
+        session.call("Linting.", "bash", {"command": f"ruff check {module}"}, lint)
+    if r % 7 == 4:
+        earlier = f"src/misc/mod_{r - 1}.py"
+        session.call("Linting again.", "bash", {"command": f"ruff check {earlier}"}, "All good")
+    if r % 5 == 0:
+        session.call(
+            "Editing it.",
+            "str_replace_editor",
+            {"command": "str_replace", "path": f"/repo/{module}"},
+            f"The file /repo/{module} has been edited.",
+        )
+    if r % 10 == 5:
+        session.add("assistant", f"We decided to keep mod_{r} synchronous: the cache is local.")
+
+
+FIRST_ROUNDS = 8
+"""Rounds before the first fold: it summarizes a first failure, a decision and edits."""
+
+
+def generated(interactive: bool, rounds: int) -> Iterator[list[Message]]:
+    """The messages each fold finds appended: the first rounds, then one round."""
+    session = Session()
+    for r in range(rounds):
+        _round(session, r, interactive)
+        if r + 1 >= FIRST_ROUNDS:
+            yield session.messages
+            session.messages = []
+
+
+_TAG = re.compile(r"<(previous_summary|transcript)>\n?(.*?)\n?</\1>", re.S)
+_TURN = re.compile(r"^\[(user|assistant)(?: #([^\]\s]+))?\] ", re.M)
+
+
+def scripted_llm(request: Mapping[str, Any]) -> str:
+    """A summarizer that reports the new messages well and drops every item of the
+    previous summary that is not routine (and does so again when asked to repair)."""
+    text = "\n".join(
+        str(block.get("text", "")) if isinstance(block, Mapping) else str(block)
+        for message in request.get("messages", [])
+        for block in (
+            message["content"]
+            if isinstance(message.get("content"), list)
+            else [{"text": message.get("content", "")}]
+        )
+    )
+    blocks = {name: body for name, body in _TAG.findall(text)}
+    lines: list[str] = []
+    previous = blocks.get("previous_summary", "")
+    task = next((x for x in previous.splitlines() if "Task:" in x), f"Task: {TASK}")
+    routine = [x for x in previous.split("Routine:\n", 1)[1:] for x in x.splitlines()]
+    turns = _TURN.split(blocks.get("transcript", ""))[1:]
+    command: tuple[str, str] | None = None
+    failures, decisions, changes = [], [], []
+    for role, source, body in zip(turns[0::3], turns[1::3], turns[2::3], strict=True):
+        mark = f" (#{source})" if source else ""
+        for line in body.splitlines():
+            if line.startswith("tool_use bash: "):
+                command = (line.removeprefix("tool_use bash: "), mark)
+            elif line.startswith("tool_use str_replace_editor str_replace "):
+                changes.append(f"- Edited {line.rsplit(' ', 1)[-1]}{mark}")
+            elif "decided" in line and role == "assistant":
+                decisions.append(f"- Assistant: {line.strip()}{mark}")
+        if role == "user" and command is not None:
+            error = next((x for x in body.splitlines() if "FAILED" in x or "E501" in x), None)
+            if error is not None:
+                failures.append(f"- Ran `{command[0]}` → exit 1, {error.strip()}{command[1]}")
+            else:
+                lines.append(f"- Ran `{command[0]}` → passed")
+            command = None
+    sections = [("Failures:", failures), ("Decisions:", decisions), ("Changes:", changes)]
+    out = [task.removeprefix("- ")]
+    for title, items in sections:
+        if items:
+            out += [title, *items]
+    out += ["Routine:", *routine[-6:], *lines]
+    return "\n".join(out)
+
+
+def _index_threads() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "memoryd-index":
+            thread.join()
+
+
+def fold_session(
+    folder: Path,
+    rounds: Iterator[list[Message]],
+    overrides: Mapping[str, Any],
+    env: Mapping[str, str],
+    folds: int,
+    due: Callable[[Path, int], bool],
+) -> dict[str, Any]:
+    """Append round after round, a job whenever ``due``, until ``folds`` jobs completed."""
+    folder.mkdir(parents=True)
+    conversation = folder / "conversation.jsonl"
+    conversation.touch()
+    settings = load_settings(overrides=dict(overrides), env={"XDG_CONFIG_HOME": str(folder)})
+    limit = int(overrides["token_limit"])
+    heads: list[str] = []
+    cpu: list[float] = []
+    first_round: list[Message] = []
+    for messages in rounds:
+        with conversation.open("a", encoding="utf-8") as out:
+            for message in messages:
+                out.write(json.dumps(message, ensure_ascii=False) + "\n")
+        if not due(conversation, limit):
+            continue
+        _index_threads()
+        started = time.process_time()
+        result = run_job(JobRequest(folder, settings.settings, env=env, force=True))
+        cpu.append(time.process_time() - started)
+        _index_threads()
+        if result.outcome != "completed":
+            continue
+        head = json.loads(conversation.read_text(encoding="utf-8").splitlines()[0])
+        heads.append(str(head["content"]).split("\n\n", 1)[-1])
+        if not first_round:
+            archive = sorted((folder / ".memoryd" / "archive").glob("*.jsonl"))[0]
+            first_round = [json.loads(x) for x in archive.read_text(encoding="utf-8").splitlines()]
+        if len(heads) >= folds:
+            break
+    return {"heads": heads, "cpu": cpu, "first_round": first_round}
+
+
+def always(_: Path, __: int) -> bool:
+    return True
+
+
+def over_trigger(conversation: Path, limit: int) -> bool:
+    """Usage above 80% of ``limit``, counted as memoryd counts (characters / 4)."""
+    return len(conversation.read_bytes()) / 4 > 0.8 * limit
+
+
+def public_rounds(path: Path) -> Iterator[list[Message]]:
+    """A public transcript's messages, one at a time, with ids where they have none."""
+    from public_formats import convert
+
+    _, messages = convert(path.read_text(encoding="utf-8"), path.name.split(".")[0])
+    for index, message in enumerate(messages):
+        message.setdefault("id", f"msg-{index:04d}")
+        yield [message]
+
+
+def _tokens(path: Path) -> int:
+    return sum(len(json.dumps(m["content"])) // 4 for r in public_rounds(path) for m in r)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--folds", type=int, default=50)
+    parser.add_argument("--public", type=Path)
+    parser.add_argument("--scratch", type=Path, required=True)
+    parser.add_argument("--fake-url", default="")
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = {}
+    base = {"token_limit": TOKEN_LIMIT, "drain_seconds": 0, "keep_first": 1}
+    base["summarizer.max_summary_tokens"] = SUMMARY_TOKENS
+    for shape in ("tool loop", "interactive"):
+        for strategy in ("narrative", "rolling"):
+            name = f"{shape} / {strategy}"
+            overrides = {**base, "strategy": strategy, "summarizer.backend": "extractive"}
+            rounds = generated(shape == "interactive", args.folds * 3)
+            folder = args.scratch / name.replace(" / ", "-").replace(" ", "-")
+            results[name] = fold_session(folder, rounds, overrides, {}, args.folds, always)
+    if args.fake_url:
+        overrides = {**base, "strategy": "narrative", "summarizer.backend": "anthropic"}
+        overrides["anthropic.base_url"] = args.fake_url
+        overrides["anthropic.max_retries"] = 0
+        env = {"ANTHROPIC_API_KEY": "sk-bench"}
+        rounds = generated(False, args.folds * 3)
+        folder = args.scratch / "llm-drops-items"
+        results["tool loop / LLM dropping items"] = fold_session(
+            folder, rounds, overrides, env, args.folds, always
+        )
+    if args.public is not None:
+        for path in sorted(args.public.iterdir()):
+            overrides = {**base, "strategy": "narrative", "summarizer.backend": "extractive"}
+            overrides["token_limit"] = max(PUBLIC_LIMIT, _tokens(path) // 8)
+            overrides["summarizer.max_summary_tokens"] = PUBLIC_SUMMARY
+            folder = args.scratch / f"public-{path.name[:40]}"
+            results[f"public {path.name[:40]}"] = fold_session(
+                folder, public_rounds(path), overrides, {}, args.folds, over_trigger
+            )
+    args.out.write_text(json.dumps(results), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
