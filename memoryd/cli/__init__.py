@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,6 +100,38 @@ def add_global_options(parser: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
+def _terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size().columns`` finds it: $COLUMNS,
+    else the width of stdout's terminal, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter with the width it would take, found without importing
+    shutil (and with it bz2, lzma, fnmatch): argparse builds a formatter for every
+    argument a command adds, also when no help is printed."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        if width is None:
+            width = _terminal_columns() - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so main() owns the exit code and the line.
 
@@ -111,6 +144,7 @@ class _Parser(argparse.ArgumentParser):
     search query such as ``-postgres``) rather than an unknown option."""
 
     def __init__(self, *args: Any, top: bool = False, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
         add_global_options(self, None if top else argparse.SUPPRESS)
 

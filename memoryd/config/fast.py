@@ -15,7 +15,6 @@ when they differ, so the model stays the one source of defaults and bounds.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,7 +133,7 @@ class StatusSettings:
         full loader must decide (a bad or unusual file), as ``settings_for_workspace``."""
         try:
             # As the full loader reads it: never through a symlink, never a FIFO.
-            data = tomllib.loads(read_in(workspace, Workspace(workspace).config).decode())
+            data = _toml(read_in(workspace, Workspace(workspace).config))
         except FileNotFoundError:
             return self
         except (OSError, MemorydError, ValueError, RecursionError):
@@ -163,7 +162,7 @@ def fast_status_settings(
     data: dict[str, Any] = {}
     if config_path is not None:
         try:
-            data = tomllib.loads(read_file(config_path).decode())
+            data = _toml(read_file(config_path))
         except (OSError, MemorydError, ValueError, RecursionError):
             return None
     try:
@@ -174,6 +173,14 @@ def fast_status_settings(
         return _settings(values)
     except _NotSure:
         return None
+
+
+def _toml(raw: bytes) -> dict[str, Any]:
+    """``raw`` parsed as TOML; tomllib is imported only when there is a file to read (it
+    costs half a bare interpreter's start)."""
+    import tomllib
+
+    return tomllib.loads(raw.decode())
 
 
 def _settings(values: Mapping[str, Any]) -> StatusSettings:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import calendar
 import re
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from memoryd import strict_json
 from memoryd.clock import iso_ms
+from memoryd.conversation import uuid4_text
 from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_WARNING_AT
 from memoryd.errors import InputError, MemorydError
 from memoryd.files.fsutil import atomic_write
@@ -97,7 +97,7 @@ class ContextMonitor:
         self._clock = clock
         self._state = MonitorState(
             agent_id=agent_id,
-            session_id=session_id or str(uuid.uuid4()),
+            session_id=session_id or uuid4_text(),
             active=False,
             started_at=None,
             last_heartbeat=None,

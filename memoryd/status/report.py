@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -116,7 +115,10 @@ def workspace_keys(workspace: Workspace) -> frozenset[str]:
     """The keys ``<workspace>/.memoryd/config.toml`` sets (none when it cannot be read:
     the workspace's effective settings have refused such a file already)."""
     try:
-        return frozenset(tomllib.loads(read_in(workspace.path, workspace.config).decode()))
+        raw = read_in(workspace.path, workspace.config)
+        import tomllib  # only for a workspace that has its own configuration
+
+        return frozenset(tomllib.loads(raw.decode()))
     except (OSError, ValueError, MemorydError):
         return frozenset()
 
