@@ -18,7 +18,6 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from memoryd.config.sources import (
     ENV_PREFIX,
@@ -31,6 +30,10 @@ from memoryd.errors import MemorydError
 from memoryd.files.paths import read_in
 from memoryd.files.regular import read_file
 from memoryd.workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 Bounds = tuple[tuple[str, float], ...]
 

@@ -10,13 +10,11 @@ active but has not checked in for ``stale_after`` seconds.
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from memoryd import strict_json
 from memoryd.clock import iso_ms
@@ -34,6 +32,10 @@ from memoryd.policy import (
 )
 from memoryd.signals import events
 from memoryd.workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MONITOR_MAX_BYTES = 1 << 20
@@ -212,4 +214,6 @@ def _parse_iso(value: Any) -> float | None:
         moment = time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")
     except ValueError:
         return None
+    import calendar  # only when a monitor's time is read
+
     return float(calendar.timegm(moment))
