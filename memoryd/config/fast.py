@@ -60,7 +60,7 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "max_consecutive_failures": ("int", 3, (("ge", 1),)),
     "failure_cooldown": ("float", 600.0, (("gt", 0), ("le", 604800.0))),
     "drain_seconds": ("float", 0.5, (("ge", 0), ("le", 60.0))),
-    "rescan_interval": ("float", 30.0, (("gt", 0), ("le", 86400.0))),
+    "rescan_interval": ("float", 300.0, (("gt", 0), ("le", 86400.0))),
     "max_line_bytes": ("int", 8388608, (("gt", 0),)),
     "stale_after": ("float", 300.0, (("gt", 0), ("le", 604800.0))),
     "index_archive": ("bool", True, ()),
