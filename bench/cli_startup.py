@@ -7,7 +7,9 @@ ratio is each command's median over the bare interpreter's. The workspace holds 
 messages of ~1 KB; the configuration is the default one (no file, no ``MEMORYD_*``), and
 once the shipped ``config/memoryd.toml``. The commands run with their ``.pyc`` files
 written (``PYTHONDONTWRITEBYTECODE`` is dropped from the environment, the warm-up round
-writes them), as an installed package has them.
+writes them), as an installed package has them; with ``--source`` memoryd's are removed
+and not written, so every run compiles memoryd from source (a checkout run with
+``PYTHONDONTWRITEBYTECODE=1``).
 
 Targets, as ratios to the bare interpreter: ``memoryd append`` and ``memoryd messages WS``
 (the API view) at most 3x, ``memoryd status WS --json`` (what ``context_status`` answers)
@@ -15,13 +17,14 @@ at most 4x, ``memoryd recall WS WORD`` (its start-up: the workspace has no archi
 search) at most 5x. ``python -X importtime -m memoryd COMMAND ...`` shows where a
 command's start goes (docs/design.md#startup).
 
-    python bench/cli_startup.py [--rounds 40]
+    python bench/cli_startup.py [--rounds 40] [--source]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -77,10 +80,16 @@ def wall_time(argv: list[str], env: dict[str, str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=40)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--source", action="store_true", help="no .pyc of memoryd's")
+    args = parser.parse_args()
+    rounds = args.rounds
     common.install_exit_handlers()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "ANTHROPIC_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if args.source:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        for cache in list((common.REPO / "memoryd").rglob("__pycache__")):
+            shutil.rmtree(cache)
     env["PYTHONPATH"] = str(common.REPO)
     with common.scratch("cli-startup") as folder:
         env["XDG_CONFIG_HOME"] = str(folder / "xdg")
@@ -110,7 +119,8 @@ def main() -> None:
             f"{'met' if met else 'NOT met'}"
         )
     print(f"load average: {os.getloadavg()[0]:.1f} (1 min), on {os.cpu_count()} cores")
-    path = common.save("cli_startup", {"rounds": rounds, "results": results, "targets": TARGETS})
+    saved = {"rounds": rounds, "source": args.source, "results": results, "targets": TARGETS}
+    path = common.save("cli_startup", saved)
     print(f"raw figures: {path}")
 
 
