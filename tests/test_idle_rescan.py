@@ -7,6 +7,7 @@ found here is found by the path under test and not by a periodic rescan."""
 
 from __future__ import annotations
 
+import errno
 import os
 import queue
 import struct
@@ -244,3 +245,27 @@ def test_a_stamp_too_recent_to_trust_is_never_taken_as_unchanged(tmp_path: Path)
     assert stamps_hold(stamps)
     (tmp_path / "ws" / "x").mkdir()
     assert not stamps_hold(stamps)
+
+
+def test_a_folder_that_cannot_be_watched_after_the_start_makes_the_root_polled(
+    supervisor: Supervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = root_of(supervisor)
+    write_lines(root / "ws", "w", 1)
+    supervisor.start()
+    step_until(supervisor, "counted", lambda: messages(supervisor, root / "ws") == 1)
+    add = BatchedInotifyFD.add_callback
+
+    def no_watch_left(reader: BatchedInotifyFD, path: bytes, *args: object) -> object:
+        if path != os.fsencode(root):
+            raise OSError(errno.ENOSPC, "inotify watches ran out")
+        return add(reader, path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BatchedInotifyFD, "add_callback", no_watch_left)
+    with capture_logs() as logs:
+        write_lines(root / "new", "n", 2)  # its folder cannot be watched
+        step_until(supervisor, "the root polled", lambda: root in supervisor.watchers.polling)
+        step_until(supervisor, "the new workspace", lambda: messages(supervisor, root / "new") == 2)
+    reasons = [e["reason"] for e in logs if e["event"] == "watch_missed_events"]
+    assert reasons == ["watch_failed"]
+    assert [e for e in logs if e["event"] == "inotify_limit_reached"]
