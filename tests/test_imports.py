@@ -104,3 +104,23 @@ def test_per_turn_commands_load_no_slow_standard_module(
     (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
     names = (*HEAVY, *SLOW_STDLIB, *absent)
     assert heavy_modules_after([arg.format(ws=ws) for arg in argv], names) == []
+
+
+def test_the_heartbeat_statuses_are_the_values_of_its_status_type() -> None:
+    """``Status`` (a Literal, seen by mypy only: typing is not imported at run time) and
+    ``STATUSES`` (its values at run time) name the same words."""
+    import ast
+
+    from memoryd.signals import heartbeat
+
+    tree = ast.parse(Path(heartbeat.__file__).read_text())
+    literal = next(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["Status"]
+    )
+    assert isinstance(literal, ast.Subscript)
+    assert isinstance(literal.slice, ast.Tuple)
+    words = tuple(ast.literal_eval(element) for element in literal.slice.elts)
+    assert words == heartbeat.STATUSES
