@@ -92,13 +92,14 @@ def test_per_message_commands_load_no_heavy_package(tmp_path: Path, argv: list[s
         (["append", "{ws}", "--role", "user", "--content", "hello"], ("dataclasses", "inspect")),
         (["messages", "{ws}"], ("dataclasses", "inspect")),
         (["status", "{ws}", "--json"], ()),
+        (["heartbeat", "{ws}", "checkin"], ()),
     ],
 )
 def test_per_turn_commands_load_no_slow_standard_module(
     tmp_path: Path, argv: list[str], absent: tuple[str, ...]
 ) -> None:
     """append and messages also do without dataclasses (and the inspect it imports);
-    status still reads its state through dataclasses."""
+    status and heartbeat still read their files through dataclasses."""
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
