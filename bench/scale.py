@@ -28,15 +28,16 @@ done), discovery, READY and the end of the tidy, from the spawn.
 
 The idle window (``--idle``, after the first start is quiet) measures utime+stime
 (``/proc/<pid>/stat``), VmRSS and Pss of the daemon and each descendant (forkserver,
-resource tracker, workers); it holds a periodic rescan when it is at least
-``rescan_interval`` (30 s) long, counted, not avoided.
+resource tracker, workers). With the default ``rescan_interval`` (300 s) a window of a
+minute holds no safety-net rescan; ``--rescan-interval 20`` makes it hold a few, to
+measure what each costs (the window's CPU over its rescans; docs/design.md#idle-rescan).
 
 Targets: READY <= 3 x read floor; quiet after a first start <= 2 x write floor; quiet
 after a restart on unchanged workspaces <= 3 x read floor; idle tree PSS <= 120 MB
-(<= 60 MB at 1 workspace); idle CPU near zero (< 2% of one core).
+(<= 60 MB at 1 workspace); idle CPU <= 0.2% of one core.
 
     python bench/scale.py [--workspaces 10000] [--layout flat|nested|both] [--idle 30]
-                          [--anthropic] [--under DIR]
+                          [--anthropic] [--under DIR] [--rescan-interval SECONDS]
 
 ``--under /dev/shm`` builds the trees on a memory file system, where the floors are all
 CPU: the strictest case for the ratios, since memoryd's own Python work is then not
@@ -61,6 +62,8 @@ SAMPLE = 0.05
 QUIET_TICKS = 1
 """A reading that grew by at most one clock tick (10 ms of CPU: a timer, not a start's
 work, which uses a whole core) counts as quiet."""
+IDLE_CPU_TARGET = 0.2
+"""Percent of one core the daemon's tree may use, idle."""
 QUIET_FOR = 3.0
 """Seconds of quiet samples in a row."""
 
@@ -206,6 +209,8 @@ def run_layout(layout: str, args: argparse.Namespace, folder: Path) -> dict[str,
         "MEMORYD_SUMMARIZER__BACKEND": "extractive",
         "XDG_CONFIG_HOME": str(folder / "xdg"),
     }
+    if args.rescan_interval is not None:
+        env["MEMORYD_RESCAN_INTERVAL"] = str(args.rescan_interval)
     if args.anthropic:
         env["MEMORYD_SUMMARIZER__BACKEND"] = "anthropic"
         env["MEMORYD_ANTHROPIC__API_KEY"] = "sk-fake-bench"
@@ -243,7 +248,7 @@ def run_layout(layout: str, args: argparse.Namespace, folder: Path) -> dict[str,
         "quiet": ratios["quiet"] <= 2,
         "restart_quiet": ratios["restart_quiet"] <= 3,
         "total_pss": idle["total_pss_mb"] <= pss_target,
-        "idle_cpu": idle["total_cpu_percent"] < 2.0,
+        "idle_cpu": idle["total_cpu_percent"] <= IDLE_CPU_TARGET,
     }
     return {
         "layout": layout,
@@ -326,7 +331,7 @@ def report(result: dict[str, Any], workspaces: int) -> str:
             f"idle CPU, all processes, {idle['window_s']:.0f} s (%)",
             idle["total_cpu_percent"],
             "",
-            "< 2",
+            f"<= {IDLE_CPU_TARGET}",
             met["idle_cpu"],
         ),
         ("seconds of the window with daemon CPU >= 20 ms", idle["busy_seconds"], "", "", ""),
@@ -356,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument(
         "--anthropic", action="store_true", help="anthropic backend (a fake key; no job runs)"
+    )
+    parser.add_argument(
+        "--rescan-interval",
+        type=float,
+        help="the daemon's rescan_interval (default: its own, 300 s): a short one puts "
+        "safety-net rescans in the idle window",
     )
     parser.add_argument(
         "--under",
@@ -389,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                 "quiet": "<= 2 x write floor",
                 "restart_quiet": "<= 3 x read floor",
                 "idle_tree_pss_mb": "<= 120 (<= 60 at 1 workspace)",
-                "idle_cpu": "near zero (< 2% of one core)",
+                "idle_cpu": f"<= {IDLE_CPU_TARGET}% of one core",
+                "rescan_interval": args.rescan_interval,
             },
             "layouts": results,
         },

@@ -9,11 +9,13 @@ nor pydantic until a name that needs them is used (docs/design.md#cli).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from memoryd.api import MessageSummarizer, SummaryGenerator
     from memoryd.api_view import messages_for_api
     from memoryd.checkpoint import Checkpoint, CheckpointSummary

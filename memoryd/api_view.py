@@ -11,15 +11,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memoryd import strict_json
 from memoryd.api_blocks import ASSISTANT_ONLY, BLOCK_FIELDS, TOOL_RESULT_CONTENT_FIELDS
 from memoryd.errors import InputError
 from memoryd.files.paths import check_workspace, read_in
 from memoryd.workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 START_TURN = "[conversation start]"
 """The user turn put in front of a conversation whose first turn is the assistant's."""
@@ -60,13 +62,15 @@ def api_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{"role": turn.role, "content": turn.content} for turn in turns]
 
 
-@dataclass(slots=True)
 class _Turn:
     """One turn of the view: a string while it is one message's untouched string content,
     else a list of blocks."""
 
-    role: str
-    content: str | list[dict[str, Any]] = field(default_factory=list)
+    __slots__ = ("content", "role")
+
+    def __init__(self, role: str, content: str | list[dict[str, Any]] | None = None) -> None:
+        self.role = role
+        self.content: str | list[dict[str, Any]] = [] if content is None else content
 
     @property
     def blocks(self) -> list[dict[str, Any]]:

@@ -13,11 +13,8 @@ from __future__ import annotations
 import os
 import stat
 import time
-import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError, UnsafePathError
@@ -26,18 +23,53 @@ from memoryd.files.paths import check_workspace, open_in
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
 from memoryd.workspace import Workspace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
 
-@dataclass(frozen=True, slots=True)
+
+_LINE_FIELDS = ("index", "offset", "length", "tokens", "message", "problem")
+
+
 class Line:
-    """One complete line of a conversation file and what the summarizer needs of it."""
+    """One complete line of a conversation file and what the summarizer needs of it.
 
-    index: int
-    offset: int
-    length: int
-    tokens: int
-    message: dict[str, Any] | None = None
-    problem: str | None = None
-    """Why the line is not a usable message (malformed, opaque), or None."""
+    ``problem`` says why the line is not a usable message (malformed, opaque), or is None.
+    A value written out rather than a dataclass, as :class:`memoryd.workspace.Workspace`
+    (docs/design.md#startup)."""
+
+    __slots__ = _LINE_FIELDS
+
+    def __init__(
+        self,
+        index: int,
+        offset: int,
+        length: int,
+        tokens: int,
+        message: dict[str, Any] | None = None,
+        problem: str | None = None,
+    ) -> None:
+        self.index: Final = index
+        self.offset: Final = offset
+        self.length: Final = length
+        self.tokens: Final = tokens
+        self.message: Final = message
+        self.problem: Final = problem
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _LINE_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Line):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _LINE_FIELDS)
+        return f"Line({fields})"
 
     @property
     def end(self) -> int:
@@ -134,12 +166,22 @@ def split_lines(data: bytes, max_line_bytes: int, base_offset: int = 0) -> Itera
 ROLES = ("user", "assistant")
 
 
+def uuid4_text() -> str:
+    """A random (version 4) UUID as ``str(uuid.uuid4())`` writes it, without importing
+    :mod:`uuid` (which imports :mod:`platform`: a tenth of ``memoryd append``'s start)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def new_message(role: str, content: Any, now_ms: int) -> dict[str, Any]:
     """A message in the conversation format with a fresh id (pure but for the id).
 
     See docs/design.md#conversation.
     """
-    return {"id": str(uuid.uuid4()), "role": role, "content": content, "timestamp": now_ms}
+    return {"id": uuid4_text(), "role": role, "content": content, "timestamp": now_ms}
 
 
 def append_message(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +46,16 @@ def look(path: Path) -> Found | None:
     return found[0] if found else None
 
 
+STAMP_MARGIN = 2.0
+"""Seconds: a folder whose mtime is this recent when it is stamped may change again
+within the same clock tick unseen, so its stamp is not trusted."""
+
+
 def scan_workspaces(
-    root: Path, max_depth: int, visit: Callable[[str], None] | None = None
+    root: Path,
+    max_depth: int,
+    visit: Callable[[str], None] | None = None,
+    stamps: dict[str, int] | None = None,
 ) -> list[Found]:
     """:func:`find_workspaces`, each with what its folder's listing showed.
 
@@ -54,12 +63,18 @@ def scan_workspaces(
     ``memory`` (down to ``max_depth + 1``), before that folder is listed: a daemon's first
     scan of a root watches each folder there, so that nothing made in it after the
     listing goes unseen (docs/design.md#scale-start).
+
+    ``stamps``, when given, gets the mtime (ns) of each folder listed, taken before its
+    listing (-1 when too recent to trust): while none of them changes, a new walk would
+    find the same workspaces (:func:`stamps_hold`; docs/design.md#idle-rescan).
     """
     stack: list[tuple[str, int]] = [(os.fspath(root), 0)]
     found: list[tuple[str, bool, bool, bool, bool]] = []
     while stack:
         folder, depth = stack.pop()
         try:
+            if stamps is not None:
+                stamps[folder] = _stamp(folder, time.time())
             entries = list(os.scandir(folder))
         except OSError:
             continue
@@ -91,3 +106,21 @@ def scan_workspaces(
     # In the order of Path comparison (by components), without making a Path to compare.
     found.sort(key=lambda item: item[0].split(os.sep))
     return [Found(Path(path), *flags) for path, *flags in found]
+
+
+def stamps_hold(stamps: Mapping[str, int] | None) -> bool:
+    """True when every folder of ``stamps`` (from :func:`scan_workspaces`) still has its
+    mtime: no entry was added, removed or renamed in any, so a walk would find the same
+    workspaces. One stat a folder, no listing."""
+    if not stamps:
+        return False
+    now = time.time()
+    return all(stamp >= 0 and _stamp(folder, now) == stamp for folder, stamp in stamps.items())
+
+
+def _stamp(folder: str, now: float) -> int:
+    try:
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        return -2  # gone (or unreadable): never equal to a stamp taken
+    return mtime if mtime < (now - STAMP_MARGIN) * 1e9 else -1

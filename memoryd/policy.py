@@ -4,12 +4,56 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
 
 from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_WARNING_AT
 
-Level = Literal["normal", "warning", "critical"]
-Action = Literal["none", "prepare_handoff", "force_return"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal, Protocol
+
+    Level = Literal["normal", "warning", "critical"]
+    Action = Literal["none", "prepare_handoff", "force_return"]
+    Boundary = Literal["user", "assistant"]
+    """Where a kept part may start: at a genuine user turn, or (in a tool loop) an
+    assistant one."""
+
+    class ThresholdConfig(Protocol):
+        """Anything with the two level thresholds (a Settings, say)."""
+
+        @property
+        def warning_at(self) -> float: ...
+
+        @property
+        def critical_at(self) -> float: ...
+
+    class MessageLike(Protocol):
+        """What a split decision needs of a message (a :class:`memoryd.conversation.Line`)."""
+
+        @property
+        def tokens(self) -> int: ...
+
+        @property
+        def is_summary(self) -> bool: ...
+
+        @property
+        def is_genuine_user_turn(self) -> bool: ...
+
+        @property
+        def is_assistant_turn(self) -> bool: ...
+
+        @property
+        def tool_use_ids(self) -> frozenset[str]: ...
+
+        @property
+        def tool_result_ids(self) -> frozenset[str]: ...
+
+else:
+    # typing is not imported at run time (it costs a quarter of a bare interpreter's start,
+    # docs/design.md#startup); the names stay importable for the modules that annotate
+    # with them.
+    Level = Action = Boundary = str
+    ThresholdConfig = MessageLike = object
+
 
 ACTIONS: dict[Level, tuple[Action, str]] = {
     "normal": ("none", "Context normal - continue working"),
@@ -37,16 +81,6 @@ class ThresholdAction:
     level: Level
     action: Action
     message: str
-
-
-class ThresholdConfig(Protocol):
-    """Anything with the two level thresholds (a Settings, say)."""
-
-    @property
-    def warning_at(self) -> float: ...
-
-    @property
-    def critical_at(self) -> float: ...
 
 
 def detect_threshold(
@@ -122,32 +156,6 @@ def failure_backoff(consecutive_failures: int, max_failures: int, cooldown: floa
     if consecutive_failures < max_failures:
         return 0.0
     return float(min(cooldown, 30.0 * 2 ** (consecutive_failures - max_failures)))
-
-
-class MessageLike(Protocol):
-    """What a split decision needs of a message (a :class:`memoryd.conversation.Line`)."""
-
-    @property
-    def tokens(self) -> int: ...
-
-    @property
-    def is_summary(self) -> bool: ...
-
-    @property
-    def is_genuine_user_turn(self) -> bool: ...
-
-    @property
-    def is_assistant_turn(self) -> bool: ...
-
-    @property
-    def tool_use_ids(self) -> frozenset[str]: ...
-
-    @property
-    def tool_result_ids(self) -> frozenset[str]: ...
-
-
-Boundary = Literal["user", "assistant"]
-"""Where a kept part may start: at a genuine user turn, or (in a tool loop) an assistant one."""
 
 
 def boundaries(messages: Sequence[MessageLike]) -> list[Boundary | None]:

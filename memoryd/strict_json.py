@@ -17,7 +17,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DEPTH = 200
 """The deepest nesting of arrays and objects taken; deeper is "too deeply nested"."""

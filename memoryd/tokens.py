@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 MESSAGE_OVERHEAD = 4
 """Tokens added per message for its role and framing."""
@@ -58,16 +60,51 @@ def calibrate(previous: float, estimated: int, measured: int) -> float:
     return round(min(high, max(low, 0.7 * previous + 0.3 * observed)), 4)
 
 
-@dataclass(frozen=True, slots=True)
-class LLMUsage:
-    """What a job asked of the LLM, as the API reported it (zeros for the extractive backend)."""
+_USAGE_FIELDS = (
+    "calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_creation_tokens",
+)
 
-    calls: int = 0
-    input_tokens: int = 0
-    """Uncached input tokens."""
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
+
+class LLMUsage:
+    """What a job asked of the LLM, as the API reported it (zeros for the extractive backend).
+
+    ``input_tokens`` are the uncached input tokens. A value written out rather than a
+    dataclass, as :class:`memoryd.workspace.Workspace` (docs/design.md#startup)."""
+
+    __slots__ = _USAGE_FIELDS
+
+    def __init__(
+        self,
+        calls: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_creation_tokens: int = 0,
+    ) -> None:
+        self.calls: Final = calls
+        self.input_tokens: Final = input_tokens
+        self.output_tokens: Final = output_tokens
+        self.cache_read_tokens: Final = cache_read_tokens
+        self.cache_creation_tokens: Final = cache_creation_tokens
+
+    def _values(self) -> tuple[int, ...]:
+        return tuple(getattr(self, name) for name in _USAGE_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LLMUsage):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _USAGE_FIELDS)
+        return f"LLMUsage({fields})"
 
     def __add__(self, other: LLMUsage) -> LLMUsage:
         return LLMUsage(
@@ -88,25 +125,8 @@ class LLMUsage:
         )
 
     def to_record(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_creation_tokens": self.cache_creation_tokens,
-        }
+        return dict(zip(_USAGE_FIELDS, self._values(), strict=True))
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> LLMUsage:
-        return cls(
-            *(
-                int(record.get(name) or 0)
-                for name in (
-                    "calls",
-                    "input_tokens",
-                    "output_tokens",
-                    "cache_read_tokens",
-                    "cache_creation_tokens",
-                )
-            )
-        )
+        return cls(*(int(record.get(name) or 0) for name in _USAGE_FIELDS))

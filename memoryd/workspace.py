@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 CONVERSATION = "conversation.jsonl"
 META = ".memoryd"
 HEARTBEAT = "HEARTBEAT.md"
 
 
-@dataclass(frozen=True, slots=True)
 class Workspace:
-    """The files of one workspace; cheap to build, picklable, does no I/O."""
+    """The files of one workspace; cheap to build, picklable, does no I/O.
 
-    path: Path
+    A value (equal by its path) written out rather than a dataclass: every per-turn
+    command imports this module, and :mod:`dataclasses` costs half an interpreter's
+    start (docs/design.md#startup)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: Path) -> None:
+        self.path: Final = path
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Workspace):
+            return NotImplemented
+        return self.path == other.path
+
+    def __hash__(self) -> int:
+        return hash((self.path,))
+
+    def __repr__(self) -> str:
+        return f"Workspace(path={self.path!r})"
 
     @property
     def conversation(self) -> Path:

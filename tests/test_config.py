@@ -58,7 +58,7 @@ def test_defaults_when_no_file_no_env_no_flags(env: dict[str, str]) -> None:
     assert settings.failure_cooldown == 600.0
     assert (settings.drain_seconds, settings.rescan_interval, settings.stale_after) == (
         0.5,
-        30,
+        300,
         300,
     )
     assert settings.max_line_bytes == 8 * 1024 * 1024

@@ -1,5 +1,7 @@
 """Commands an agent runs per message import only what they use: never the Anthropic or
-OpenAI SDK, mcp, prometheus_client or watchdog (each is checked in a fresh interpreter)."""
+OpenAI SDK, mcp, prometheus_client, watchdog, pydantic or sqlite3; and the three an agent
+runs every turn leave out the standard modules that would cost them a large part of a
+bare interpreter's start (each is checked in a fresh interpreter; docs/design.md#startup)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,19 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("anthropic", "openai", "mcp", "prometheus_client", "watchdog")
+HEAVY = (
+    "anthropic",
+    "openai",
+    "mcp",
+    "prometheus_client",
+    "watchdog",
+    "pydantic",
+    "pydantic_settings",
+    "sqlite3",
+)
+SLOW_STDLIB = ("typing", "tomllib", "uuid", "secrets", "hashlib", "shutil")
+"""Modules of the standard library each costing 5 to 15 ms to import, none needed by a
+per-turn command (tomllib only when there is a configuration file to read)."""
 
 PROBE = """
 import json, sys
@@ -26,9 +40,9 @@ print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in he
 """
 
 
-def heavy_modules_after(argv: list[str] | None) -> list[str]:
+def heavy_modules_after(argv: list[str] | None, names: tuple[str, ...] = HEAVY) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(HEAVY)],
+        [sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(names)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -70,3 +84,44 @@ def test_per_message_commands_load_no_heavy_package(tmp_path: Path, argv: list[s
     ws.mkdir()
     (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
     assert heavy_modules_after([arg.format(ws=ws) for arg in argv]) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "absent"),
+    [
+        (["append", "{ws}", "--role", "user", "--content", "hello"], ("dataclasses", "inspect")),
+        (["messages", "{ws}"], ("dataclasses", "inspect")),
+        (["status", "{ws}", "--json"], ()),
+        (["heartbeat", "{ws}", "checkin"], ()),
+    ],
+)
+def test_per_turn_commands_load_no_slow_standard_module(
+    tmp_path: Path, argv: list[str], absent: tuple[str, ...]
+) -> None:
+    """append and messages also do without dataclasses (and the inspect it imports);
+    status and heartbeat still read their files through dataclasses."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    names = (*HEAVY, *SLOW_STDLIB, *absent)
+    assert heavy_modules_after([arg.format(ws=ws) for arg in argv], names) == []
+
+
+def test_the_heartbeat_statuses_are_the_values_of_its_status_type() -> None:
+    """``Status`` (a Literal, seen by mypy only: typing is not imported at run time) and
+    ``STATUSES`` (its values at run time) name the same words."""
+    import ast
+
+    from memoryd.signals import heartbeat
+
+    tree = ast.parse(Path(heartbeat.__file__).read_text())
+    literal = next(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["Status"]
+    )
+    assert isinstance(literal, ast.Subscript)
+    assert isinstance(literal.slice, ast.Tuple)
+    words = tuple(ast.literal_eval(element) for element in literal.slice.elts)
+    assert words == heartbeat.STATUSES

@@ -27,24 +27,39 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, Protocol, TextIO, cast
 
 from memoryd import __version__
 from memoryd.errors import MemorydError, UsageError
 
+# typing and dataclasses are left out at run time: with what they import they cost as
+# much as a bare interpreter's start (docs/design.md#startup).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn, Protocol, TextIO
+
+    class CommandModule(Protocol):
+        """What a module named in ``COMMANDS`` provides."""
+
+        def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+        def run(self, args: argparse.Namespace, out: TextIO) -> int: ...
+
+
 PROG = "memoryd"
 
 
-@dataclass(frozen=True)
 class Command:
     """A command: the module that implements it and its one-line help."""
 
-    module: str
-    help: str
+    __slots__ = ("help", "module")
+
+    def __init__(self, module: str, help: str) -> None:
+        self.module = module
+        self.help = help
 
 
 COMMANDS: dict[str, Command] = {
@@ -70,14 +85,6 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-class CommandModule(Protocol):
-    """What a module named in ``COMMANDS`` provides."""
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
-
-    def run(self, args: argparse.Namespace, out: TextIO) -> int: ...
-
-
 GLOBAL_OPTIONS = {"--config": "config", "--log-format": "log_format"}
 
 
@@ -99,6 +106,38 @@ def add_global_options(parser: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
+def _terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size().columns`` finds it: $COLUMNS,
+    else the width of stdout's terminal, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter with the width it would take, found without importing
+    shutil (and with it bz2, lzma, fnmatch): argparse builds a formatter for every
+    argument a command adds, also when no help is printed."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        if width is None:
+            width = _terminal_columns() - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so main() owns the exit code and the line.
 
@@ -111,6 +150,7 @@ class _Parser(argparse.ArgumentParser):
     search query such as ``-postgres``) rather than an unknown option."""
 
     def __init__(self, *args: Any, top: bool = False, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
         add_global_options(self, None if top else argparse.SUPPRESS)
 
@@ -151,14 +191,31 @@ def command_in(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _globals_first(argv: Sequence[str]) -> bool:
+    """True when nothing but global options comes before the command word of ``argv``:
+    then the parse never needs the other commands (the top-level help, ``-h`` before the
+    command, lists them all)."""
+    words = iter(argv)
+    for word in words:
+        if word in GLOBAL_OPTIONS:
+            next(words, None)  # its value
+        elif word.partition("=")[0] not in GLOBAL_OPTIONS:
+            return not word.startswith("-")
+    return False
+
+
 def load_command(name: str) -> CommandModule:
     """Import the module of command ``name``."""
-    return cast(CommandModule, importlib.import_module(COMMANDS[name].module))
+    module: CommandModule = importlib.import_module(COMMANDS[name].module)
+    return module
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, *, alone: bool = False) -> argparse.ArgumentParser:
     """The parser: every command by name and help; the arguments of ``command`` only
-    (of every command when ``command`` is None, which imports them all)."""
+    (of every command when ``command`` is None, which imports them all). With ``alone``,
+    the other commands are left out: a parser per command costs more than the interpreter
+    spends on ``import json`` (argparse asks gettext for its words in each), and a parse
+    that starts with a known command word never looks at them (docs/design.md#startup)."""
     parser = _Parser(
         prog=PROG,
         top=True,
@@ -168,6 +225,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, spec in COMMANDS.items():
+        if alone and name != command:
+            continue
         sub = commands.add_parser(name, help=spec.help, description=spec.help)
         if command is None or name == command:
             load_command(name).add_arguments(sub)
@@ -212,7 +271,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         command = command_in(words)
-        parser = build_parser(command if command in COMMANDS else "")
+        known = command in COMMANDS
+        parser = build_parser(command if known else "", alone=known and _globals_first(words))
         args = parser.parse_args(words)
         if args.command is None:
             parser.print_help(sys.stderr)

@@ -6,11 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
 
 from memoryd import strict_json
 from memoryd.conversation import ROLES, append_message
 from memoryd.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,11 +6,14 @@ import argparse
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
 
 from memoryd.files.paths import check_workspace
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,12 +8,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
 
 from memoryd.cli.common import config_given, load_config
 from memoryd.errors import MemorydError, UsageError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from memoryd.config.settings import Settings
     from memoryd.status.report import ForWorkspace, StatusConfig
 

@@ -15,11 +15,9 @@ when they differ, so the model stays the one source of defaults and bounds.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from memoryd.config.sources import (
     ENV_PREFIX,
@@ -32,6 +30,10 @@ from memoryd.errors import MemorydError
 from memoryd.files.paths import read_in
 from memoryd.files.regular import read_file
 from memoryd.workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 Bounds = tuple[tuple[str, float], ...]
 
@@ -58,7 +60,7 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "max_consecutive_failures": ("int", 3, (("ge", 1),)),
     "failure_cooldown": ("float", 600.0, (("gt", 0), ("le", 604800.0))),
     "drain_seconds": ("float", 0.5, (("ge", 0), ("le", 60.0))),
-    "rescan_interval": ("float", 30.0, (("gt", 0), ("le", 86400.0))),
+    "rescan_interval": ("float", 300.0, (("gt", 0), ("le", 86400.0))),
     "max_line_bytes": ("int", 8388608, (("gt", 0),)),
     "stale_after": ("float", 300.0, (("gt", 0), ("le", 604800.0))),
     "index_archive": ("bool", True, ()),
@@ -147,7 +149,7 @@ class StatusSettings:
         full loader must decide (a bad or unusual file), as ``settings_for_workspace``."""
         try:
             # As the full loader reads it: never through a symlink, never a FIFO.
-            data = tomllib.loads(read_in(workspace, Workspace(workspace).config).decode())
+            data = _toml(read_in(workspace, Workspace(workspace).config))
         except FileNotFoundError:
             return self
         except (OSError, MemorydError, ValueError, RecursionError):
@@ -176,7 +178,7 @@ def fast_status_settings(
     data: dict[str, Any] = {}
     if config_path is not None:
         try:
-            data = tomllib.loads(read_file(config_path).decode())
+            data = _toml(read_file(config_path))
         except (OSError, MemorydError, ValueError, RecursionError):
             return None
     try:
@@ -187,6 +189,14 @@ def fast_status_settings(
         return _settings(values)
     except _NotSure:
         return None
+
+
+def _toml(raw: bytes) -> dict[str, Any]:
+    """``raw`` parsed as TOML; tomllib is imported only when there is a file to read (it
+    costs half a bare interpreter's start)."""
+    import tomllib
+
+    return tomllib.loads(raw.decode())
 
 
 def _settings(values: Mapping[str, Any]) -> StatusSettings:

@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     max_consecutive_failures: int = Field(default=3, ge=1)
     failure_cooldown: float = Field(default=600.0, gt=0, le=WEEK)
     drain_seconds: float = Field(default=0.5, ge=0, le=MINUTE)
-    rescan_interval: float = Field(default=30.0, gt=0, le=DAY)
+    rescan_interval: float = Field(default=300.0, gt=0, le=DAY)
     max_line_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     stale_after: float = Field(default=300.0, gt=0, le=WEEK)
     index_archive: bool = True

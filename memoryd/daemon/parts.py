@@ -56,6 +56,8 @@ class DaemonParts(abc.ABC):
     tidied: Counter[str]
     """What the tidy did since the start, by step (logged once the start's tidy is done)."""
     stopping_since: float | None
+    folder_stamps: dict[Path, dict[str, int]]
+    """By root, the mtime of each folder its last walk listed (discovery.stamps_hold)."""
 
     @abc.abstractmethod
     def process(self, tracked: Tracked, now: float, publish: bool = True) -> None:

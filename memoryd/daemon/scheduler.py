@@ -107,6 +107,10 @@ class Scheduler:
     def rescan_due(self, now: float) -> bool:
         return now >= self.next_rescan
 
+    def rescan_now(self, now: float) -> None:
+        """A rescan is needed at once (the watch may have missed something)."""
+        self.next_rescan = min(self.next_rescan, now)
+
     def rescanned(self, now: float) -> None:
         self.next_rescan = now + self.rescan_interval
 

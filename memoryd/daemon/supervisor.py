@@ -39,7 +39,7 @@ from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.telemetry import Telemetry, daemon_view
-from memoryd.daemon.watch import FsChange
+from memoryd.daemon.watch import FsChange, Missed
 from memoryd.daemon.watchers import RootWatchers
 from memoryd.daemon.workspaces import WorkspaceTracking
 from memoryd.errors import MemorydError
@@ -53,6 +53,9 @@ log = structlog.get_logger()
 
 MAX_WAIT = 1.0
 """Longest the loop sleeps: bounds how late a timer (retry, rescan, shutdown) can fire."""
+ROOT_CHECK = 5.0
+"""Seconds between two looks (one stat each) at whether a root went missing, came back or
+was replaced: the watch of a root sees neither (docs/design.md#idle-rescan)."""
 TIDY_SLICE = 0.05
 """Longest a loop step spends tidying workspaces after READY (keeps READY fast and the
 loop responsive to changes meanwhile)."""
@@ -105,6 +108,11 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         self.tidy_began: float | None = None
         """When the start's tidy began (None once it is done and logged)."""
         self.stopping_since: float | None = None
+        self.folder_stamps: dict[Path, dict[str, int]] = {}
+        self.walk_next: set[Path] | None = None
+        """The roots the next rescan walks whatever their folders' mtimes say (None:
+        every root): those whose watch may have missed something."""
+        self.next_root_check = 0.0
         self.done = False
         self.watchdog_every = systemd.watchdog_interval(self.env)
         self.next_watchdog = 0.0
@@ -197,6 +205,8 @@ class Supervisor(WorkspaceTracking, JobDispatch):
     def _handle(self, note: object, now: float) -> None:
         if isinstance(note, FsChange):
             self._on_change(Path(note.path), note.is_folder, now)
+        elif isinstance(note, Missed):
+            self._on_missed(Path(note.root), note.reason, now)
         elif isinstance(note, JobDone):
             self._on_job_done(note, now)
         elif isinstance(note, SignalNote):
@@ -223,8 +233,13 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             )
             self.tidy_began = None
             gc.enable()
+        if self.stopping_since is None and now >= self.next_root_check:
+            self.next_root_check = now + ROOT_CHECK
+            for root in self.watchers.changed_roots(self.settings.roots):
+                self._walk_soon(root, now)
         if self.stopping_since is None and self.scheduler.rescan_due(now):
-            self.rescan(now)
+            walk, self.walk_next = self.walk_next, set()
+            self.rescan(now, walk)
             self.scheduler.rescanned(now)
         if self.watchdog_every is not None and now >= self.next_watchdog:
             if self.watchers.alive():
@@ -266,6 +281,19 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         )
         self.watchers.close()
 
+    def _on_missed(self, root: Path, reason: str, now: float) -> None:
+        """The watch of ``root`` may have lost events: walk it now (and poll it when it
+        ran out of inotify watches)."""
+        log.warning("watch_missed_events", root=str(root), reason=reason, action="rescan")
+        if reason == "watch_failed":
+            self.watchers.recheck(root)
+        self._walk_soon(root, now)
+
+    def _walk_soon(self, root: Path, now: float) -> None:
+        if self.walk_next is not None:
+            self.walk_next.add(root)
+        self.scheduler.rescan_now(now)
+
     def reload(self, now: float) -> None:
         """SIGHUP: load the configuration again; a bad one is refused and the old one kept."""
         overrides: dict[str, Any] = {"roots": self.cli_roots} if self.cli_roots else {}
@@ -297,6 +325,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
                     tracked.reader.path, tracked.settings.max_line_bytes
                 )
         self.scheduler.reload(self.settings.coalesce_ms / 1000, self.settings.rescan_interval, now)
+        self.walk_next = None  # the roots, max_depth: walk them all
         self.pool.idle_timeout = self.settings.worker_idle_timeout
         if "workers" in changed and not self.jobs:
             self.pool.rebuild("resized", self.settings.workers)

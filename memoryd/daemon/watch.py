@@ -80,6 +80,15 @@ RAISE_LIMIT_HINT = (
 
 
 @dataclass(frozen=True, slots=True)
+class Missed:
+    """The watch of ``root`` may have lost events (``reason``: "overflow", the kernel's
+    queue overflowed; "watch_failed", a new folder could not be watched): rescan it."""
+
+    root: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class FsChange:
     """A path something happened to; ``is_folder`` when it is (or was) a folder."""
 
@@ -173,7 +182,11 @@ def start_observer(
     """
     handler = Enqueuer(changes)
     InotifyMoveEventGrouper.delay = MOVE_PAIRING_WAIT
-    observer = TreeObserver(None if max_depth is None else max_depth + 1, walk)
+
+    def missed(reason: str) -> None:
+        changes.put(Missed(str(root), reason))
+
+    observer = TreeObserver(None if max_depth is None else max_depth + 1, walk, missed)
     try:
         observer.schedule(handler, str(root), recursive=True, event_filter=WATCHED_EVENTS)
         observer.start()
@@ -193,6 +206,8 @@ def poll_if_short(
     want of inotify watches, a polling observer of ``root`` (with one warning)."""
     missing = observer.unwatched() if isinstance(observer, TreeObserver) else 0
     if missing <= 0:
+        if isinstance(observer, TreeObserver):
+            observer.scanned()
         return observer, False
     observer.stop()
     observer.join(timeout=5)

@@ -16,6 +16,13 @@ read, so a first start's 20,000 creations, or 200 commits at once, wake it once 
 batch rather than once per event, each wake a fight for the GIL with the loop that is
 doing the writes. A lone event is read at once (docs/design.md#scale-start).
 
+When the watch may have missed something it says so through ``missed`` (a callback,
+called in watchdog's thread): ``"overflow"`` after the kernel's event queue overflowed
+(events were dropped; watchdog watches the tree again but makes up no events), and
+``"watch_failed"`` the first time a folder found after the first scan could not be
+watched for want of inotify watches. The daemon rescans then, instead of walking every
+root every few seconds just in case (docs/design.md#idle-rescan).
+
 The walk that adds the watches also counts the folders it could not watch because
 inotify ran out of watches (watchdog swallows that below the root), so no second walk of
 the tree is needed to find a shortfall. It subclasses watchdog's private
@@ -25,9 +32,11 @@ checks the behaviour).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +86,22 @@ class TreeWatchGroup(InotifyWatchGroup):
     limit: int | None = None
     """The deepest level below the root that is watched (None: every level)."""
     walk: bool = True
+    missed: Callable[[str], None] | None = None
+    """Told why when events may have been lost: "overflow" or "watch_failed"."""
     unwatched: int = field(default=0, init=False)
     """Folders that could not be watched because inotify ran out of watches."""
+    scanned: bool = field(default=False, init=False)
+    """The first scan is done: a watch that fails from now on is reported."""
+
+    def _report(self, reason: str) -> None:
+        if self.missed is not None:
+            # An exception raised here would end watchdog's thread.
+            with contextlib.suppress(Exception):
+                self.missed(reason)
+
+    def on_queue_overflow(self) -> None:
+        super().on_queue_overflow()
+        self._report("overflow")
 
     def on_event(self, event: InotifyEvent) -> None:
         # BatchedInotifyFD drops these as it reads them; this also drops the events
@@ -140,6 +163,8 @@ class TreeWatchGroup(InotifyWatchGroup):
                 raise
             if exc.errno in LIMIT_ERRNOS:
                 self.unwatched += 1
+                if self.scanned and self.unwatched == 1:
+                    self._report("watch_failed")
             return False
         self._active_callbacks_by_path[path] = wd
         self._active_callbacks_by_watch[wd] = path
@@ -199,11 +224,17 @@ class TreeEmitter(InotifyEmitter):
     """watchdog's inotify emitter with a :class:`TreeWatchGroup`."""
 
     def __init__(
-        self, *args: Any, limit: int | None = None, walk: bool = True, **kwargs: Any
+        self,
+        *args: Any,
+        limit: int | None = None,
+        walk: bool = True,
+        missed: Callable[[str], None] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.limit = limit
         self.walk = walk
+        self.missed = missed
 
     def on_thread_start(self) -> None:
         self._inotify = TreeWatchGroup(
@@ -214,6 +245,7 @@ class TreeEmitter(InotifyEmitter):
             follow_symlink=self.watch.follow_symlink,
             limit=self.limit,
             walk=self.walk,
+            missed=self.missed,
         )
 
     @property
@@ -228,7 +260,12 @@ class TreeObserver(InotifyObserver):
     watched down to ``limit`` levels below it, walked at once (``walk``) or by the
     caller's first scan (:meth:`watch_folder`)."""
 
-    def __init__(self, limit: int | None = None, walk: bool = True) -> None:
+    def __init__(
+        self,
+        limit: int | None = None,
+        walk: bool = True,
+        missed: Callable[[str], None] | None = None,
+    ) -> None:
         # InotifyObserver.__init__ with a batched reader thread in place of watchdog's.
         self._inotify_fd = BatchedInotifyFD()
         self._inotify_fd.start()
@@ -239,6 +276,7 @@ class TreeObserver(InotifyObserver):
             inotify_fd=self._inotify_fd,
             limit=limit,
             walk=walk,
+            missed=missed,
         )
 
     def _groups(self) -> list[TreeWatchGroup]:
@@ -252,6 +290,11 @@ class TreeObserver(InotifyObserver):
         """Watch the folder ``path`` below a root (see :meth:`TreeWatchGroup.watch_folder`)."""
         for group in self._groups():
             group.watch_folder(path)
+
+    def scanned(self) -> None:
+        """The first scan is done: from now on a watch that fails is reported."""
+        for group in self._groups():
+            group.scanned = True
 
     def unwatched(self) -> int:
         """Folders left unwatched for want of inotify watches, over every root."""

@@ -3,8 +3,10 @@ inotify watches ran out), started, stopped and checked for liveness."""
 
 from __future__ import annotations
 
+import os
 import queue
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,8 @@ class RootWatchers:
         self.polling: set[Path] = set()
         self.unscanned: set[Path] = set()
         """Roots watched whose folders the first scan has not added yet."""
+        self.identity: dict[Path, tuple[int, int]] = {}
+        """(device, inode) of each root watched: a root replaced since is watched anew."""
 
     def __contains__(self, root: object) -> bool:
         return root in self.observers
@@ -44,11 +48,14 @@ class RootWatchers:
             log.warning("root_missing", root=str(root), hint="create it; it is rescanned")
             return
         try:
+            identity = _identity(root)
             observer, polling = start_observer(root, self.notes, max_depth, walk=False)
         except OSError as exc:
             log.warning("root_unwatchable", root=str(root), error=exc.strerror or str(exc))
             return
         self.observers[root] = observer
+        if identity is not None:
+            self.identity[root] = identity
         if polling:
             self.polling.add(root)
         else:
@@ -76,7 +83,43 @@ class RootWatchers:
         if polling:
             self.polling.add(root)
 
+    def recheck(self, root: Path) -> None:
+        """After a watch failed below ``root`` (inotify ran out of watches): poll it
+        instead, as its first scan would have."""
+        from memoryd.daemon.watch import poll_if_short
+
+        observer = self.observers.get(root)
+        if observer is None or root in self.unscanned or root in self.polling:
+            return
+        self.observers[root], polling = poll_if_short(observer, root, self.notes)
+        if polling:
+            self.polling.add(root)
+
+    def changed_roots(self, roots: Iterable[Path]) -> list[Path]:
+        """The roots whose watch no longer matches the disk: one missing while watched (it
+        is unwatched here), one there but not watched (it came back, or was created), one
+        replaced by another folder of the same name (unwatched here). One stat a root: the
+        daemon asks every few seconds, and rescans only the roots named."""
+        changed = []
+        for root in roots:
+            identity = _identity(root)
+            watched = root in self.observers
+            if watched and identity == self.identity.get(root):
+                continue
+            if not watched and identity is None:
+                continue  # still missing: said once, when it was first missed
+            if watched:
+                log.warning(
+                    "root_changed",
+                    root=str(root),
+                    now="missing" if identity is None else "replaced",
+                )
+                self.unwatch(root)
+            changed.append(root)
+        return changed
+
     def unwatch(self, root: Path) -> None:
+        self.identity.pop(root, None)
         observer = self.observers.pop(root, None)
         self.polling.discard(root)
         self.unscanned.discard(root)
@@ -91,3 +134,12 @@ class RootWatchers:
     def close(self) -> None:
         for root in list(self.observers):
             self.unwatch(root)
+
+
+def _identity(root: Path) -> tuple[int, int] | None:
+    """(device, inode) of the folder ``root``; None when it is not a folder (or is gone)."""
+    try:
+        info = os.stat(root)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if stat.S_ISDIR(info.st_mode) else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import structlog
@@ -18,7 +19,7 @@ from memoryd.daemon.logs import debug_enabled
 from memoryd.daemon.parts import DaemonParts
 from memoryd.daemon.tracked import Tracked
 from memoryd.daemon.watch import classify
-from memoryd.discovery import Found, look, scan_workspaces
+from memoryd.discovery import Found, look, scan_workspaces, stamps_hold
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import flocked
 from memoryd.job.run import report_failure
@@ -199,8 +200,13 @@ class WorkspaceTracking(DaemonParts):
         self.tidied[step] += 1
         self.interrupted.discard(path)
 
-    def rescan(self, now: float) -> None:
-        """Find new and vanished workspaces under every root; look again at every one.
+    def rescan(self, now: float, walk: Collection[Path] | None = None) -> None:
+        """Find new and vanished workspaces under the roots; look again at every one.
+
+        The roots in ``walk`` (every root when None: the start, a reload) are walked. The
+        others (the periodic safety net) are walked only when a folder of theirs changed
+        since their last walk (one stat a folder); else each of their workspaces costs
+        one stat of its conversation (docs/design.md#idle-rescan).
 
         New workspaces are logged as one summary line (how many, how long, how many need
         attention); each one only at debug, unless it needs attention.
@@ -209,13 +215,29 @@ class WorkspaceTracking(DaemonParts):
         seen: set[Path] = set()
         new = attention = 0
         debug = debug_enabled()
+        quiet = [
+            root
+            for root in self.settings.roots
+            if walk is not None
+            and root not in walk
+            and root in self.watchers
+            and stamps_hold(self.folder_stamps.get(root))
+        ]
+        if quiet:
+            seen |= self._look_again(quiet, now)
         for root in self.settings.roots:
+            if root in quiet:
+                continue
             if root not in self.watchers:
                 self.watchers.watch(root, self.settings.max_depth)
             visit = self.watchers.first_scan(root)
-            listed = scan_workspaces(root, self.settings.max_depth, visit)
+            # The start's walk takes no stamps (a stat a folder); the first rescan does.
+            stamps: dict[str, int] | None = {} if visit is None else None
+            listed = scan_workspaces(root, self.settings.max_depth, visit, stamps)
             if visit is not None:
                 self.watchers.scanned(root)
+            if stamps is not None:
+                self.folder_stamps[root] = stamps
             for found in listed:
                 seen.add(found.path)
                 known = self.scheduler.get(found.path)
@@ -241,6 +263,19 @@ class WorkspaceTracking(DaemonParts):
                 seconds=round(time.monotonic() - began, 3),
                 attention=attention,
             )
+
+    def _look_again(self, roots: list[Path], now: float) -> set[Path]:
+        """The tracked workspaces under ``roots``, each whose conversation changed
+        scheduled (one stat each): a rescan of roots whose folders did not change."""
+        under: set[Path] = set()
+        for path in self.scheduler.paths():
+            tracked = self.scheduler.get(path)
+            if tracked is None or tracked.root not in roots:
+                continue
+            under.add(path)
+            if not tracked.reader.unchanged():
+                self.scheduler.schedule(tracked, now)
+        return under
 
 
 def _tidy_locked(workspace: Workspace) -> None:

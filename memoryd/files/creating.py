@@ -11,7 +11,6 @@ import errno
 import functools
 import itertools
 import os
-import secrets
 from collections.abc import Callable
 
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -28,7 +27,8 @@ class _TempNames:
         self.renew()
 
     def renew(self) -> None:
-        self.prefix = f"{os.getpid()}-{secrets.token_hex(4)}-"
+        # os.urandom is what secrets.token_hex draws from; secrets would import hashlib.
+        self.prefix = f"{os.getpid()}-{os.urandom(4).hex()}-"
         self.counter = itertools.count()
 
     def next(self) -> str:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from memoryd import strict_json
 from memoryd.clock import iso_ms
 from memoryd.files.fsutil import append_line
 from memoryd.files.regular import read_file
 from memoryd.workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def event_line(workspace: Workspace, type_: str, now: float, details: dict[str, Any]) -> bytes:

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, get_args
 
 from memoryd import strict_json
 from memoryd.clock import iso_ms
@@ -26,8 +25,14 @@ from memoryd.files.paths import folder_in, named
 from memoryd.files.regular import read_file
 from memoryd.workspace import HEARTBEAT, Workspace
 
-Status = Literal["idle", "active", "completed", "failed", "paused"]
-STATUSES: tuple[str, ...] = get_args(Status)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Status = Literal["idle", "active", "completed", "failed", "paused"]
+STATUSES: tuple[str, ...] = ("idle", "active", "completed", "failed", "paused")
+"""The values of ``Status`` (typing is not imported at run time; a test holds the two
+equal)."""
 FIELDS = (
     "status",
     "current_task",

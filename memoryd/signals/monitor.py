@@ -10,17 +10,15 @@ active but has not checked in for ``stale_after`` seconds.
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from memoryd import strict_json
 from memoryd.clock import iso_ms
+from memoryd.conversation import uuid4_text
 from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_WARNING_AT
 from memoryd.errors import InputError, MemorydError
 from memoryd.files.fsutil import atomic_write
@@ -34,6 +32,10 @@ from memoryd.policy import (
 )
 from memoryd.signals import events
 from memoryd.workspace import Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MONITOR_MAX_BYTES = 1 << 20
@@ -97,7 +99,7 @@ class ContextMonitor:
         self._clock = clock
         self._state = MonitorState(
             agent_id=agent_id,
-            session_id=session_id or str(uuid.uuid4()),
+            session_id=session_id or uuid4_text(),
             active=False,
             started_at=None,
             last_heartbeat=None,
@@ -212,4 +214,6 @@ def _parse_iso(value: Any) -> float | None:
         moment = time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S")
     except ValueError:
         return None
+    import calendar  # only when a monitor's time is read
+
     return float(calendar.timegm(moment))

@@ -7,7 +7,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from json.encoder import encode_basestring_ascii
-from typing import Any, Protocol
 
 from memoryd import strict_json
 from memoryd.clock import iso_ms
@@ -26,15 +25,21 @@ from memoryd.reader import Counted
 from memoryd.tokens import CALIBRATION_BOUNDS
 from memoryd.workspace import Workspace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
-class BudgetSettings(ThresholdConfig, Protocol):
-    """What a state needs of the settings (a Settings, or status's fast-path settings)."""
+    class BudgetSettings(ThresholdConfig, Protocol):
+        """What a state needs of the settings (a Settings, or status's fast-path settings)."""
 
-    @property
-    def token_limit(self) -> int: ...
+        @property
+        def token_limit(self) -> int: ...
 
-    @property
-    def strategy(self) -> str: ...
+        @property
+        def strategy(self) -> str: ...
+
+else:
+    BudgetSettings = object  # typing is not imported at run time (see memoryd.policy)
 
 
 @dataclass(frozen=True, slots=True)

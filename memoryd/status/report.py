@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import math
 import time
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError
@@ -27,22 +25,28 @@ from memoryd.signals.state import (
 )
 from memoryd.workspace import Workspace
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
-class StatusConfig(BudgetSettings, Protocol):
-    """What status needs of the settings: a ``Settings``, or the fast path's
-    ``memoryd.config.fast.StatusSettings`` (which does not import pydantic)."""
+    class StatusConfig(BudgetSettings, Protocol):
+        """What status needs of the settings: a ``Settings``, or the fast path's
+        ``memoryd.config.fast.StatusSettings`` (which does not import pydantic)."""
 
-    @property
-    def roots(self) -> list[Path]: ...
+        @property
+        def roots(self) -> list[Path]: ...
 
-    @property
-    def max_depth(self) -> int: ...
+        @property
+        def max_depth(self) -> int: ...
 
-    @property
-    def max_line_bytes(self) -> int: ...
+        @property
+        def max_line_bytes(self) -> int: ...
 
-    @property
-    def stale_after(self) -> float: ...
+        @property
+        def stale_after(self) -> float: ...
+
+else:
+    StatusConfig = object  # typing is not imported at run time (see memoryd.policy)
 
 
 ForWorkspace = Callable[[Path], StatusConfig]
@@ -116,7 +120,10 @@ def workspace_keys(workspace: Workspace) -> frozenset[str]:
     """The keys ``<workspace>/.memoryd/config.toml`` sets (none when it cannot be read:
     the workspace's effective settings have refused such a file already)."""
     try:
-        return frozenset(tomllib.loads(read_in(workspace.path, workspace.config).decode()))
+        raw = read_in(workspace.path, workspace.config)
+        import tomllib  # only for a workspace that has its own configuration
+
+        return frozenset(tomllib.loads(raw.decode()))
     except (OSError, ValueError, MemorydError):
         return frozenset()
 
