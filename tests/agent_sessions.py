@@ -193,7 +193,9 @@ def claude_session(
 # --- Codex CLI --------------------------------------------------------------------------
 
 
-def codex_items(words: dict[str, str], output_shape: str = "string") -> list[dict[str, Any]]:
+def codex_items(
+    words: dict[str, str], output_shape: str = "string", tag: str = ""
+) -> list[dict[str, Any]]:
     output: Any = words["tool_output"]
     if output_shape == "object":
         output = {"content": words["tool_output"], "success": True}
@@ -212,24 +214,24 @@ def codex_items(words: dict[str, str], output_shape: str = "string") -> list[dic
         },
         {
             "type": "reasoning",
-            "id": "rs_1",
+            "id": "rs_1" + tag,
             "summary": [{"type": "summary_text", "text": "**Planning**"}],
             "content": None,
             "encrypted_content": "gAAAAB" + "x" * 40,
         },
         {
             "type": "function_call",
-            "id": "fc_1",
+            "id": "fc_1" + tag,
             "name": "shell",
-            "call_id": "call_1",
+            "call_id": "call_1" + tag,
             "arguments": json.dumps(
                 {"command": ["bash", "-lc", words["tool_input"]], "timeout_ms": 1000}
             ),
         },
-        {"type": "function_call_output", "call_id": "call_1", "output": output},
+        {"type": "function_call_output", "call_id": "call_1" + tag, "output": output},
         {
             "type": "message",
-            "id": "msg_2",
+            "id": "msg_2" + tag,
             "role": "assistant",
             "content": [{"type": "output_text", "text": "Done, all good."}],
         },
@@ -242,7 +244,7 @@ def codex_session(home: Path, session: str, words: dict[str, str], version: str 
     name = f"rollout-2026-03-01T10-00-00-{session}.jsonl"
     path = home / "sessions" / "2026" / "03" / "01" / name
     if version.startswith("0.1."):
-        items = codex_items(words)
+        items = codex_items(words, tag=session[:8])
         records: list[Any] = [
             {
                 "id": session,
@@ -278,7 +280,7 @@ def codex_session(home: Path, session: str, words: dict[str, str], version: str 
             "payload": {"cwd": CWD, "approval_policy": "on-request", "model": "gpt-5-codex"},
         }
     )
-    for item in codex_items(words, shape):
+    for item in codex_items(words, shape, session[:8]):
         records.append({"timestamp": stamp, "type": "response_item", "payload": item})
         if item.get("role") == "user":
             records.append(
@@ -298,7 +300,7 @@ def codex_session(home: Path, session: str, words: dict[str, str], version: str 
             "type": "response_item",
             "payload": {
                 "type": "custom_tool_call",
-                "call_id": "call_2",
+                "call_id": "call_2" + session[:8],
                 "name": "apply_patch",
                 "input": "*** Begin Patch\n*** End Patch\n",
                 "status": "completed",
@@ -322,16 +324,16 @@ def codex_session(home: Path, session: str, words: dict[str, str], version: str 
 # --- Gemini CLI -------------------------------------------------------------------------
 
 
-def gemini_messages(words: dict[str, str]) -> list[dict[str, Any]]:
+def gemini_messages(words: dict[str, str], prefix: str = "") -> list[dict[str, Any]]:
     return [
         {
-            "id": "m1",
+            "id": prefix + "m1",
             "timestamp": "2026-03-01T10:00:00.000Z",
             "type": "user",
             "content": [{"text": words["text"]}],
         },
         {
-            "id": "m2",
+            "id": prefix + "m2",
             "timestamp": "2026-03-01T10:00:01.000Z",
             "type": "gemini",
             "content": [{"text": "Running the command."}],
@@ -378,7 +380,8 @@ def gemini_session(home: Path, session: str, words: dict[str, str], version: str
         "startTime": "2026-03-01T10:00:00.000Z",
         "lastUpdated": "2026-03-01T10:05:00.000Z",
     }
-    messages = gemini_messages(words)
+    prefix = "" if session.startswith("eeee") else session[:8]
+    messages = gemini_messages(words, prefix)
     if version == "json":
         path = chats / f"session-2026-03-01T10-00-{session[:8]}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -386,7 +389,7 @@ def gemini_session(home: Path, session: str, words: dict[str, str], version: str
         return path
     first = dict(messages[1], content=[{"text": "Draft answer that was replaced"}], toolCalls=[])
     rewound = {
-        "id": "m3",
+        "id": prefix + "m3",
         "timestamp": "2026-03-01T10:00:03.000Z",
         "type": "user",
         "content": [{"text": "a rewound question about zeppelins"}],
@@ -397,7 +400,7 @@ def gemini_session(home: Path, session: str, words: dict[str, str], version: str
         first,
         messages[1],
         rewound,
-        {"$rewindTo": "m3"},
+        {"$rewindTo": prefix + "m3"},
         {"$set": {"lastUpdated": "2026-03-01T10:06:00.000Z", "summary": "s"}},
     ]
     return write(chats / f"session-2026-03-01T10-00-{session[:8]}.jsonl", records)

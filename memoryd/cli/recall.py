@@ -44,7 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     take_dash_words(parser)
     parser.add_argument(
-        "path", type=Path, help="a workspace, or a folder to search every workspace below"
+        "path",
+        type=Path,
+        help="a workspace, or a folder to search every workspace below; or a Claude Code, "
+        "Codex or Gemini CLI folder or session file (docs/sources.md)",
     )
     parser.add_argument(
         "query",
@@ -62,9 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"stop a search that runs longer than this ({QUERY_SECONDS:g})",
     )
+    from memoryd.cli.sources import add_source_option
+
+    add_source_option(parser)
 
 
-def _when(timestamp: int | None) -> str:
+def when(timestamp: int | None) -> str:
+    """A timestamp in milliseconds as UTC time, or why not."""
     if timestamp is None:
         return "time unknown"
     try:
@@ -80,7 +87,7 @@ def render_hits(hits: list[Hit]) -> str:
     for hit in hits:
         snippet = " ".join(hit.snippet.split())
         blocks.append(
-            f"{hit.workspace}  {_when(hit.timestamp)}  {hit.role or '?'}  {hit.id or '(no id)'}\n"
+            f"{hit.workspace}  {when(hit.timestamp)}  {hit.role or '?'}  {hit.id or '(no id)'}\n"
             f"    {snippet}\n"
         )
     return "\n".join(blocks)
@@ -91,6 +98,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from memoryd.search.recall import recall
 
     log_to_stderr(args)
+    from memoryd.cli import sources
+
+    if sources.is_source(args, args.path):
+        return sources.recall(args, out)
     if (args.path / "conversation.jsonl").is_file():
         depth = 0
     else:
