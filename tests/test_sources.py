@@ -90,7 +90,7 @@ def test_one_project_and_one_session_file_are_sources_too(tmp_path: Path) -> Non
     claude_session(home, "bbbb0000-2222", words_for("p2"))
     assert {h.session for h in recall_source(path.parent, "questionp2")} == {"bbbb0000-2222"}
     assert recall_source(path, "questionp2") == []
-    assert [h.id for h in recall_source(path, "questionp1")][0] == "aaaa0000-u0"
+    assert recall_source(path, "questionp1")[0].id == "aaaa0000-u0"
 
 
 def test_spilled_output_and_subagents_are_searchable_and_expandable(tmp_path: Path) -> None:
@@ -163,8 +163,6 @@ def test_a_folder_that_is_no_source_and_an_unknown_id_are_one_line(tmp_path: Pat
         expand_source(home, "nope")
     code, _ = cli("expand", str(home), "nope")
     assert code == 1
-    code, _ = cli("recall", str(tmp_path / "notes"), "hello")
-    assert code == 2
 
 
 def test_a_workspace_is_still_a_workspace(tmp_path: Path) -> None:
