@@ -29,6 +29,16 @@ def _stamp(n: int) -> str:
     return f"2026-03-0{1 + n // 1000}T10:{(n // 60) % 60:02d}:{n % 60:02d}.000Z"
 
 
+def tree(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every entry below ``root`` with its mode, mtime and bytes: what "unchanged" means."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
+        found[str(path.relative_to(root))] = (st.st_mode, st.st_mtime_ns, data)
+    return found
+
+
 # --- Claude Code ------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from agent_sessions import (
     codex_session,
     gemini_session,
     line,
+    tree,
     words_for,
 )
 from cli_helpers import cli
@@ -32,16 +33,6 @@ VERSIONS: list[tuple[str, Builder, str, list[str]]] = [
     ("codex", codex_session, "codex", ["0.1.2", "0.20.0", "0.46.0"]),
     ("gemini", gemini_session, "gemini", ["json", "jsonl"]),
 ]
-
-
-def tree(root: Path) -> dict[str, tuple[int, int, bytes]]:
-    """Every entry below ``root`` with its mode, mtime and bytes: what "unchanged" means."""
-    found = {}
-    for path in sorted(root.rglob("*")):
-        st = path.lstat()
-        data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
-        found[str(path.relative_to(root))] = (st.st_mode, st.st_mtime_ns, data)
-    return found
 
 
 @pytest.mark.parametrize(("source", "build", "folder", "versions"), VERSIONS)
