@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from memoryd.cli.common import log_to_stderr
+from memoryd.cli.common import log_to_stderr, when
 from memoryd.search.query import QUERY_SECONDS
 
 if TYPE_CHECKING:
@@ -68,17 +67,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from memoryd.cli.sources import add_source_option
 
     add_source_option(parser)
-
-
-def when(timestamp: int | None) -> str:
-    """A timestamp in milliseconds as UTC time, or why not."""
-    if timestamp is None:
-        return "time unknown"
-    try:
-        moment = datetime.fromtimestamp(timestamp / 1000, UTC)
-    except (OverflowError, OSError, ValueError):
-        return f"timestamp {timestamp}"
-    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def render_hits(hits: list[Hit]) -> str:

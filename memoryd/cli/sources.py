@@ -31,7 +31,7 @@ def is_source(args: argparse.Namespace, path: Path) -> bool:
 
 def render(hits: list[SourceHit]) -> str:
     """Human output: one block per hit (source, project, session, time, role, id, snippet)."""
-    from memoryd.cli.recall import when
+    from memoryd.cli.common import when
 
     blocks = []
     for hit in hits:
