@@ -15,7 +15,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -24,7 +24,14 @@ import structlog
 
 from memoryd.search.schema import PASSAGE_BITS, passage_rows
 from memoryd.sources import claude, codex, gemini
-from memoryd.sources.layout import LINES, SPILL, SessionFile, session_files, session_name
+from memoryd.sources.layout import (
+    LINES,
+    SPILL,
+    SessionFile,
+    changed_file,
+    session_files,
+    session_name,
+)
 from memoryd.sources.reader import Changed, lines_from, open_regular
 from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, safe_text
 
@@ -327,19 +334,32 @@ def _index_one(
         os.close(fd)
 
 
-def sync(conn: sqlite3.Connection, root: Path, source: str) -> SyncResult:
-    """Bring the index behind ``conn`` up to date with the session files below ``root``.
+def sync(
+    conn: sqlite3.Connection, root: Path, source: str, changed: Iterable[Path] | None = None
+) -> SyncResult:
+    """Bring the index behind ``conn`` up to date with the session files below ``root``:
+    all of them, or only the ``changed`` paths (what a watcher saw; a folder among them
+    means all).
 
     OSError while reading one file skips that file for this pass (one log line); SQLite
     errors are the caller's (a damaged index is rebuilt there).
     """
     result = SyncResult()
-    files = session_files(root, source)
-    known = {
-        row.name: row
-        for row in map(Known._make, conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives"))
-    }
-    names = {file.name for file in files}
+    paths = None if changed is None else list(changed)
+    if paths is None or any(path.is_dir() and not path.is_symlink() for path in paths):
+        files = session_files(root, source)
+        names = {file.name for file in files}
+        rows = conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives")
+    else:
+        found = {hit for path in paths if (hit := changed_file(root, source, path)) is not None}
+        files = sorted((file for _, file in found if file is not None), key=lambda f: f.name)
+        names = {file.name for file in files}
+        asked = sorted({name for name, _ in found})
+        rows = conn.execute(
+            f"SELECT {KNOWN_COLUMNS} FROM archives WHERE name IN ({', '.join('?' * len(asked))})",
+            asked,
+        )
+    known = {row.name: row for row in map(Known._make, rows)}
     gone = [row for name, row in known.items() if name not in names]
     if gone:
         conn.execute("BEGIN IMMEDIATE")

@@ -155,6 +155,15 @@ def _shape(source: str, path: Path) -> str | None:
     return LINES if path.suffix == ".jsonl" else None
 
 
+def _entry(root: Path, source: str, path: Path, found: os.stat_result) -> SessionFile | None:
+    shape = _shape(source, path) if path != root else (WHOLE if path.suffix == ".json" else LINES)
+    if shape is None:
+        return None
+    name = "" if path == root else path.relative_to(root).as_posix()
+    inode = (found.st_dev, found.st_ino)
+    return SessionFile(name, path, shape, found.st_size, inode, found.st_mtime_ns)
+
+
 def session_files(root: Path, source: str) -> list[SessionFile]:
     """The session files of ``source`` below ``root`` (or ``root`` itself), by name."""
     try:
@@ -167,16 +176,29 @@ def session_files(root: Path, source: str) -> list[SessionFile]:
         walked = [found for sub in _subroots(root, source) for found in _walk(sub)]
     else:
         raise InputError(f"{root}: is not a regular file or a folder")
-    files = []
-    for path, found in walked:
-        shape = (
-            _shape(source, path) if path != root else (WHOLE if path.suffix == ".json" else LINES)
-        )
-        if shape is not None:
-            name = "" if path == root else path.relative_to(root).as_posix()
-            inode = (found.st_dev, found.st_ino)
-            files.append(SessionFile(name, path, shape, found.st_size, inode, found.st_mtime_ns))
+    files = [entry for path, found in walked if (entry := _entry(root, source, path, found))]
     return sorted(files, key=lambda file: file.name)
+
+
+def changed_file(root: Path, source: str, path: Path) -> tuple[str, SessionFile | None] | None:
+    """The name of ``path`` below ``root`` and the session file there now (None when it is
+    gone or is no session file); None when ``path`` is not where sessions are (outside,
+    too deep, or reached through a symlink)."""
+    if path == root:
+        name = ""
+    else:
+        subroot = next((sub for sub in _subroots(root, source) if path.is_relative_to(sub)), None)
+        if subroot is None or len(path.relative_to(subroot).parts) > MAX_DEPTH + 1:
+            return None
+        name = path.relative_to(root).as_posix()
+        for parent in path.relative_to(root).parents:
+            if parent != Path(".") and (root / parent).is_symlink():
+                return None
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return name, None
+    return name, _entry(root, source, path, found) if stat.S_ISREG(found.st_mode) else None
 
 
 def session_name(file: SessionFile) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -31,6 +31,9 @@ from memoryd.sources.reader import read_range
 
 log = structlog.get_logger()
 T = TypeVar("T")
+CHECKPOINT_BYTES = 16 << 20
+"""A pass that read this much folds the WAL back into the index (SQLite also does it on
+its own every 1,000 pages)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +89,12 @@ def resolve(path: Path | str, source: str | None = None) -> tuple[Path, str]:
     return root, found
 
 
-def update(root: Path, source: str, *, wait: bool = True) -> SyncResult | None:
-    """Bring the index of ``root`` up to date; None when another process is doing it and
-    ``wait`` is False. A damaged index is removed and built again once."""
+def update(
+    root: Path, source: str, *, wait: bool = True, changed: Iterable[Path] | None = None
+) -> SyncResult | None:
+    """Bring the index of ``root`` up to date (only the ``changed`` paths, when given: what
+    a watcher saw); None when another process is doing it and ``wait`` is False. A
+    damaged index is removed and built again once."""
     path = store.index_path(root, source)
     with store.writer_lock(path, blocking=wait) as held:
         if not held:
@@ -99,8 +105,9 @@ def update(root: Path, source: str, *, wait: bool = True) -> SyncResult | None:
                 conn = store.connect(path)
                 try:
                     if store.ensure_schema(conn, root, source):
-                        result = sync(conn, root, source)
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                        result = sync(conn, root, source, changed)
+                        if result.bytes >= CHECKPOINT_BYTES:
+                            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                         return result
                     reason = "not this source's index"
                 finally:
