@@ -24,8 +24,9 @@ from cli_helpers import cli
 
 from memoryd.errors import InputError, MemorydError
 from memoryd.sources.layout import recognise
+from memoryd.sources.places import state_dir
 from memoryd.sources.search import expand_source, recall_source
-from memoryd.sources.store import index_path, state_dir
+from memoryd.sources.store import index_path
 
 Builder = Callable[[Path, str, dict[str, str], str], Path]
 VERSIONS: list[tuple[str, Builder, str, list[str]]] = [

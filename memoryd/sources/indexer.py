@@ -223,6 +223,7 @@ def _read(
 ) -> int:
     """Index what ``file`` holds past ``row.offset``; returns the new offset."""
     parse = PARSERS[source]
+    start = row.offset
     work = _Pass(
         conn,
         source,
@@ -256,7 +257,7 @@ def _read(
     _save(conn, work, fd, end)
     result.added += work.added
     result.removed += work.removed
-    result.bytes += end - row.offset
+    result.bytes += end - start
     if problem is not None:
         result.problems.append(f"{file.name or file.path.name}: {problem}")
     return end

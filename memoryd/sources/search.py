@@ -121,6 +121,26 @@ def update(
     raise MemorydError(f"{path}: cannot be rebuilt")
 
 
+FIGURES = ("sessions", "files", "lines", "messages", "bytes_indexed")
+
+
+def figures(root: Path, source: str) -> dict[str, int]:
+    """What the index of a source holds: sessions, files, lines read, messages indexed,
+    bytes read; all 0 when there is no index yet."""
+    path = store.index_path(root, source)
+    if not path.exists():
+        return dict.fromkeys(FIGURES, 0)
+    conn = store.connect(path)
+    try:
+        row = conn.execute(
+            "SELECT count(DISTINCT session), count(*), coalesce(sum(lines), 0), "
+            "coalesce(sum(messages), 0), coalesce(sum(size), 0) FROM archives"
+        ).fetchone()
+    finally:
+        conn.close()
+    return dict(zip(FIGURES, map(int, row), strict=True))
+
+
 def with_source(root: Path, source: str, use: Callable[[sqlite3.Connection], T]) -> T:
     """``use`` on the up-to-date index of a source (what is indexed, when another process
     holds the writer's lock: the reader never waits for a long first pass)."""

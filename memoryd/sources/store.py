@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memoryd.search.schema import TOKENIZER
+from memoryd.sources.places import state_dir
 
 APPLICATION_ID = 0x6D656D73
 """``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
@@ -41,13 +42,6 @@ CREATE INDEX messages_by_file ON messages(archive_id, seq);
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE VIRTUAL TABLE passages USING fts5(body, parts, tokenize = '{TOKENIZER}');
 """
-
-
-def state_dir() -> Path:
-    """``$XDG_STATE_HOME/memoryd/sources`` (``~/.local/state`` when unset or relative)."""
-    base = os.environ.get("XDG_STATE_HOME", "")
-    home = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
-    return home / "memoryd" / "sources"
 
 
 def index_path(root: Path, source: str) -> Path:
