@@ -36,6 +36,7 @@ OWN_KINDS = {
     "anthropic.default_headers": "headers",
     "anthropic.api_key": "api_key",
     "prices": "table",
+    "sources": "list",
 }
 
 
