@@ -232,6 +232,8 @@ def recall_source(
         raise
     except OSError as exc:
         raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
+    except sqlite3.Error as exc:
+        raise MemorydError(f"the index of {root}: {exc}") from None
 
 
 def _original(root: Path, row: tuple[str, int, int, int, str]) -> bytes:
@@ -294,6 +296,8 @@ def expand_source(
         lines = with_source(root, kind, lambda conn: _lines(conn, root, id, before, after))
     except OSError as exc:
         raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
+    except sqlite3.Error as exc:
+        raise MemorydError(f"the index of {root}: {exc}") from None
     if lines is None:
         raise MemorydError(f"{id}: no message with this id in {root}")
     return lines
