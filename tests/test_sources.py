@@ -162,3 +162,23 @@ def test_a_workspace_is_still_a_workspace(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "conversation.jsonl").write_bytes(line({"id": "a", "role": "user", "content": "hi"}))
     assert recognise(folder) is None
+
+
+def test_a_pass_over_changed_paths_reads_only_those_and_never_through_a_symlink(
+    tmp_path: Path,
+) -> None:
+    from memoryd.sources.search import update
+
+    home = (tmp_path / ".codex").resolve()
+    first = codex_session(home, "aaaa1111-0001", words_for("c1"), "0.46.0")
+    assert update(home, "codex") is not None
+    second = codex_session(home, "bbbb2222-0002", words_for("c2"), "0.46.0")
+    outside = codex_session(tmp_path / "elsewhere", "cccc3333-0003", words_for("c3"), "0.46.0")
+    (home / "sessions" / "linked").symlink_to(outside.parent, target_is_directory=True)
+    with first.open("ab") as file:
+        file.write(line({"type": "compacted", "payload": {"message": "lateword"}}))
+    result = update(home, "codex", changed=[first, home / "sessions" / "linked" / outside.name])
+    assert result is not None and result.added == 1 and result.files == 1
+    assert [h.file for h in recall_source(home, "lateword")] == [first]
+    assert {h.file for h in recall_source(home, "questionc2")} == {second}
+    assert recall_source(home, "questionc3") == []

@@ -61,7 +61,10 @@ COMMANDS: dict[str, Command] = {
     "heartbeat": Command("memoryd.cli.heartbeat", "the HEARTBEAT.md lifecycle"),
     "memory": Command("memoryd.cli.memory", "memory stores: bookmarks, todos, decisions, lessons"),
     "config": Command("memoryd.cli.config", "print the effective configuration"),
-    "recall": Command("memoryd.cli.recall", "search the messages memoryd summarized"),
+    "recall": Command(
+        "memoryd.cli.recall",
+        "search the messages memoryd summarized, or Claude Code/Codex/Gemini CLI sessions",
+    ),
     "expand": Command("memoryd.cli.expand", "print a message's original lines byte for byte"),
     "mcp": Command("memoryd.cli.mcp", "serve recall and memory tools over MCP (stdio)"),
     "history": Command(
