@@ -12,7 +12,6 @@ progress, queue operations) hold nothing to search (docs/design.md#sources).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from memoryd.search.history import content_text
@@ -36,18 +35,18 @@ LINE_TYPES = frozenset(
 
 def looks_like(value: object) -> bool:
     """True when a parsed first line is one of Claude Code's (pure)."""
-    if not isinstance(value, Mapping) or value.get("type") not in LINE_TYPES:
+    if not isinstance(value, dict) or value.get("type") not in LINE_TYPES:
         return False
     return any(key in value for key in ("uuid", "sessionId", "leafUuid", "messageId"))
 
 
-def _role(line: Mapping[str, Any], message: Mapping[str, Any]) -> str | None:
+def _role(line: dict[str, Any], message: dict[str, Any]) -> str | None:
     if line.get("isCompactSummary") is True:
         return "summary"
     role = message.get("role", line.get("type"))
     content = message.get("content")
     if role == "user" and isinstance(content, list) and content:
-        kinds = {block.get("type") for block in content if isinstance(block, Mapping)}
+        kinds = {block.get("type") for block in content if isinstance(block, dict)}
         if kinds == {"tool_result"}:
             return "tool"
     return role if isinstance(role, str) else None
@@ -56,7 +55,7 @@ def _role(line: Mapping[str, Any], message: Mapping[str, Any]) -> str | None:
 def parse(data: bytes) -> Record:
     """The message of one line, if it holds one, with the session and cwd it names."""
     line, problem = load(data)
-    if problem is not None or not isinstance(line, Mapping):
+    if problem is not None or not isinstance(line, dict):
         return Record(problem=problem or "not a JSON object")
     kind = line.get("type")
     session, project = string(line.get("sessionId")), string(line.get("cwd"))
@@ -66,7 +65,7 @@ def parse(data: bytes) -> Record:
     role: str | None = None
     if kind in ("user", "assistant"):
         message = line.get("message")
-        if isinstance(message, Mapping):
+        if isinstance(message, dict):
             role = _role(line, message)
             text = safe_text(content_text(message.get("content")))
     elif kind == "summary":

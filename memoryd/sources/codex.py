@@ -13,7 +13,6 @@ between them (docs/design.md#sources).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from memoryd.sources.record import (
@@ -45,10 +44,10 @@ OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 def looks_like(value: object) -> bool:
     """True when a parsed first line is one of Codex CLI's (pure)."""
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         return False
     if value.get("type") in ("session_meta", "response_item", "turn_context", "event_msg"):
-        return isinstance(value.get("payload"), Mapping)
+        return isinstance(value.get("payload"), dict)
     return "instructions" in value and isinstance(value.get("id"), str)
 
 
@@ -59,7 +58,7 @@ def _parts_text(content: object) -> list[str]:
         return []
     found = []
     for part in content:
-        if isinstance(part, Mapping):
+        if isinstance(part, dict):
             text = part.get("text")
             found.append(text if isinstance(text, str) else "")
     return found
@@ -67,12 +66,12 @@ def _parts_text(content: object) -> list[str]:
 
 def _output(output: object) -> list[str]:
     """A tool's output: a string, ``{content: ...}`` (earlier versions) or a list of parts."""
-    if isinstance(output, Mapping):
+    if isinstance(output, dict):
         return _parts_text(output.get("content"))
     return _parts_text(output)
 
 
-def _item(item: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+def _item(item: dict[str, Any]) -> tuple[str | None, list[str]]:
     """The role and text parts of one response item."""
     kind = item.get("type")
     if kind == "message":
@@ -84,7 +83,7 @@ def _item(item: Mapping[str, Any]) -> tuple[str | None, list[str]]:
         return "assistant", [str(item.get("name") or ""), *values(item.get("input"))]
     if kind == "local_shell_call":
         action = item.get("action")
-        command = action.get("command") if isinstance(action, Mapping) else None
+        command = action.get("command") if isinstance(action, dict) else None
         return "assistant", [" ".join(values(command))]
     if kind in OUTPUTS:
         return "tool", _output(item.get("output"))
@@ -95,7 +94,7 @@ def _item(item: Mapping[str, Any]) -> tuple[str | None, list[str]]:
     return None, []
 
 
-def _ident(item: Mapping[str, Any]) -> str | None:
+def _ident(item: dict[str, Any]) -> str | None:
     call = string(item.get("call_id"))
     if item.get("type") in OUTPUTS and call:
         return f"{call}:output"
@@ -105,11 +104,11 @@ def _ident(item: Mapping[str, Any]) -> str | None:
 def parse(data: bytes) -> Record:
     """The message of one rollout line, if it holds one, with the session and cwd."""
     line, problem = load(data)
-    if problem is not None or not isinstance(line, Mapping):
+    if problem is not None or not isinstance(line, dict):
         return Record(problem=problem or "not a JSON object")
     stamp = millis(line.get("timestamp"))
     kind, payload = line.get("type"), line.get("payload")
-    if not isinstance(payload, Mapping):
+    if not isinstance(payload, dict):
         if kind in ITEM_TYPES:  # an earlier rollout: the item is the line
             kind, payload = "response_item", line
         elif "instructions" in line or ("record_type" not in line and "id" in line):

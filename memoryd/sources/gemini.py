@@ -14,7 +14,6 @@ rewritten whole), which is read here as one line holding every message
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from memoryd.sources.record import (
@@ -34,7 +33,7 @@ ROLES = {"user": "user", "gemini": "assistant"}
 
 def looks_like(value: object) -> bool:
     """True when a parsed first line (or legacy document) is one of Gemini CLI's (pure)."""
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         return False
     if "projectHash" in value or "$set" in value or "$rewindTo" in value:
         return True
@@ -47,17 +46,17 @@ def parts_text(content: object) -> list[str]:
         return [content]
     if isinstance(content, list):
         return [text for part in content for text in parts_text(part)]
-    if not isinstance(content, Mapping):
+    if not isinstance(content, dict):
         return []
     found: list[str] = []
     text = content.get("text")
     if isinstance(text, str):
         found.append(text)
     call = content.get("functionCall")
-    if isinstance(call, Mapping):
+    if isinstance(call, dict):
         found += [str(call.get("name") or ""), *values(call.get("args"))]
     response = content.get("functionResponse")
-    if isinstance(response, Mapping):
+    if isinstance(response, dict):
         found += values(response.get("response"))
     if "inlineData" in content or "fileData" in content:
         found.append("[image]")
@@ -67,7 +66,7 @@ def parts_text(content: object) -> list[str]:
 def _tool_calls(calls: object) -> list[str]:
     found: list[str] = []
     for call in calls if isinstance(calls, list) else []:
-        if isinstance(call, Mapping):
+        if isinstance(call, dict):
             found += [str(call.get("name") or ""), *values(call.get("args"))]
             found += parts_text(call.get("result"))
             display = call.get("resultDisplay")
@@ -79,12 +78,12 @@ def _tool_calls(calls: object) -> list[str]:
 def _thoughts(thoughts: object) -> list[str]:
     found: list[str] = []
     for thought in thoughts if isinstance(thoughts, list) else []:
-        if isinstance(thought, Mapping):
+        if isinstance(thought, dict):
             found += [str(thought.get("subject") or ""), str(thought.get("description") or "")]
     return found
 
 
-def message(record: Mapping[str, Any], item: int = -1) -> Message | None:
+def message(record: dict[str, Any], item: int = -1) -> Message | None:
     """The message of a record (None when it is not one)."""
     kind = record.get("type")
     ident = string(record.get("id"))
@@ -100,7 +99,7 @@ def message(record: Mapping[str, Any], item: int = -1) -> Message | None:
     return Message(ident, ROLES.get(str(kind), "info"), millis(record.get("timestamp")), text, item)
 
 
-def _metadata(record: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def _metadata(record: dict[str, Any]) -> tuple[str | None, str | None]:
     directories = record.get("directories")
     first = directories[0] if isinstance(directories, list) and directories else None
     return string(record.get("sessionId")), string(first) or string(record.get("projectHash"))
@@ -110,7 +109,7 @@ def _all(messages: object) -> tuple[Message, ...]:
     found = (
         message(record, number)
         for number, record in enumerate(messages if isinstance(messages, list) else [])
-        if isinstance(record, Mapping)
+        if isinstance(record, dict)
     )
     return tuple(found_message for found_message in found if found_message is not None)
 
@@ -118,13 +117,13 @@ def _all(messages: object) -> tuple[Message, ...]:
 def parse(data: bytes) -> Record:
     """What one record (or a whole legacy document) says."""
     record, problem = load(data)
-    if problem is not None or not isinstance(record, Mapping):
+    if problem is not None or not isinstance(record, dict):
         return Record(problem=problem or "not a JSON object")
     rewind = record.get("$rewindTo")
     if isinstance(rewind, str):
         return Record(rewind_to=rewind)
     update = record.get("$set")
-    if isinstance(update, Mapping):
+    if isinstance(update, dict):
         session, project = _metadata(update)
         if isinstance(update.get("messages"), list):
             return Record(_all(update["messages"]), session, project, reset=True)

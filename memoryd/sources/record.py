@@ -8,7 +8,6 @@ for SQLite here: lone surrogates (valid in JSON, refused by UTF-8) are replaced.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -108,7 +107,7 @@ def values(value: object) -> list[str]:
     reads as the file), the others as JSON."""
     if isinstance(value, str):
         return [value]
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return [text for item in value.values() for text in values(item)]
     if isinstance(value, list):
         return [text for item in value for text in values(item)]
