@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -118,6 +119,13 @@ def test_gemini_last_copy_wins_rewinds_leave_and_checkpoints_restart(tmp_path: P
         )
     assert [h.id for h in recall_source(home, "kestrel")] == ["c1"]
     assert recall_source(home, "questiong1") == []
+    conn = sqlite3.connect(index_path(home.resolve(), "gemini"))
+    held = conn.execute("SELECT sum(messages), sum(passages) FROM archives").fetchone()
+    assert held == (
+        conn.execute("SELECT count(*) FROM messages").fetchone()[0],
+        conn.execute("SELECT count(*) FROM passages").fetchone()[0],
+    )
+    conn.close()
     assert json.loads(b"".join(expand_source(home, "c1")))["content"] == "kestrel"
 
 

@@ -98,12 +98,17 @@ def _head(fd: int, size: int) -> bytes:
     return hashlib.sha256(os.pread(fd, min(size, HEAD_BYTES), 0)).digest()
 
 
-def _drop_rows(conn: sqlite3.Connection, rowids: list[int]) -> None:
+def _drop_rows(conn: sqlite3.Connection, rowids: list[int], *, count: bool = False) -> int:
+    """Delete messages and their passages; with ``count``, returns how many passages went
+    (FTS5's own bookkeeping makes ``total_changes`` say more)."""
+    spans = [(r << PASSAGE_BITS, (r + 1) << PASSAGE_BITS) for r in rowids]
+    passages = 0
+    if count:
+        query = "SELECT count(*) FROM passages WHERE rowid >= ? AND rowid < ?"
+        passages = sum(conn.execute(query, span).fetchone()[0] for span in spans)
     conn.executemany("DELETE FROM messages WHERE rowid = ?", [(r,) for r in rowids])
-    conn.executemany(
-        "DELETE FROM passages WHERE rowid >= ? AND rowid < ?",
-        [(r << PASSAGE_BITS, (r + 1) << PASSAGE_BITS) for r in rowids],
-    )
+    conn.executemany("DELETE FROM passages WHERE rowid >= ? AND rowid < ?", spans)
+    return passages
 
 
 def drop_file(conn: sqlite3.Connection, file_id: int) -> int:
@@ -152,11 +157,10 @@ class _Pass:
 
     def _remove(self, rowids: list[int]) -> None:
         self.flush()
-        _drop_rows(self.conn, rowids)
+        passages = _drop_rows(self.conn, rowids, count=True)
         self.conn.execute(
-            "UPDATE archives SET messages = (SELECT count(*) FROM messages WHERE archive_id = ?) "
-            "WHERE id = ?",
-            (self.row.id, self.row.id),
+            "UPDATE archives SET messages = messages - ?, passages = passages - ? WHERE id = ?",
+            (len(rowids), passages, self.row.id),
         )
         self.removed += len(rowids)
 
