@@ -95,7 +95,7 @@ def recognise(path: Path) -> str | None:
         return _by_name(path) or _sniff(path)
     if not stat.S_ISDIR(st.st_mode):
         return None
-    if (path / "conversation.jsonl").exists() or (path / ".memoryd").exists():
+    if os.path.lexists(path / "conversation.jsonl") or os.path.lexists(path / ".memoryd"):
         return None
     if (path / "projects").is_dir() and path.name != "tmp":
         return "claude-code"
