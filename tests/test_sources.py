@@ -190,3 +190,20 @@ def test_a_pass_over_changed_paths_reads_only_those_and_never_through_a_symlink(
     assert [h.file for h in recall_source(home, "lateword")] == [first]
     assert {h.file for h in recall_source(home, "questionc2")} == {second}
     assert recall_source(home, "questionc3") == []
+
+
+def test_a_reader_never_waits_for_another_indexer_and_reads_what_is_indexed(
+    tmp_path: Path,
+) -> None:
+    from memoryd.sources.store import writer_lock
+
+    home = tmp_path / ".codex"
+    path = codex_session(home, "dada0000-0009", words_for("w1"), "0.46.0")
+    assert recall_source(home, "questionw1")
+    with path.open("ab") as file:
+        file.write(line({"type": "compacted", "payload": {"message": "pendingword"}}))
+    with writer_lock(index_path(home.resolve(), "codex")) as held:
+        assert held
+        assert recall_source(home, "questionw1")  # the index as it was
+        assert recall_source(home, "pendingword") == []
+    assert recall_source(home, "pendingword")

@@ -149,6 +149,13 @@ def with_source(root: Path, source: str, use: Callable[[sqlite3.Connection], T])
         log.info("source_index_busy", path=str(path))
     conn = store.connect(path)
     try:
+        if store.is_current(conn, root, source):
+            return use(conn)
+    finally:
+        conn.close()
+    update(root, source)  # made by the other process a moment ago: wait for its pass
+    conn = store.connect(path)
+    try:
         return use(conn)
     finally:
         conn.close()

@@ -93,14 +93,23 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def is_current(conn: sqlite3.Connection, root: Path, source: str) -> bool:
+    """True when ``conn`` is this source's index at this schema version (reads only)."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if (app_id, version) != (APPLICATION_ID, SCHEMA_VERSION):
+        return False
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    return meta == {"root": os.fsdecode(root), "source": source}
+
+
 def ensure_schema(conn: sqlite3.Connection, root: Path, source: str) -> bool:
     """Create the tables in an empty file; False when the file is something else (an
     older version, another root, not ours): the caller removes it and starts again."""
+    if is_current(conn, root, source):
+        return True
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if (app_id, version) == (APPLICATION_ID, SCHEMA_VERSION):
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        return meta == {"root": os.fsdecode(root), "source": source}
     if app_id or version or conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
         return False
     conn.execute("BEGIN IMMEDIATE")
