@@ -207,3 +207,13 @@ def test_a_reader_never_waits_for_another_indexer_and_reads_what_is_indexed(
         assert recall_source(home, "questionw1")  # the index as it was
         assert recall_source(home, "pendingword") == []
     assert recall_source(home, "pendingword")
+
+
+def test_a_claude_summary_line_is_named_by_its_place_not_by_the_line_it_points_to(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / ".claude"
+    claude_session(home, "ab12cd34-0010", words_for("k1"), "1.0.50")
+    [hit] = recall_source(home, "Earlier parser")
+    assert hit.role == "summary" and hit.id == "ab12cd34-0010@0"
+    assert json.loads(b"".join(expand_source(home, hit.id)))["type"] == "summary"

@@ -69,8 +69,8 @@ def parse(data: bytes) -> Record:
             role = _role(line, message)
             text = safe_text(content_text(message.get("content")))
     elif kind == "summary":
+        # Its leafUuid names another line (often in another session): not its own id.
         role, text = "summary", joined([str(line.get("summary") or "")])
-        ident = ident or string(line.get("leafUuid"))
     elif kind == "system":
         content = line.get("content")
         role, text = "info", safe_text(content) if isinstance(content, str) else ""
