@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,23 @@ def test_mcp_recall_and_expand_take_a_source(tmp_path: Path) -> None:
 
     with_server(tmp_path, "--root", str(tmp_path / "agents"), "--source", str(claude))(session)
     assert sys.executable
+
+
+def test_a_single_session_file_is_tailed_from_its_watch_events(tmp_path: Path) -> None:
+    from memoryd.config.settings import SourceEntry
+
+    path = codex_session(tmp_path / ".codex", "9c9c9c9c-0005", words_for("f1"), "0.46.0")
+    tailer = SourceTailer([SourceEntry(kind="codex", path=path)], 0.05, 3600.0)
+    try:
+        tailer.step(0.0, wait=0)  # the first pass, and the watch starts
+        assert indexed(path, "codex", "call_19c9c9c9c:output")
+        appended_item(path, "tail-1", "tailedword")
+        wait_until(
+            lambda: tailer.step(time.monotonic(), wait=0.05) or indexed(path, "codex", "tail-1"),
+            30,
+            "the append indexed from its event",
+            interval=0,
+        )
+        assert tailer.next_rescan > time.monotonic()  # not by the rescan
+    finally:
+        tailer.close()
