@@ -166,12 +166,12 @@ def test_a_single_session_file_is_tailed_from_its_watch_events(tmp_path: Path) -
         tailer.step(0.0, wait=0)  # the first pass, and the watch starts
         assert indexed(path, "codex", "call_19c9c9c9c:output")
         appended_item(path, "tail-1", "tailedword")
-        wait_until(
-            lambda: tailer.step(time.monotonic(), wait=0.05) or indexed(path, "codex", "tail-1"),
-            30,
-            "the append indexed from its event",
-            interval=0,
-        )
+
+        def stepped() -> bool:
+            tailer.step(time.monotonic(), wait=0.05)
+            return indexed(path, "codex", "tail-1")
+
+        wait_until(stepped, 30, "the append indexed from its event", interval=0)
         assert tailer.next_rescan > time.monotonic()  # not by the rescan
     finally:
         tailer.close()
