@@ -38,6 +38,7 @@ OWN_KINDS = {
     "openai.default_headers": "headers",
     "openai.api_key": "api_key",
     "prices": "table",
+    "sources": "list",
 }
 
 

@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("config", frozenset({"config"})),
     ("stores", frozenset({"stores"})),
     ("search", frozenset({"search"})),
+    ("sources", frozenset({"sources"})),
     ("summarizers", frozenset({"summarizers"})),
     ("strategies", frozenset({"strategies"})),
     ("job", frozenset({"job"})),

@@ -19,7 +19,7 @@ a module's top level unless its command needs them every time. The global option
 (``--config``, ``--log-format``) are accepted before and after the command by every
 (sub)parser; ``memoryd.cli.common.load_config(args)`` reads the configuration.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search,
+May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources,
 summarizers, strategies, job, daemon, status, mcp_server.
 """
 
@@ -76,7 +76,10 @@ COMMANDS: dict[str, Command] = {
     "heartbeat": Command("memoryd.cli.heartbeat", "the HEARTBEAT.md lifecycle"),
     "memory": Command("memoryd.cli.memory", "memory stores: bookmarks, todos, decisions, lessons"),
     "config": Command("memoryd.cli.config", "print the effective configuration"),
-    "recall": Command("memoryd.cli.recall", "search the messages memoryd summarized"),
+    "recall": Command(
+        "memoryd.cli.recall",
+        "search the messages memoryd summarized, or Claude Code/Codex/Gemini CLI sessions",
+    ),
     "expand": Command("memoryd.cli.expand", "print a message's original lines byte for byte"),
     "mcp": Command("memoryd.cli.mcp", "serve recall and memory tools over MCP (stdio)"),
     "history": Command(

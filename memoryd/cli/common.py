@@ -36,3 +36,16 @@ def log_to_stderr(args: argparse.Namespace) -> None:
     from memoryd.daemon.logs import configure_logging
 
     configure_logging(args.log_format or "json", "warning", sys.stderr)
+
+
+def when(timestamp: int | None) -> str:
+    """A timestamp in milliseconds as UTC time, or why not."""
+    from datetime import UTC, datetime
+
+    if timestamp is None:
+        return "time unknown"
+    try:
+        moment = datetime.fromtimestamp(timestamp / 1000, UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"timestamp {timestamp}"
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")

@@ -11,11 +11,19 @@ from memoryd.cli.recall import count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """WORKSPACE, ID, ``--before`` and ``--after``."""
-    parser.add_argument("workspace", type=Path)
+    """WORKSPACE, ID, ``--before``, ``--after`` and ``--source``."""
+    from memoryd.cli.sources import add_source_option
+
+    parser.add_argument(
+        "workspace",
+        type=Path,
+        metavar="PATH",
+        help="a workspace, or a Claude Code, Codex or Gemini CLI folder or session file",
+    )
     parser.add_argument("id", help="a message id (from recall, or a summary's firstId/lastId)")
     parser.add_argument("--before", type=count, default=0, help="lines before it (0)")
     parser.add_argument("--after", type=count, default=0, help="lines after it (0)")
+    add_source_option(parser)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -23,7 +31,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from memoryd.search.recall import expand
 
     log_to_stderr(args)
-    data = b"".join(expand(args.workspace, args.id, args.before, args.after))
+    from memoryd.cli import sources
+
+    if sources.is_source(args, args.workspace):
+        data = sources.expand(args)
+    else:
+        data = b"".join(expand(args.workspace, args.id, args.before, args.after))
     binary = getattr(out, "buffer", None)
     if binary is None:  # a text stream (tests): the lines are UTF-8 unless malformed
         out.write(data.decode("utf-8", "surrogateescape"))

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from memoryd.cli.common import config_given, load_config, log_to_stderr
 from memoryd.errors import InputError
+
+if TYPE_CHECKING:
+    from memoryd.config.settings import SourceEntry
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,15 +18,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--root", type=Path, help="serve every workspace below this folder")
     scope.add_argument("--workspace", type=Path, help="serve this one workspace")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also serve this Claude Code, Codex or Gemini CLI session folder to recall and "
+        "expand (their source argument); repeatable; [[sources]] of the config are served too",
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Serve on stdin/stdout until the client closes the connection; logs go to stderr."""
+    from dataclasses import replace
+
     from memoryd.mcp_server.server import Scope, serve
 
     log_to_stderr(args)
     settings = load_config(args).settings
-    if args.workspace is not None:
+    sources = _sources(args.source, settings.sources)
+    if args.workspace is None and args.root is None and sources:
+        roots = [root for root in settings.roots if root.is_dir()]
+        scope = Scope.for_roots(roots, settings.max_depth)
+    elif args.workspace is not None:
         scope = Scope.for_workspace(args.workspace)
     elif args.root is not None:
         if not args.root.is_dir():
@@ -35,5 +53,15 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             named = ", ".join(str(root) for root in settings.roots) or "none"
             raise InputError(f"none of the configured roots exists ({named}); pass --root")
         scope = Scope.for_roots(roots, settings.max_depth)
-    serve(scope, settings, daemon_budget=not config_given(args))
+    serve(replace(scope, sources=sources), settings, daemon_budget=not config_given(args))
     return 0
+
+
+def _sources(given: list[Path], configured: list[SourceEntry]) -> tuple[tuple[str, Path], ...]:
+    """The session folders served by kind: ``--source`` ones first (recognised from their
+    files, refused in one line when they are none), then the configured ones."""
+    from memoryd.sources.search import resolve
+
+    found = [resolve(path) for path in given]
+    found += [(entry.path, entry.kind) for entry in configured if entry.path.exists()]
+    return tuple((kind, path) for path, kind in found)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from memoryd.cli.common import log_to_stderr
+from memoryd.cli.common import log_to_stderr, when
 from memoryd.search.query import QUERY_SECONDS
 
 if TYPE_CHECKING:
@@ -44,7 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     take_dash_words(parser)
     parser.add_argument(
-        "path", type=Path, help="a workspace, or a folder to search every workspace below"
+        "path",
+        type=Path,
+        help="a workspace, or a folder to search every workspace below; or a Claude Code, "
+        "Codex or Gemini CLI folder or session file (docs/sources.md)",
     )
     parser.add_argument(
         "query",
@@ -62,16 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"stop a search that runs longer than this ({QUERY_SECONDS:g})",
     )
+    from memoryd.cli.sources import add_source_option
 
-
-def _when(timestamp: int | None) -> str:
-    if timestamp is None:
-        return "time unknown"
-    try:
-        moment = datetime.fromtimestamp(timestamp / 1000, UTC)
-    except (OverflowError, OSError, ValueError):
-        return f"timestamp {timestamp}"
-    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+    add_source_option(parser)
 
 
 def render_hits(hits: list[Hit]) -> str:
@@ -80,7 +75,7 @@ def render_hits(hits: list[Hit]) -> str:
     for hit in hits:
         snippet = " ".join(hit.snippet.split())
         blocks.append(
-            f"{hit.workspace}  {_when(hit.timestamp)}  {hit.role or '?'}  {hit.id or '(no id)'}\n"
+            f"{hit.workspace}  {when(hit.timestamp)}  {hit.role or '?'}  {hit.id or '(no id)'}\n"
             f"    {snippet}\n"
         )
     return "\n".join(blocks)
@@ -91,6 +86,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from memoryd.search.recall import recall
 
     log_to_stderr(args)
+    from memoryd.cli import sources
+
+    if sources.is_source(args, args.path):
+        return sources.recall(args, out)
     if (args.path / "conversation.jsonl").is_file():
         depth = 0
     else:

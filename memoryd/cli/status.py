@@ -25,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", type=Path, help="a workspace or a folder of them")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument(
+        "--sources",
+        action="store_true",
+        help="only the [[sources]] (other agents' sessions) and their indexes",
+    )
+    parser.add_argument(
         "--watch", action="store_true", help="refresh the table until Ctrl-C (live on a terminal)"
     )
     parser.add_argument(
@@ -60,6 +65,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from memoryd.status.report import collect_status, render_status_table
 
     settings, for_workspace = _settings(args)
+    configured = getattr(settings, "sources", [])  # the fast path has none: no sources set
+    if args.sources:
+        from memoryd.status.sources import render_sources, source_rows
+
+        found = source_rows(configured)
+        out.write(json.dumps(found, indent=2) + "\n" if args.json else render_sources(found))
+        return 0
     if args.path:
         paths = [args.path]
     else:
@@ -80,6 +92,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         print(f"no workspaces found under {where}", file=out)
     else:
         out.write(render_status_table(rows))
+    if configured and not args.path and not args.json:
+        from memoryd.status.sources import render_sources, source_rows
+
+        out.write(render_sources(source_rows(configured)))
     return 0
 
 

@@ -106,6 +106,7 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "memory.threshold": ("int", 50, (("gt", 0),)),
     "memory.keep_bookmarks": ("int", 10, (("ge", 0),)),
     "memory.max_entry_bytes": ("int", 16384, (("ge", 256), ("le", 1048576))),
+    "sources": ("list", [], ()),
 }
 MODEL_CHECKS: dict[str, tuple[str, ...]] = {
     "_levels_in_order": (),  # checked here too: warning_at <= summarize_at <= critical_at
@@ -284,6 +285,8 @@ def _other_value(kind: str, value: Any) -> Any:
         return dict(value)
     if kind == "table" and value == {}:
         return {}
+    if kind == "list" and value == []:
+        return []  # [[sources]] entries are the full loader's to check
     if kind == "api_key" and text is not None:
         return None  # validated; status never needs the key itself
     raise _NotSure

@@ -8,6 +8,7 @@ it follows.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -152,3 +153,19 @@ class MemorySettings(BaseModel):
     threshold: int = Field(default=DEFAULT_MEMORY_THRESHOLD, gt=0)
     keep_bookmarks: int = Field(default=DEFAULT_KEEP_BOOKMARKS, ge=0)
     max_entry_bytes: int = Field(default=DEFAULT_MAX_ENTRY_BYTES, ge=256, le=1024 * 1024)
+
+
+class SourceEntry(BaseModel):
+    """``[[sources]]``: another agent's sessions the daemon keeps indexed for recall
+    (``kind``: ``claude-code``, ``codex`` or ``gemini``; ``path``: its folder, e.g.
+    ``~/.claude``), read-only (docs/sources.md)."""
+
+    model_config = _NESTED
+
+    kind: Literal["claude-code", "codex", "gemini"]
+    path: Path
+
+    @field_validator("path")
+    @classmethod
+    def _expand_path(cls, path: Path) -> Path:
+        return path.expanduser()

@@ -64,6 +64,7 @@ from memoryd.config.sections import MaskingSettings as MaskingSettings
 from memoryd.config.sections import MemorySettings as MemorySettings
 from memoryd.config.sections import OpenAISettings as OpenAISettings
 from memoryd.config.sections import RollingSettings as RollingSettings
+from memoryd.config.sections import SourceEntry as SourceEntry
 from memoryd.config.sections import SummarizerSettings as SummarizerSettings
 from memoryd.config.sources import LOG_LEVELS, WORKSPACE_KEYS
 from memoryd.defaults import (
@@ -132,6 +133,8 @@ class Settings(BaseSettings):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     """``[prices."model"]``: US dollars per million tokens, over the built-in table."""
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    sources: list[SourceEntry] = Field(default_factory=list)
+    """``[[sources]]``: agents' session folders the daemon keeps indexed (docs/sources.md)."""
 
     @field_validator("roots")
     @classmethod

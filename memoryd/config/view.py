@@ -67,6 +67,15 @@ def _effective_values(model: BaseModel, prefix: str = "") -> Iterator[tuple[str,
                     for key, item in value.items()
                 },
             )
+        elif isinstance(value, list) and any(isinstance(item, BaseModel) for item in value):
+            # An array of tables ([[sources]]) shows as plain JSON.
+            yield (
+                prefix + name,
+                [
+                    item.model_dump(mode="json") if isinstance(item, BaseModel) else item
+                    for item in value
+                ],
+            )
         else:
             yield prefix + name, value
 

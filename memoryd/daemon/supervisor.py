@@ -38,6 +38,7 @@ from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.scheduler import Scheduler
+from memoryd.daemon.sources import SourceTailer
 from memoryd.daemon.telemetry import Telemetry, daemon_view
 from memoryd.daemon.watch import FsChange, Missed
 from memoryd.daemon.watchers import RootWatchers
@@ -116,6 +117,13 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         self.done = False
         self.watchdog_every = systemd.watchdog_interval(self.env)
         self.next_watchdog = 0.0
+        self.sources = self._source_tailer()
+
+    def _source_tailer(self) -> SourceTailer:
+        """The ``[[sources]]`` tailer (docs/design.md#sources): its own thread and watches."""
+        return SourceTailer(
+            self.settings.sources, self.settings.coalesce_ms / 1000, self.settings.rescan_interval
+        )
 
     # ----- life cycle -------------------------------------------------------------------
 
@@ -148,6 +156,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         self.pool.sdk, self.pool.sdk_backend = backend != "extractive", backend
         for root in self.settings.roots:
             self.watchers.watch(root, self.settings.max_depth)
+        self.sources.start()
         self.rescan(moment)
         for tracked in self.scheduler.due(math.inf):
             # Counting is what READY waits for; state.json and HEARTBEAT.md of an idle
@@ -168,6 +177,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
     def close(self) -> None:
         """Stop observers and the pool; jobs still running are abandoned, files untouched."""
         self.watchers.close()
+        self.sources.close()
         self.pool.close()
         for hook in self.hooks:
             hook.closed()
@@ -327,6 +337,10 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         self.scheduler.reload(self.settings.coalesce_ms / 1000, self.settings.rescan_interval, now)
         self.walk_next = None  # the roots, max_depth: walk them all
         self.pool.idle_timeout = self.settings.worker_idle_timeout
+        if {"sources", "coalesce_ms", "rescan_interval"} & set(changed):
+            self.sources.close()
+            self.sources = self._source_tailer()
+            self.sources.start()
         if "workers" in changed and not self.jobs:
             self.pool.rebuild("resized", self.settings.workers)
         backend, why = choose_backend(self.settings, self.env)

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -25,12 +25,21 @@ from memoryd import __version__
 from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
 from memoryd.files.paths import check_workspace
+from memoryd.mcp_server.sources import (
+    SourceArg,
+    SourceHitOut,
+    source_hit,
+    source_lines,
+    source_path,
+    source_search,
+)
 from memoryd.mcp_server.tools import APPENDS, READS, UNSERVED, ToolServer, tool
 from memoryd.search.query import MAX_LIMIT
 from memoryd.search.recall import Hit, expand, recall
 from memoryd.stores import disk as stores
 from memoryd.workspace import CONVERSATION
 
+T = TypeVar("T")
 INSTRUCTIONS = (
     "memoryd keeps this agent's conversation inside its context budget by replacing old "
     "messages with a summary; the originals are archived, never lost. Use `recall` to "
@@ -60,7 +69,7 @@ class HitOut(TypedDict):
 
 
 class RecallOut(TypedDict):
-    hits: list[HitOut]
+    hits: list[HitOut | SourceHitOut]
 
 
 class ExpandOut(TypedDict):
@@ -104,6 +113,8 @@ class Scope:
     roots: tuple[Path, ...]
     workspace: Path | None
     max_depth: int = 4
+    sources: tuple[tuple[str, Path], ...] = ()
+    """Other agents' session folders served to ``recall``/``expand`` by kind (read-only)."""
 
     @classmethod
     def for_workspace(cls, workspace: Path) -> Scope:
@@ -193,6 +204,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         role: Annotated[
             Literal["user", "assistant"] | None, Field(description="Only this role's messages.")
         ] = None,
+        source: SourceArg = None,
     ) -> RecallOut:
         """Search the messages that were summarized away (the archive) for exact details.
 
@@ -200,8 +212,15 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         need. Returns the best hits with the message id, role, time and a snippet where
         the matched words are between ** **; pass an id to `expand` to read it in full.
         Without `workspace`, a server over a root searches every workspace below it.
-        A search has a time budget; a cancelled call stops its search.
+        A search has a time budget; a cancelled call stops its search. With `source`, it
+        searches that agent's past sessions instead (hits name the session and project).
         """
+        if source is not None:
+            found = source_search(source_path(scope.sources, source), source, query, limit, role)
+            try:
+                return {"hits": [source_hit(hit) for hit in await run_cancellable(found)]}
+            except MemorydError as exc:
+                raise ToolError(str(exc)) from None
         path = scope.path(workspace, workspace=False)
         search = functools.partial(recall, path, query, limit, role, max_depth=scope.max_depth)
         try:
@@ -216,12 +235,21 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         workspace: WorkspaceArg = None,
         before: Annotated[int, Field(ge=0, le=50, description="Lines before it.")] = 0,
         after: Annotated[int, Field(ge=0, le=50, description="Lines after it.")] = 0,
+        source: SourceArg = None,
     ) -> ExpandOut:
         """Read one archived (or live) message word for word, with lines around it.
 
         Returns the original JSON lines exactly as they were appended, oldest first.
-        Use the id of a recall hit, or the firstId/lastId of a summary message.
+        Use the id of a recall hit, or the firstId/lastId of a summary message. With
+        `source`, the message is one of that agent's sessions (lines in session order).
         """
+        if source is not None:
+            path = source_path(scope.sources, source)
+            return {
+                "workspace": str(path),
+                "id": id,
+                "lines": source_lines(path, source, id, before, after),
+            }
         path = scope.path(workspace, workspace=True)
         try:
             lines = expand(path, id, before, after)
@@ -325,7 +353,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
     return server
 
 
-async def run_cancellable(search: functools.partial[list[Hit]]) -> list[Hit]:
+async def run_cancellable(search: functools.partial[list[T]]) -> list[T]:
     """``search(cancelled=...)`` in a worker thread; when the call is cancelled (the client
     sent ``notifications/cancelled``), the search is told to stop at once, instead of the
     thread running on to the end of its query (docs/design.md#recall-budget)."""

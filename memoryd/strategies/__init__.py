@@ -10,7 +10,7 @@ A strategy answers four questions, and nothing outside this package asks for its
 ``strategy_for(settings)`` picks the module. This package imports no summarizer backend
 at import time: the due check runs in per-message commands.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search,
+May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources,
 summarizers.
 """
 

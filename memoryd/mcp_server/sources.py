@@ -1,0 +1,86 @@
+"""The ``source`` argument of the MCP ``recall`` and ``expand`` tools: other agents'
+sessions (Claude Code, Codex CLI, Gemini CLI) served read-only, from the ``[[sources]]``
+of the configuration and ``memoryd mcp --source PATH`` (docs/sources.md)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from memoryd.errors import MemorydError
+from memoryd.sources.search import SourceHit, expand_source, recall_source
+
+SourceKind = Literal["claude-code", "codex", "gemini"]
+SourceArg = Annotated[
+    SourceKind | None,
+    Field(
+        description="Search another agent's past sessions instead of memoryd's archive: "
+        "claude-code, codex or gemini (the session folder this server was given for it)."
+    ),
+]
+
+
+class SourceHitOut(TypedDict):
+    """One message of an agent's past session that matches."""
+
+    source: str
+    session: str | None
+    project: str | None
+    id: str
+    role: str | None
+    timestamp: int | None
+    file: str
+    offset: int
+    length: int
+    snippet: str
+    score: float
+
+
+def source_path(sources: tuple[tuple[str, Path], ...], kind: str) -> Path:
+    """The folder served for ``kind``; a one-line ToolError when there is none."""
+    for served_kind, path in sources:
+        if served_kind == kind:
+            return path
+    served = ", ".join(k for k, _ in sources) or "none"
+    raise ToolError(
+        f"no {kind} sessions are served (served: {served}); add a [[sources]] entry or "
+        "run memoryd mcp --source PATH"
+    )
+
+
+def source_search(
+    path: Path, kind: str, query: str, limit: int, role: str | None
+) -> functools.partial[list[SourceHit]]:
+    """The search of a recall call on a source (run with ``cancelled=``)."""
+    return functools.partial(recall_source, path, query, limit, role, source=kind)
+
+
+def source_hit(hit: SourceHit) -> SourceHitOut:
+    """A hit as the tool returns it."""
+    return SourceHitOut(
+        source=hit.source,
+        session=hit.session,
+        project=hit.project,
+        id=hit.id,
+        role=hit.role,
+        timestamp=hit.timestamp,
+        file=str(hit.file),
+        offset=hit.offset,
+        length=hit.length,
+        snippet=hit.snippet,
+        score=hit.score,
+    )
+
+
+def source_lines(path: Path, kind: str, id: str, before: int, after: int) -> list[str]:
+    """The original lines of a source's message, as text."""
+    try:
+        lines = expand_source(path, id, before, after, source=kind)
+    except MemorydError as exc:
+        raise ToolError(str(exc)) from None
+    return [line.decode("utf-8", "replace").rstrip("\n") for line in lines]

@@ -1,0 +1,69 @@
+"""Reading a session file without trusting it: complete lines from a byte offset, never a
+FIFO, never through a symlink, never a line held whole past a limit
+(docs/design.md#sources)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+CHUNK = 4 << 20
+MAX_LINE = 64 << 20
+"""A longer line is skipped (counted, not held in memory, not searchable)."""
+
+
+class Changed(Exception):
+    """The file is not what was listed (replaced, or no longer a regular file)."""
+
+
+def open_regular(path: Path, inode: tuple[int, int] | None = None) -> int:
+    """A read descriptor of the regular file at ``path`` (no symlink, no FIFO); raises
+    Changed when it is something else or not the file ``inode`` names, OSError when gone."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (inode is not None and inode != (st.st_dev, st.st_ino)):
+        os.close(fd)
+        raise Changed(str(path))
+    return fd
+
+
+def lines_from(fd: int, offset: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """The complete lines from ``offset`` to the end: (offset, bytes, length), with None for
+    the bytes of a line longer than MAX_LINE. A last line without its newline is a write
+    in progress: it is not read (the next call starts there)."""
+    pending = b""
+    start = offset
+    skipping = False
+    while True:
+        chunk = os.pread(fd, CHUNK, offset)
+        if not chunk:
+            return
+        offset += len(chunk)
+        if skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                continue
+            skipping = False
+            yield start, None, offset - len(chunk) + end + 1 - start
+            start = offset - len(chunk) + end + 1
+            chunk = chunk[end + 1 :]
+        data = pending + chunk if pending else chunk
+        at = 0
+        while (end := data.find(b"\n", at)) >= 0:
+            yield start, data[at : end + 1], end + 1 - at
+            start += end + 1 - at
+            at = end + 1
+        pending = data[at:]
+        if len(pending) > MAX_LINE:
+            pending, skipping = b"", True
+
+
+def read_range(path: Path, offset: int, length: int) -> bytes:
+    """``length`` bytes of ``path`` at ``offset`` (fewer when the file shrank)."""
+    fd = open_regular(path)
+    try:
+        return os.pread(fd, length, offset)
+    finally:
+        os.close(fd)

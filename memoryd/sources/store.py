@@ -1,0 +1,150 @@
+"""Where a source's index lives and what it holds (docs/design.md#sources).
+
+One SQLite file per source path under ``$XDG_STATE_HOME/memoryd/sources/`` (by default
+``~/.local/state``), mode 0600 in a 0700 folder: it holds message text. Nothing is ever
+written under the source's own folder. The tables are those of a workspace's index
+(:mod:`memoryd.search.schema`), so that the same ranking reads them: ``archives`` holds one
+row per session file (how far it was read, and what it was when read), ``messages`` one row
+per message with its place in the file, ``passages`` the text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+from memoryd.search.schema import TOKENIZER
+from memoryd.sources.places import state_dir
+
+APPLICATION_ID = 0x6D656D73
+"""``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 30.0
+SIDE_FILES = ("-wal", "-shm", "-journal")
+SCHEMA = f"""
+CREATE TABLE archives(
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL,
+    messages INTEGER NOT NULL, passages INTEGER NOT NULL, lines INTEGER NOT NULL,
+    shape TEXT NOT NULL, dev INTEGER, ino INTEGER, mtime_ns INTEGER, head BLOB,
+    session TEXT, project TEXT, indexed_at REAL);
+CREATE TABLE messages(
+    rowid INTEGER PRIMARY KEY, message_id TEXT, role TEXT, timestamp INTEGER,
+    archive_id INTEGER NOT NULL, byte_offset INTEGER NOT NULL, byte_length INTEGER NOT NULL,
+    seq INTEGER NOT NULL, item INTEGER NOT NULL);
+CREATE INDEX messages_by_id ON messages(message_id);
+CREATE INDEX messages_by_file ON messages(archive_id, seq);
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE passages USING fts5(body, parts, tokenize = '{TOKENIZER}');
+"""
+
+
+def index_path(root: Path, source: str) -> Path:
+    """The index file of the source at ``root`` (an absolute, resolved path)."""
+    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:20]
+    return state_dir() / f"{source}-{digest}.sqlite"
+
+
+def _make_private_dir(folder: Path) -> None:
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = folder.lstat()
+    if folder.is_symlink() or not st.st_mode & 0o040000:
+        raise OSError(f"{folder}: is not a folder")
+
+
+def create_file(path: Path) -> None:
+    """Create an empty index file, mode 0600, replacing a symlink or stray entry there."""
+    _make_private_dir(path.parent)
+    for name in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILES)):
+        if name.is_symlink() or (name.exists() and not name.is_file()):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+
+
+def remove(path: Path) -> None:
+    """Delete an index file and its side files (it is a cache: rebuilt on next use)."""
+    for suffix in ("", *SIDE_FILES):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection in WAL mode; the file must exist (SQLite never creates it)."""
+    conn = sqlite3.connect(
+        f"file:{urllib.parse.quote(str(path))}?mode=rw",
+        uri=True,
+        timeout=BUSY_TIMEOUT_S,
+        isolation_level=None,
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def is_current(conn: sqlite3.Connection, root: Path, source: str) -> bool:
+    """True when ``conn`` is this source's index at this schema version (reads only)."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if (app_id, version) != (APPLICATION_ID, SCHEMA_VERSION):
+        return False
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    return meta == {"root": os.fsdecode(root), "source": source}
+
+
+def ensure_schema(conn: sqlite3.Connection, root: Path, source: str) -> bool:
+    """Create the tables in an empty file; False when the file is something else (an
+    older version, another root, not ours): the caller removes it and starts again."""
+    if is_current(conn, root, source):
+        return True
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if app_id or version or conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        return False
+    conn.execute("BEGIN IMMEDIATE")
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.executemany(
+        "INSERT INTO meta VALUES (?, ?)", [("root", os.fsdecode(root)), ("source", source)]
+    )
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.execute("COMMIT")
+    return True
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
+    """Hold ``flock`` on ``<index>.lock``: one process indexes a source at a time.
+
+    Yields False instead of waiting when ``blocking`` is False and another holds it.
+    """
+    _make_private_dir(path.parent)
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def damaged(exc: sqlite3.DatabaseError) -> bool:
+    """True for errors that mean the file is not a usable index (never busy/locked)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
