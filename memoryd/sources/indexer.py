@@ -224,6 +224,7 @@ def _read(
     row: _File,
     fd: int,
     result: SyncResult,
+    batch: _Batch,
 ) -> int:
     """Index what ``file`` holds past ``row.offset``; returns the new offset."""
     parse = PARSERS[source]
@@ -235,6 +236,7 @@ def _read(
         conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM messages").fetchone()[0],
     )
     problem: str | None = None
+    end = committed = start
     if file.shape != LINES:
         size = os.fstat(fd).st_size
         if file.shape == SPILL:
@@ -246,19 +248,19 @@ def _read(
         work.take(record, 0, size)
         end = size
     else:
-        end, committed = row.offset, row.offset
+        due = committed + COMMIT_BYTES - batch.pending
         for offset, line, length in lines_from(fd, row.offset):
             record = parse(line) if line is not None else Record(problem="line too long")
             problem = problem or record.problem
             work.take(record, offset, length)
             end = offset + length
             row.lines += 1
-            if end - committed >= COMMIT_BYTES:
+            if end >= due:
                 _save(conn, work, fd, end)
-                conn.execute("COMMIT")
-                conn.execute("BEGIN IMMEDIATE")
-                committed = end
+                batch.commit_within_file()
+                committed, due = end, end + COMMIT_BYTES
     _save(conn, work, fd, end)
+    batch.pending += end - committed
     result.added += work.added
     result.removed += work.removed
     result.bytes += end - start
@@ -299,14 +301,58 @@ def _new_row(conn: sqlite3.Connection, file: SessionFile) -> _File:
     return _File(int(file_id or 0), file.name, None, None, 0)
 
 
+class _Batch:
+    """The transaction that files are indexed in: one for many files, committed once
+    ``COMMIT_BYTES`` were read (within a file too, so a reader sees a long first pass
+    grow); each file in a savepoint, so that one that fails leaves nothing behind."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.open = False
+        self.pending = 0
+        """Bytes read in the open transaction."""
+
+    def begin_file(self) -> None:
+        if not self.open:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.open = True
+        self.conn.execute("SAVEPOINT file")
+
+    def end_file(self, ok: bool) -> None:
+        if not self.conn.in_transaction:  # SQLite rolled it all back (disk full, ...)
+            self.open, self.pending = False, 0
+            return
+        if not ok:
+            self.conn.execute("ROLLBACK TO file")
+        self.conn.execute("RELEASE file")
+        if self.pending >= COMMIT_BYTES:
+            self.commit()
+
+    def commit_within_file(self) -> None:
+        self.conn.execute("RELEASE file")
+        self.commit()
+        self.begin_file()
+
+    def commit(self) -> None:
+        if self.open:
+            self.conn.execute("COMMIT")
+            self.open, self.pending = False, 0
+
+    def rollback(self) -> None:
+        if self.open and self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+            self.open, self.pending = False, 0
+
+
 def _index_one(
     conn: sqlite3.Connection,
     source: str,
     file: SessionFile,
     known: Known | None,
     result: SyncResult,
+    batch: _Batch,
 ) -> None:
-    """Index what is new in one file, in one transaction (or one per COMMIT_BYTES)."""
+    """Index what is new in one file, in ``batch``'s transaction."""
     try:
         fd = open_regular(file.path, file.inode)
     except (OSError, Changed):
@@ -315,7 +361,7 @@ def _index_one(
         state = None if known is None else _unchanged(file, known, fd)
         if state is True:
             return
-        conn.execute("BEGIN IMMEDIATE")
+        batch.begin_file()
         try:
             if state is None or known is None:
                 if known is not None:
@@ -325,16 +371,16 @@ def _index_one(
                 row = _File(
                     known.id, file.name, known.session, known.project, known.size, known.lines
                 )
-            _read(conn, source, file, row, fd, result)
+            _read(conn, source, file, row, fd, result, batch)
             conn.execute(
                 "UPDATE archives SET mtime_ns = ?, session = coalesce(session, ?) WHERE id = ?",
                 (file.mtime_ns, session_name(file), row.id),
             )
-            conn.execute("COMMIT")
-            result.files += 1
         except BaseException:
-            conn.execute("ROLLBACK")
+            batch.end_file(ok=False)
             raise
+        batch.end_file(ok=True)
+        result.files += 1
     finally:
         os.close(fd)
 
@@ -371,11 +417,17 @@ def sync(
         for row in gone:
             result.removed += drop_file(conn, row.id)
         conn.execute("COMMIT")
-    for file in files:
-        try:
-            _index_one(conn, source, file, known.get(file.name), result)
-        except OSError as exc:
-            result.problems.append(f"{file.name or file.path.name}: {exc.strerror or exc}")
+    batch = _Batch(conn)
+    try:
+        for file in files:
+            try:
+                _index_one(conn, source, file, known.get(file.name), result, batch)
+            except OSError as exc:
+                result.problems.append(f"{file.name or file.path.name}: {exc.strerror or exc}")
+        batch.commit()
+    except BaseException:
+        batch.rollback()
+        raise
     for problem in result.problems[:1]:
         log.warning(
             "source_file_problem",
