@@ -79,7 +79,7 @@ def camel_parts(word: str) -> list[str]:
 def identifier_parts(text: str) -> str:
     """The parts of every camelCase identifier in ``text``, each identifier's parts once,
     space-separated (``SegmentMismatchError`` → ``Segment Mismatch Error``); "" if none."""
-    if not _HAS_CAMEL.search(text):
+    if text.islower() or not _HAS_CAMEL.search(text):  # islower: no capital, at C speed
         return ""
     found: dict[str, None] = {}
     for word in _WORD.findall(text):

@@ -104,6 +104,7 @@ def update(
                 store.create_file(path)
                 conn = store.connect(path)
                 try:
+                    store.for_writing(conn)
                     if store.ensure_schema(conn, root, source):
                         result = sync(conn, root, source, changed)
                         if result.bytes >= CHECKPOINT_BYTES:

@@ -27,6 +27,10 @@ APPLICATION_ID = 0x6D656D73
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
 SIDE_FILES = ("-wal", "-shm", "-journal")
+WRITER_CACHE_KIB = 64 << 10
+FTS_HASH_BYTES = 16 << 20
+"""FTS5 ``hashsize``: terms held in memory before they are written as a segment (default
+1 MB); fewer, larger segments are fewer merges."""
 SCHEMA = f"""
 CREATE TABLE archives(
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL,
@@ -76,7 +80,8 @@ def remove(path: Path) -> None:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A connection in WAL mode; the file must exist (SQLite never creates it)."""
+    """A connection in WAL mode, not syncing (a cache of files that are still there: an
+    index a crash damaged is rebuilt); the file must exist (SQLite never creates it)."""
     conn = sqlite3.connect(
         f"file:{urllib.parse.quote(str(path))}?mode=rw",
         uri=True,
@@ -86,11 +91,17 @@ def connect(path: Path) -> sqlite3.Connection:
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA synchronous = OFF")
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def for_writing(conn: sqlite3.Connection) -> None:
+    """Settings of the connection that indexes: a page cache that holds the FTS5 segments
+    being merged (docs/design.md#sources)."""
+    conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
 
 
 def is_current(conn: sqlite3.Connection, root: Path, source: str) -> bool:
@@ -119,6 +130,7 @@ def ensure_schema(conn: sqlite3.Connection, root: Path, source: str) -> bool:
     conn.executemany(
         "INSERT INTO meta VALUES (?, ?)", [("root", os.fsdecode(root)), ("source", source)]
     )
+    conn.execute("INSERT INTO passages(passages, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.execute("COMMIT")
