@@ -25,6 +25,7 @@ START_TURN = "[conversation start]"
 """The user turn put in front of a conversation whose first turn is the assistant's."""
 
 MAX_CACHE_BREAKPOINTS = 4
+THINKING = ("thinking", "redacted_thinking")
 _TOOL_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -40,7 +41,9 @@ def api_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     it ends the conversation), a block of an unknown type and a block in the wrong role
     become text blocks saying what they were: nothing is dropped silently. Only the last
     four ``cache_control`` marks are kept, and the final assistant turn loses its trailing
-    whitespace. An empty conversation gives an empty list (docs/design.md#api-view).
+    whitespace. A thinking block is never edited, and in an assistant turn (a merged
+    one too) the thinking blocks come first. An empty conversation gives an empty list
+    (docs/design.md#api-view).
     """
     turns: list[_Turn] = []
     for message in messages:
@@ -53,6 +56,8 @@ def api_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             turns.append(turn)
     if turns and turns[0].role != "user":
         turns.insert(0, _Turn("user", START_TURN))
+    for turn in turns:
+        turn.thinking_first()
     _pair_tool_blocks(turns)
     _limit_cache_breakpoints(turns)
     if turns and turns[-1].role == "assistant":
@@ -76,6 +81,16 @@ class _Turn:
 
     def merge(self, other: _Turn) -> None:
         self.blocks.extend(other.blocks)
+
+    def thinking_first(self) -> None:
+        """In an assistant turn the thinking blocks go first, untouched and in their order:
+        the API wants the turn to start with its thinking (docs/design.md#thinking)."""
+        if self.role != "assistant" or isinstance(self.content, str):
+            return
+        thinking = [block for block in self.content if block["type"] in THINKING]
+        if thinking:
+            others = [block for block in self.content if block["type"] not in THINKING]
+            self.content = thinking + others
 
     def strip_end(self) -> None:
         """The API refuses a final assistant turn that ends with whitespace."""
