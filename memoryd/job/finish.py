@@ -7,7 +7,6 @@ Once the rewrite is durable the job has succeeded: a write after it that fails i
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from memoryd import strict_json
 from memoryd.clock import iso_ms
 from memoryd.commit.rewrite import ArchivePlan, FaultHook, rewrite
 from memoryd.commit.snapshot import Snapshot
@@ -69,7 +69,7 @@ def commit_and_report(
     settings = request.settings
     plan = pinned.plan
     head, name = produced.head, produced.archive_name
-    head_line = json.dumps(head.message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    head_line = strict_json.dumps_line_escaping(head.message)
     cut = lines[plan.keep_from - 1].end
     pin_ranges = byte_ranges(pinned.pins)
     archived = byte_ranges(pinned.summarized)

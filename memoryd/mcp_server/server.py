@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
 
-from memoryd import __version__
+from memoryd import __version__, strict_json
 from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
 from memoryd.files.paths import check_workspace
@@ -225,7 +225,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         except MemorydError as exc:
             raise ToolError(str(exc)) from None
         text = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
-        return {"workspace": str(path), "id": id, "lines": text}
+        return {"workspace": str(path), "id": strict_json.valid_text(id), "lines": text}
 
     @tool(server, "context_status", READS)
     def context_status(workspace: WorkspaceArg = None) -> StatusOut:
@@ -262,7 +262,8 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
             messages = messages_for_api(path)
         except (MemorydError, OSError) as exc:
             raise ToolError(str(exc)) from None
-        return {"workspace": str(path), "messages": messages}
+        # A lone surrogate in a message cannot cross UTF-8 JSON (docs/design.md#odd-text).
+        return {"workspace": str(path), "messages": strict_json.valid_unicode(messages)}
 
     @tool(server, "memory_write", APPENDS)
     def memory_write(

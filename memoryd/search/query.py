@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from memoryd import strict_json
 from memoryd.errors import MemorydError, UsageError
 from memoryd.search.text import camel_parts
 
@@ -201,6 +202,7 @@ def to_match(query: str, raw: bool = False) -> Query:
     """
     if "\x00" in query:
         raise UsageError("the query contains a NUL character")
+    query = strict_json.valid_text(query)  # a lone surrogate (from argv, say) searches as U+FFFD
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(
             f"the query is {len(query):,} characters long; at most {MAX_QUERY_CHARS:,} are taken"
