@@ -74,7 +74,7 @@ def rank(conn: sqlite3.Connection, query: Query, role: str | None, limit: int) -
                 conn, query, query.any_word(terms), role, limit + len(seen), all_words=False
             )
             found += [ranked for ranked in others if ranked.message not in seen]
-    return [replace(ranked, snippet=_snippet(conn, ranked)) for ranked in found[:limit]]
+    return _with_snippets(conn, found[:limit])
 
 
 def _count(conn: sqlite3.Connection, term: str, at_most: int) -> int:
@@ -127,10 +127,18 @@ def _group(
     return sorted(found, key=lambda ranked: -ranked.identifiers)
 
 
-def _snippet(conn: sqlite3.Connection, ranked: Ranked) -> str:
-    row = conn.execute(
-        f"SELECT snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}) FROM passages "
-        "WHERE passages MATCH ? AND rowid = ?",
-        (ranked.match, ranked.passage),
-    ).fetchone()
-    return str(row[0]) if row else ""
+def _with_snippets(conn: sqlite3.Connection, found: list[Ranked]) -> list[Ranked]:
+    """``found`` with their snippets: one statement per match expression, not one per
+    hit, since each statement expands the query's prefixes again (docs/design.md#recall-cost)."""
+    snippets: dict[int, str] = {}
+    for match in dict.fromkeys(ranked.match for ranked in found):
+        wanted = [ranked.passage for ranked in found if ranked.match == match]
+        marks = ", ".join("?" * len(wanted))
+        snippets.update(
+            conn.execute(
+                f"SELECT rowid, snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}) "
+                f"FROM passages WHERE passages MATCH ? AND rowid IN ({marks})",
+                [match, *wanted],
+            ).fetchall()
+        )
+    return [replace(ranked, snippet=str(snippets.get(ranked.passage, ""))) for ranked in found]

@@ -20,6 +20,7 @@ import structlog
 from memoryd import strict_json
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
+from memoryd.search.cost import QueryTooCostly, check_cost
 from memoryd.search.history import (
     MAX_PARSED_LINE,
     context,
@@ -98,6 +99,7 @@ def _search(
     cancelled: Callable[[], bool] | None,
 ) -> list[Hit]:
     with budget(conn, deadline, cancelled):
+        check_cost(conn, query)
         ranked = rank(conn, query, role, limit)
         where = {
             row[0]: row[1:]
@@ -183,7 +185,7 @@ def recall(
         )
         try:
             found = with_index(Workspace(folder), search)
-        except QueryStopped:
+        except (QueryStopped, QueryTooCostly):
             raise
         except MemorydError as exc:
             if len(folders) == 1:
