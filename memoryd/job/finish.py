@@ -167,33 +167,20 @@ def commit_and_report(
         llm_calls=receipt.llm.calls,
         pins_kept=pinned.pinned_count,
     )
-    after_commit(
-        workspace,
-        "events.jsonl",
-        lambda: events.emit(workspace, "summarize_completed", **details),
-    )
+    # One outcome event per job: an ineffective job did commit, and its event carries
+    # what a completed one would, plus why it stayed above the trigger.
     if ineffective and trigger is not None:
-        trigger_tokens = int(trigger * settings.token_limit)
-        after_commit(
-            workspace,
-            "events.jsonl",
-            lambda: events.emit(
-                workspace,
-                "summarize_ineffective",
-                job=receipt.job,
-                cause="the kept part alone is above the trigger",
-                tokens_after=tokens_after,
-                usage_ratio=usage_ratio(tokens_after, settings.token_limit),
-                trigger_tokens=trigger_tokens,
-            ),
-        )
-        log.warning(
-            "summarize_ineffective",
-            workspace=str(workspace.path),
-            job=receipt.job,
-            tokens=tokens_after,
+        details.update(
+            cause="the kept part alone is above the trigger",
             usage_ratio=usage_ratio(tokens_after, settings.token_limit),
+            trigger_tokens=int(trigger * settings.token_limit),
         )
+        outcome = "summarize_ineffective"
+        log.warning(outcome, workspace=str(workspace.path), **details)
+    else:
+        outcome = "summarize_completed"
+        log.info(outcome, workspace=str(workspace.path), **details)
+    after_commit(workspace, "events.jsonl", lambda: events.emit(workspace, outcome, **details))
     now = time.time()
     state = build_state(
         workspace,
@@ -206,7 +193,6 @@ def commit_and_report(
         calibration=calibration or request.calibration,
     )
     after_commit(workspace, "state.json", lambda: write_state(workspace, state))
-    log.info("summarize_completed", workspace=str(workspace.path), **details)
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
