@@ -336,11 +336,12 @@ def _limit_cache_breakpoints(turns: list[_Turn]) -> None:
         del block["cache_control"]
 
 
-def read_messages(workspace: Path | str) -> list[dict[str, Any]]:
+def read_messages(workspace: Path | str, left_out: list[int] | None = None) -> list[dict[str, Any]]:
     """The messages of ``workspace``'s conversation.jsonl, in order.
 
     Malformed lines and a last fragment without ``\\n`` (a write in progress) are left
-    out. Raises InputError for a missing workspace or conversation, UnsafePathError for a
+    out; the line numbers (from 1) of the malformed ones are appended to ``left_out``.
+    Raises InputError for a missing workspace or conversation, UnsafePathError for a
     conversation that is a symlink or not a regular file.
     """
     ws = Workspace(check_workspace(Path(workspace), write=False))
@@ -354,17 +355,21 @@ def read_messages(workspace: Path | str) -> list[dict[str, Any]]:
     # parsed, however long: the view is the whole conversation. A line that is not a JSON
     # object is malformed, as for conversation.parse_line (no token estimate needed here).
     messages: list[dict[str, Any]] = []
-    for raw in data.split(b"\n")[:-1]:
+    for number, raw in enumerate(data.split(b"\n")[:-1], start=1):
         try:
             value = strict_json.loads(raw)
         except strict_json.JSONProblem:
-            continue
+            value = None
         if isinstance(value, dict):
             messages.append(value)
+        elif left_out is not None:
+            left_out.append(number)
     return messages
 
 
-def messages_for_api(workspace: Path | str) -> list[dict[str, Any]]:
+def messages_for_api(
+    workspace: Path | str, left_out: list[int] | None = None
+) -> list[dict[str, Any]]:
     """``workspace``'s conversation as a Messages-API ``messages`` list: see
     :func:`api_messages` and :func:`read_messages` (docs/design.md#api-view)."""
-    return api_messages(read_messages(workspace))
+    return api_messages(read_messages(workspace, left_out))

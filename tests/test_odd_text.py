@@ -119,7 +119,7 @@ def test_mcp_recall_and_expand_answer_over_an_odd_message(tmp_path: Path) -> Non
     odd = archived_workspace(root / "odd", odd_lines([ODD], [b"\xff\xfe zebra \xc3"]))
     archived_workspace(root / "good", odd_lines([], []))
     live = {"id": "live", "role": "user", "content": ODD}
-    (odd / "conversation.jsonl").write_text(json.dumps(live) + "\n")
+    (odd / "conversation.jsonl").write_text(json.dumps(live) + "\n{oops\n")
 
     async def session(client: Any) -> None:
         hits = structured(await client.call_tool("recall", {"query": "zebra"}))["hits"]
@@ -130,8 +130,10 @@ def test_mcp_recall_and_expand_answer_over_an_odd_message(tmp_path: Path) -> Non
             await client.call_tool("expand", {"id": "odd-0\ufffd", "workspace": str(odd)})
         )["lines"]
         assert "loader" in lines[0]
-        view = await client.call_tool("conversation_messages", {"workspace": str(odd)})
-        assert "loader" in json.dumps(structured(view)["messages"])
+        view = structured(
+            await client.call_tool("conversation_messages", {"workspace": str(odd)})
+        )
+        assert "loader" in json.dumps(view["messages"]) and view["left_out"] == [2]
 
     with_server(tmp_path, "--root", str(root))(session)
 
