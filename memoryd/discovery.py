@@ -38,6 +38,11 @@ def find_workspaces(root: Path, max_depth: int) -> Iterator[Path]:
         yield found.path
 
 
+def _holds_conversation(entry: os.DirEntry[str]) -> bool:
+    """A symlink that leads to a folder with a conversation.jsonl (a workspace)."""
+    return os.path.isfile(os.path.join(entry.path, CONVERSATION))
+
+
 def look(path: Path) -> Found | None:
     """The workspace at ``path`` as :func:`scan_workspaces` would find it (None when it
     has no conversation.jsonl)."""
@@ -46,14 +51,19 @@ def look(path: Path) -> Found | None:
 
 
 def scan_workspaces(
-    root: Path, max_depth: int, visit: Callable[[str], None] | None = None
+    root: Path,
+    max_depth: int,
+    visit: Callable[[str], None] | None = None,
+    skipped: Callable[[str, str], None] | None = None,
 ) -> list[Found]:
     """:func:`find_workspaces`, each with what its folder's listing showed.
 
     ``visit`` is called with each folder below ``root`` that can hold a workspace or its
     ``memory`` (down to ``max_depth + 1``), before that folder is listed: a daemon's first
     scan of a root watches each folder there, so that nothing made in it after the
-    listing goes unseen (docs/design.md#scale-start).
+    listing goes unseen (docs/design.md#scale-start). ``skipped`` is called with the path
+    of a workspace the walk does not take, and why: one reached through a symlinked
+    folder, or whose conversation.jsonl is a symlink.
     """
     stack: list[tuple[str, int]] = [(os.fspath(root), 0)]
     found: list[tuple[str, bool, bool, bool, bool]] = []
@@ -68,6 +78,8 @@ def scan_workspaces(
             name = entry.name
             if name == CONVERSATION:
                 workspace = workspace or entry.is_file(follow_symlinks=False)
+                if skipped is not None and entry.is_symlink():
+                    skipped(folder, "its conversation.jsonl is a symlink (never followed)")
                 continue
             if name == META:
                 meta = True
@@ -81,6 +93,8 @@ def scan_workspaces(
             if name[0] == "." or (depth == max_depth and visit is None):
                 continue
             if not entry.is_dir(follow_symlinks=False):
+                if skipped is not None and entry.is_symlink() and _holds_conversation(entry):
+                    skipped(entry.path, "a symlinked folder (never followed out of a root)")
                 continue
             if visit is not None:
                 visit(entry.path)

@@ -315,3 +315,40 @@ def test_the_daemon_process_never_imports_the_anthropic_sdk(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert done.stdout.decode().strip().splitlines()[-1] == "[]"
+
+
+def test_a_symlinked_workspace_is_skipped_with_one_log_line(
+    tmp_path: Path, info_logs: None
+) -> None:
+    """A workspace reached through a symlinked folder, and one whose conversation.jsonl
+    is a symlink, are not taken (never followed), and each is said once, however many
+    rescans pass."""
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    write_lines(outside, "w", 3)
+    write_lines(root / "real", "w", 3)
+    root.joinpath("link").symlink_to(outside)
+    (root / "linked-file").mkdir()
+    (root / "linked-file" / "conversation.jsonl").symlink_to(outside / "conversation.jsonl")
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    overrides = {"roots": [str(root)], "workers": 1, "coalesce_ms": 0}
+    supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)
+    with capture_logs() as logs:
+        try:
+            supervisor.start()
+
+            def step_until_counted() -> dict[str, Any] | None:
+                supervisor.loop(wait=0.05)
+                return read_state(root / "real")
+
+            wait_until(step_until_counted, 10, "state", 0)
+            supervisor.rescan(0.0)
+            supervisor.rescan(0.0)
+        finally:
+            supervisor.close()
+    skipped = [(e["workspace"], e["reason"]) for e in logs if e["event"] == "workspace_skipped"]
+    assert sorted(skipped) == [
+        (str(root / "link"), "a symlinked folder (never followed out of a root)"),
+        (str(root / "linked-file"), "its conversation.jsonl is a symlink (never followed)"),
+    ]
+    assert root / "link" not in supervisor.scheduler

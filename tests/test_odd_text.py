@@ -130,9 +130,7 @@ def test_mcp_recall_and_expand_answer_over_an_odd_message(tmp_path: Path) -> Non
             await client.call_tool("expand", {"id": "odd-0\ufffd", "workspace": str(odd)})
         )["lines"]
         assert "loader" in lines[0]
-        view = structured(
-            await client.call_tool("conversation_messages", {"workspace": str(odd)})
-        )
+        view = structured(await client.call_tool("conversation_messages", {"workspace": str(odd)}))
         assert "loader" in json.dumps(view["messages"]) and view["left_out"] == [2]
 
     with_server(tmp_path, "--root", str(root))(session)

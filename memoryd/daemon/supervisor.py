@@ -99,6 +99,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         """Workspaces whose summarization job is in flight on the anthropic backend."""
         self.pending_init: deque[tuple[Path, TidyStep]] = deque()
         self.untidy: set[Path] = set()
+        self.skipped_workspaces: set[str] = set()
         self.interrupted: set[Path] = set()
         self.tidied: Counter[str] = Counter()
         self.tidy_began: float | None = None

@@ -72,13 +72,22 @@ class WorkspaceTracking(DaemonParts):
             depth = len(folder.relative_to(root).parts)
         except ValueError:
             return
+        if folder.is_symlink() and (folder / CONVERSATION).is_file():
+            self._skipped(str(folder), "a symlinked folder (never followed out of a root)")
         if folder.is_symlink() or not folder.is_dir():
             return
-        for found in scan_workspaces(folder, self.settings.max_depth - depth):
+        found_here = scan_workspaces(folder, self.settings.max_depth - depth, None, self._skipped)
+        for found in found_here:
             if found.path not in self.scheduler:
                 tracked = self._track(found, root)
                 if tracked is not None:
                     self.scheduler.schedule(tracked, now)
+
+    def _skipped(self, path: str, why: str) -> None:
+        """Say once per path that a workspace is not taken, and why."""
+        if path not in self.skipped_workspaces:
+            self.skipped_workspaces.add(path)
+            log.warning("workspace_skipped", workspace=path, reason=why)
 
     def _track(
         self, found: Found, root: Path, announce: bool = True, debug: bool = False
@@ -213,7 +222,7 @@ class WorkspaceTracking(DaemonParts):
             if root not in self.watchers:
                 self.watchers.watch(root, self.settings.max_depth)
             visit = self.watchers.first_scan(root)
-            listed = scan_workspaces(root, self.settings.max_depth, visit)
+            listed = scan_workspaces(root, self.settings.max_depth, visit, self._skipped)
             if visit is not None:
                 self.watchers.scanned(root)
             for found in listed:
