@@ -44,6 +44,7 @@ from memoryd.daemon.watchers import RootWatchers
 from memoryd.daemon.workspaces import WorkspaceTracking
 from memoryd.errors import MemorydError
 from memoryd.reader import ConversationReader
+from memoryd.strategies import strategy_for
 from memoryd.summarizers.base import choose_backend
 
 if TYPE_CHECKING:
@@ -290,8 +291,9 @@ class Supervisor(WorkspaceTracking, JobDispatch):
                 tracked.config_error = None
             except MemorydError as exc:
                 tracked.config_error = str(exc)
-            if tracked.settings.strategy == "rolling" and not tracked.reader.tally.per_line:
-                # Totals taken back at start lack each line's tokens, which rolling reads.
+            needs = strategy_for(tracked.settings).needs_line_tokens
+            if needs and not tracked.reader.tally.per_line:
+                # Totals taken back at start lack each line's tokens, which it reads.
                 tracked.reader = ConversationReader(
                     tracked.reader.path, tracked.settings.max_line_bytes
                 )

@@ -32,6 +32,7 @@ from memoryd.signals.state import (
     saved_numbers,
     saved_time,
 )
+from memoryd.strategies import strategy_for
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = structlog.get_logger()
@@ -124,11 +125,11 @@ class WorkspaceTracking(DaemonParts):
         reader = ConversationReader(conversation, settings.max_line_bytes)
         counted = saved_counted(saved)
         # The counts of a file unchanged since they were saved are taken back, not read
-        # again; rolling needs the tokens of each line, which are not saved.
+        # again, unless the strategy reads the tokens of each line, which are not saved.
         if (
             counted is not None
             and counted.holds(st, settings.max_line_bytes)
-            and settings.strategy != "rolling"
+            and not strategy_for(settings).needs_line_tokens
         ):
             reader.resume(counted)
         tracked = Tracked(

@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it for nested TypedDicts before 3.12
 
-from memoryd import __version__, strict_json
+from memoryd import __version__
 from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
 from memoryd.files.paths import check_workspace
@@ -29,6 +29,7 @@ from memoryd.mcp_server.tools import APPENDS, READS, UNSERVED, ToolServer, tool
 from memoryd.search.query import MAX_LIMIT
 from memoryd.search.recall import Hit, expand, recall
 from memoryd.stores import disk as stores
+from memoryd.strict_json import valid_text, valid_unicode
 from memoryd.workspace import CONVERSATION
 
 INSTRUCTIONS = (
@@ -227,7 +228,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         except MemorydError as exc:
             raise ToolError(str(exc)) from None
         text = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
-        return {"workspace": str(path), "id": strict_json.valid_text(id), "lines": text}
+        return {"workspace": str(path), "id": valid_text(id), "lines": text}
 
     @tool(server, "context_status", READS)
     def context_status(workspace: WorkspaceArg = None) -> StatusOut:
@@ -267,7 +268,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         except (MemorydError, OSError) as exc:
             raise ToolError(str(exc)) from None
         # A lone surrogate in a message cannot cross UTF-8 JSON (docs/design.md#odd-text).
-        messages = strict_json.valid_unicode(messages)
+        messages = valid_unicode(messages)
         return {"workspace": str(path), "messages": messages, "left_out": left_out}
 
     @tool(server, "memory_write", APPENDS)
