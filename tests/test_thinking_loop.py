@@ -37,12 +37,13 @@ def test_a_thinking_agent_s_requests_are_accepted_while_jobs_run_mid_call(
         base_url=fake_anthropic.base_url, api_key="sk-test", max_retries=0
     ) as client:
         for _ in range(40):
-            reply = client.messages.create(
-                model="claude-haiku-4-5",
-                max_tokens=2048,
-                thinking=THINKING,  # type: ignore[arg-type]
-                messages=memoryd.messages_for_api(workspace),  # type: ignore[arg-type]
-            )
+            request: dict[str, Any] = {
+                "model": "claude-haiku-4-5",
+                "max_tokens": 2048,
+                "thinking": THINKING,
+                "messages": memoryd.messages_for_api(workspace),
+            }
+            reply = client.messages.create(**request)
             blocks = [block.model_dump(exclude_none=True) for block in reply.content]
             assert blocks[0]["type"] == "thinking"
             for block in blocks:  # Claude Code: one line per content block
