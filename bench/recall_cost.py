@@ -77,6 +77,7 @@ QUERIES: dict[str, tuple[str, bool]] = {
         " OR ".join(f"id{n}*" for n in range(10, 32)),
         True,
     ),
+    "raw: OR of 48 common words": (" OR ".join((COMMON * 2)[:48]), True),
     "raw: OR of 100 common words": (" OR ".join((COMMON * 5)[:100]), True),
 }
 

@@ -23,6 +23,7 @@ from memoryd.errors import UsageError
 from memoryd.search.cost import QueryTooCostly, prefixes
 from memoryd.search.query import (
     MAX_QUERY_CHARS,
+    MAX_RAW_TERMS,
     MAX_TERMS,
     QueryStopped,
     check_timeout,
@@ -292,3 +293,12 @@ def test_a_query_whose_prefixes_stand_for_too_many_words_is_refused_before_it_ru
     assert [hit.id for hit in recall(many_terms, "postgres idxa7*")] == ["pg", "m7", "m0"]
     assert recall(many_terms, "postgres idx*")[0].id == "pg"
     assert prefixes(to_match('"be idxa"* OR ab* OR abcd*', raw=True)) == ["idxa", "abcd"]
+
+
+def test_a_raw_query_of_more_than_48_words_is_refused() -> None:
+    """OR-ed words common in every message each make BM25 score most of the index: a raw
+    query holds at most 48 words (operators and NEAR's distance aside)."""
+    common = " OR ".join(["test", "file", "error", "line"] * 12)
+    assert to_match(common, raw=True).raw
+    with pytest.raises(UsageError, match=f"at most {MAX_RAW_TERMS}"):
+        to_match(common + " OR self", raw=True)
