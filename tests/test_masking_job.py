@@ -220,7 +220,7 @@ def test_property_a_masking_job_loses_nothing_and_keeps_the_task(
 ) -> None:
     """Whatever the target (masking alone, or a summary after it): every original line
     once in the live file or the archive, the task in the live file, the view valid."""
-    from api_rules import request_problem
+    from api_rules import request_problem, thinking_for
 
     transcript = generate(shape, seed, 80)
     folder = write_workspace(tmp_path_factory.mktemp("ws"), transcript)
@@ -239,5 +239,8 @@ def test_property_a_masking_job_loses_nothing_and_keeps_the_task(
     assert result.outcome in ("completed", "ineffective", "nothing_to_do"), result.reason
     originals_kept(folder, original)
     assert transcript.task in (folder / "conversation.jsonl").read_text()
-    body = {"model": "m", "max_tokens": 1, "messages": messages_for_api(folder)}
+    view = messages_for_api(folder)
+    body: dict[str, Any] = {"model": "m", "max_tokens": 2048, "messages": view}
+    if thinking_for(view):  # the agent of such a view sends with thinking on
+        body["thinking"] = thinking_for(view)
     assert request_problem(body) is None
