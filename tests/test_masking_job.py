@@ -123,6 +123,12 @@ def test_everyone_can_see_a_masking(tmp_path: Path, make_settings: SettingsFacto
     [event] = [e for e in read_events(folder / ".memoryd" / "events.jsonl")
                if e["type"] == "tool_outputs_masked"]  # fmt: skip
     assert event["outputs"] == outputs and event["tokens_freed"] == result.masked_tokens
+    outcomes = [e for e in read_events(folder / ".memoryd" / "events.jsonl")
+                if e["type"] in ("summarize_completed", "summarize_failed",
+                                 "summarize_ineffective")]  # fmt: skip
+    assert [(e["type"], e["backend"], e["llm_calls"]) for e in outcomes] == [
+        ("summarize_completed", "masking", 0)
+    ]
     masked = [json.loads(x) for x in lines(folder / "conversation.jsonl") if b'"isMasked"' in x]
     ident = masked[0]["id"]
     assert expand(folder, ident) == [original[ident]]
