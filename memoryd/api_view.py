@@ -27,6 +27,7 @@ START_TURN = "[conversation start]"
 """The user turn put in front of a conversation whose first turn is the assistant's."""
 
 MAX_CACHE_BREAKPOINTS = 4
+THINKING = ("thinking", "redacted_thinking")
 _TOOL_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -42,7 +43,9 @@ def api_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     it ends the conversation), a block of an unknown type and a block in the wrong role
     become text blocks saying what they were: nothing is dropped silently. Only the last
     four ``cache_control`` marks are kept, and the final assistant turn loses its trailing
-    whitespace. An empty conversation gives an empty list (docs/design.md#api-view).
+    whitespace. A thinking block is never edited, and in an assistant turn (a merged
+    one too) the thinking blocks come first. An empty conversation gives an empty list
+    (docs/design.md#api-view).
     """
     turns: list[_Turn] = []
     for message in messages:
@@ -55,6 +58,8 @@ def api_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             turns.append(turn)
     if turns and turns[0].role != "user":
         turns.insert(0, _Turn("user", START_TURN))
+    for turn in turns:
+        turn.thinking_first()
     _pair_tool_blocks(turns)
     _limit_cache_breakpoints(turns)
     if turns and turns[-1].role == "assistant":
@@ -80,6 +85,16 @@ class _Turn:
 
     def merge(self, other: _Turn) -> None:
         self.blocks.extend(other.blocks)
+
+    def thinking_first(self) -> None:
+        """In an assistant turn the thinking blocks go first, untouched and in their order:
+        the API wants the turn to start with its thinking (docs/design.md#thinking)."""
+        if self.role != "assistant" or isinstance(self.content, str):
+            return
+        thinking = [block for block in self.content if block["type"] in THINKING]
+        if thinking:
+            others = [block for block in self.content if block["type"] not in THINKING]
+            self.content = thinking + others
 
     def strip_end(self) -> None:
         """The API refuses a final assistant turn that ends with whitespace."""
@@ -325,11 +340,12 @@ def _limit_cache_breakpoints(turns: list[_Turn]) -> None:
         del block["cache_control"]
 
 
-def read_messages(workspace: Path | str) -> list[dict[str, Any]]:
+def read_messages(workspace: Path | str, left_out: list[int] | None = None) -> list[dict[str, Any]]:
     """The messages of ``workspace``'s conversation.jsonl, in order.
 
     Malformed lines and a last fragment without ``\\n`` (a write in progress) are left
-    out. Raises InputError for a missing workspace or conversation, UnsafePathError for a
+    out; the line numbers (from 1) of the malformed ones are appended to ``left_out``.
+    Raises InputError for a missing workspace or conversation, UnsafePathError for a
     conversation that is a symlink or not a regular file.
     """
     ws = Workspace(check_workspace(Path(workspace), write=False))
@@ -343,17 +359,21 @@ def read_messages(workspace: Path | str) -> list[dict[str, Any]]:
     # parsed, however long: the view is the whole conversation. A line that is not a JSON
     # object is malformed, as for conversation.parse_line (no token estimate needed here).
     messages: list[dict[str, Any]] = []
-    for raw in data.split(b"\n")[:-1]:
+    for number, raw in enumerate(data.split(b"\n")[:-1], start=1):
         try:
             value = strict_json.loads(raw)
         except strict_json.JSONProblem:
-            continue
+            value = None
         if isinstance(value, dict):
             messages.append(value)
+        elif left_out is not None:
+            left_out.append(number)
     return messages
 
 
-def messages_for_api(workspace: Path | str) -> list[dict[str, Any]]:
+def messages_for_api(
+    workspace: Path | str, left_out: list[int] | None = None
+) -> list[dict[str, Any]]:
     """``workspace``'s conversation as a Messages-API ``messages`` list: see
     :func:`api_messages` and :func:`read_messages` (docs/design.md#api-view)."""
-    return api_messages(read_messages(workspace))
+    return api_messages(read_messages(workspace, left_out))

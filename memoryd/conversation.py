@@ -112,6 +112,16 @@ class Line:
         )
 
     @property
+    def is_blank(self) -> bool:
+        """A line the API view leaves out: malformed, or content with no visible text and
+        no block (an opaque line is not: it is in the view, unparsed here)."""
+        if self.malformed:
+            return True
+        content = self.message.get("content") if self.message else None
+        items = content if isinstance(content, list) else [content]
+        return all(_blank_item(item) for item in items)
+
+    @property
     def is_assistant_turn(self) -> bool:
         """An assistant message that is not a summary (a summary head is not a turn)."""
         return self.role == "assistant" and not self.is_summary
@@ -123,6 +133,15 @@ class Line:
             return False
         blocks = self.blocks
         return not blocks or any(b.get("type") != "tool_result" for b in blocks)
+
+
+def _blank_item(item: Any) -> bool:
+    if item is None or isinstance(item, str):
+        return not (item or "").strip()
+    if isinstance(item, Mapping) and item.get("type") == "text":
+        text = item.get("text")
+        return isinstance(text, str) and not text.strip()
+    return False
 
 
 def parse_line(raw: bytes, index: int, offset: int) -> Line:

@@ -39,6 +39,11 @@ def find_workspaces(root: Path, max_depth: int) -> Iterator[Path]:
         yield found.path
 
 
+def _holds_conversation(entry: os.DirEntry[str]) -> bool:
+    """A symlink that leads to a folder with a conversation.jsonl (a workspace)."""
+    return os.path.isfile(os.path.join(entry.path, CONVERSATION))
+
+
 def look(path: Path) -> Found | None:
     """The workspace at ``path`` as :func:`scan_workspaces` would find it (None when it
     has no conversation.jsonl)."""
@@ -56,6 +61,7 @@ def scan_workspaces(
     max_depth: int,
     visit: Callable[[str], None] | None = None,
     stamps: dict[str, int] | None = None,
+    skipped: Callable[[str, str], None] | None = None,
 ) -> list[Found]:
     """:func:`find_workspaces`, each with what its folder's listing showed.
 
@@ -67,6 +73,8 @@ def scan_workspaces(
     ``stamps``, when given, gets the mtime (ns) of each folder listed, taken before its
     listing (-1 when too recent to trust): while none of them changes, a new walk would
     find the same workspaces (:func:`stamps_hold`; docs/design.md#idle-rescan).
+    ``skipped`` is called with the path of a workspace the walk does not take, and why:
+    one reached through a symlinked folder, or whose conversation.jsonl is a symlink.
     """
     stack: list[tuple[str, int]] = [(os.fspath(root), 0)]
     found: list[tuple[str, bool, bool, bool, bool]] = []
@@ -83,6 +91,8 @@ def scan_workspaces(
             name = entry.name
             if name == CONVERSATION:
                 workspace = workspace or entry.is_file(follow_symlinks=False)
+                if skipped is not None and entry.is_symlink():
+                    skipped(folder, "its conversation.jsonl is a symlink (never followed)")
                 continue
             if name == META:
                 meta = True
@@ -96,6 +106,8 @@ def scan_workspaces(
             if name[0] == "." or (depth == max_depth and visit is None):
                 continue
             if not entry.is_dir(follow_symlinks=False):
+                if skipped is not None and entry.is_symlink() and _holds_conversation(entry):
+                    skipped(entry.path, "a symlinked folder (never followed out of a root)")
                 continue
             if visit is not None:
                 visit(entry.path)

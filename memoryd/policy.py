@@ -47,6 +47,11 @@ if TYPE_CHECKING:
         @property
         def tool_result_ids(self) -> frozenset[str]: ...
 
+        @property
+        def is_blank(self) -> bool:
+            """True for a line the API view leaves out (malformed, or nothing but
+            whitespace): it does not end an assistant turn."""
+
 else:
     # typing is not imported at run time (it costs a quarter of a bare interpreter's start,
     # docs/design.md#startup); the names stay importable for the modules that annotate
@@ -158,13 +163,52 @@ def failure_backoff(consecutive_failures: int, max_failures: int, cooldown: floa
     return float(min(cooldown, 30.0 * 2 ** (consecutive_failures - max_failures)))
 
 
+def assistant_turns(messages: Sequence[MessageLike]) -> list[range]:
+    """The assistant turns as the API sees them, each as the range of its line indices
+    (pure).
+
+    Consecutive assistant lines are one turn (the API view merges them), and a line the
+    view leaves out (``is_blank``) between two of them does not end it: Claude Code writes
+    one line per content block, so a ``thinking`` line and the ``tool_use`` line after it
+    are one turn; a blank assistant line is in no turn. A summary head is not an
+    assistant turn. Nothing may split a turn: the
+    thinking block must stay with its call (docs/design.md#thinking).
+    """
+    turns: list[range] = []
+    start: int | None = None
+    last = 0
+    for k, message in enumerate(messages):
+        if message.is_blank:
+            continue
+        if message.is_assistant_turn:
+            start = k if start is None else start
+            last = k
+        elif start is not None:
+            turns.append(range(start, last + 1))
+            start = None
+    if start is not None:
+        turns.append(range(start, last + 1))
+    return turns
+
+
+def inside_turn(messages: Sequence[MessageLike]) -> list[bool]:
+    """For each index k, does k fall inside an assistant turn (after its first line), so
+    that a split at k would cut the turn in two? (pure)"""
+    inside = [False] * len(messages)
+    for turn in assistant_turns(messages):
+        for k in range(turn.start + 1, turn.stop):
+            inside[k] = True
+    return inside
+
+
 def boundaries(messages: Sequence[MessageLike]) -> list[Boundary | None]:
     """For each index k, may the kept part start at k, and at what kind of turn?
 
     It may when no ``tool_use`` before k has its ``tool_result`` at or after k (nor the
-    reverse), and message k is a genuine user turn (``"user"``) or an assistant message
-    that is not a summary (``"assistant"``): an autonomous tool loop has one genuine user
-    turn, its task, and must still compact (docs/design.md#boundaries).
+    reverse), k does not fall inside an assistant turn (:func:`assistant_turns`), and
+    message k is a genuine user turn (``"user"``) or an assistant message that is not a
+    summary (``"assistant"``): an autonomous tool loop has one genuine user turn, its
+    task, and must still compact (docs/design.md#boundaries).
     """
     n = len(messages)
     results_after: list[frozenset[str]] = [frozenset()] * (n + 1)
@@ -180,8 +224,10 @@ def boundaries(messages: Sequence[MessageLike]) -> list[Boundary | None]:
     uses_before: set[str] = set()
     results_before: set[str] = set()
     kinds: list[Boundary | None] = []
+    inside = inside_turn(messages)
     for k, message in enumerate(messages):
         whole = not (uses_before & results_after[k]) and not (results_before & uses_after[k])
+        whole = whole and not inside[k]
         kind: Boundary | None = None
         if whole and message.is_genuine_user_turn:
             kind = "user"
@@ -199,19 +245,24 @@ def valid_boundaries(messages: Sequence[MessageLike]) -> list[bool]:
 
 
 def running_tool_call(messages: Sequence[MessageLike]) -> int | None:
-    """The index of the newest assistant message while one of its ``tool_use`` calls has
-    no ``tool_result`` yet (the agent's tool is still running), else None (pure).
+    """The index where the newest assistant turn (:func:`assistant_turns`) starts while
+    one of its ``tool_use`` calls has no ``tool_result`` yet (the agent's tool is still
+    running), else None (pure).
 
-    Such a message is never summarized: the result the agent appends next must find its
-    call in the file.
+    Such a turn is never summarized, its thinking lines included: the result the agent
+    appends next must find its call in the file, and the API wants the call's thinking
+    in front of it (docs/design.md#thinking).
     """
+    turns = assistant_turns(messages)
+    if not turns:
+        return None
+    newest = turns[-1]
+    uses: set[str] = set()
     answered: set[str] = set()
-    for k in range(len(messages) - 1, -1, -1):
-        message = messages[k]
-        if message.is_assistant_turn:
-            return k if message.tool_use_ids - answered else None
-        answered |= message.tool_result_ids
-    return None
+    for k in range(newest.start, len(messages)):
+        uses |= messages[k].tool_use_ids if k in newest else frozenset()
+        answered |= messages[k].tool_result_ids
+    return newest.start if uses - answered else None
 
 
 def safe_split(

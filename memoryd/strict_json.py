@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 
 TYPE_CHECKING = False
@@ -139,3 +140,35 @@ def dumps_line(value: Any) -> bytes:
         raise JSONProblem("text is not valid UTF-8 (it holds undecodable bytes)") from None
     except ValueError:
         raise JSONProblem("NaN and Infinity are not JSON") from None
+
+
+def dumps_line_escaping(value: Any) -> bytes:
+    """One compact line of UTF-8 JSON ended by ``\\n`` for a value memoryd made itself;
+    should it hold a lone surrogate (text that came from a message), the line falls back
+    to ``\\u`` escapes instead of failing (docs/design.md#odd-text)."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(value, allow_nan=False, separators=(",", ":")).encode() + b"\n"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD: what a channel that carries
+    only valid Unicode (UTF-8 JSON, SQLite text) can hold (docs/design.md#odd-text)."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def valid_unicode(value: Any) -> Any:
+    """A JSON value with :func:`valid_text` applied to every string, keys too (a copy
+    only where something changed is not promised: a new value is built)."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(str(key)): valid_unicode(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [valid_unicode(item) for item in value]
+    return value

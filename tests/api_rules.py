@@ -162,6 +162,7 @@ def request_problem(body: Any, count_only: bool = False) -> str | None:
     return (
         _system_problem(body.get("system"))
         or _messages_problem(body["messages"])
+        or _thinking_problem(body)
         or _cache_problem(body)
     )
 
@@ -183,12 +184,10 @@ def _system_problem(system: Any) -> str | None:
     return None
 
 
-def _messages_problem(messages: list[Any]) -> str | None:
+def _turns(messages: list[dict[str, Any]]) -> list[tuple[str, list[Located]]]:
+    """The turns the API makes of valid messages: consecutive same-role ones merged."""
     turns: list[tuple[str, list[Located]]] = []
     for index, message in enumerate(messages):
-        problem = _message_problem(index, message, index == len(messages) - 1)
-        if problem:
-            return problem
         content = message["content"]
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         located = [(index, position, block) for position, block in enumerate(blocks)]
@@ -196,6 +195,15 @@ def _messages_problem(messages: list[Any]) -> str | None:
             turns[-1][1].extend(located)
         else:
             turns.append((message["role"], located))
+    return turns
+
+
+def _messages_problem(messages: list[Any]) -> str | None:
+    for index, message in enumerate(messages):
+        problem = _message_problem(index, message, index == len(messages) - 1)
+        if problem:
+            return problem
+    turns = _turns(messages)
     if turns[0][0] != "user":
         return 'messages: first message must use the "user" role'
     return _tool_problem(turns) or _final_problem(turns[-1])
@@ -368,6 +376,62 @@ def _final_problem(turn: tuple[str, list[Located]]) -> str | None:
     if last["type"] == "text" and last["text"] != last["text"].rstrip():
         return "messages: final assistant content cannot end with trailing whitespace"
     return None
+
+
+THINKING_FIRST = (
+    "messages.{}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+    "`{}`. When `thinking` is enabled, a final `assistant` message must start with a "
+    "thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks). We "
+    "recommend you include thinking blocks from previous turns."
+)
+NO_THINKING = (
+    "messages.{}.content.{}: When thinking is disabled, an `assistant` message in the "
+    "final position cannot contain `thinking` or `redacted_thinking` blocks."
+)
+THINKING = ("thinking", "redacted_thinking")
+
+
+def thinking_enabled(body: dict[str, Any]) -> bool:
+    """Does the request turn extended thinking on (``enabled`` or ``adaptive``)?"""
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _exchange(turns: list[tuple[str, list[Located]]]) -> list[Located]:
+    """The assistant turn of the exchange in progress: the final turn when it is the
+    assistant's, else the one the final turn's tool results answer (empty if neither)."""
+    role, blocks = turns[-1]
+    if role == "assistant":
+        return blocks
+    if len(turns) > 1 and blocks and all(b["type"] == "tool_result" for _, _, b in blocks):
+        return turns[-2][1]
+    return []
+
+
+def thinking_for(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``thinking`` parameter the agent of these (valid) messages sends: on when the
+    assistant turn of the exchange in progress holds thinking, else None (off)."""
+    if any(b["type"] in THINKING for _, _, b in _exchange(_turns(messages))):
+        return {"type": "enabled", "budget_tokens": 1024}
+    return None
+
+
+def _thinking_problem(body: dict[str, Any]) -> str | None:
+    """With thinking on, the assistant turn of the tool-use exchange in progress (the
+    final assistant turn, or the one the final tool results answer) starts with its
+    thinking; with thinking off, the final assistant turn holds none."""
+    turns = _turns(body["messages"])
+    role, blocks = turns[-1]
+    if not thinking_enabled(body):
+        for i, j, block in blocks if role == "assistant" else []:
+            if block["type"] in THINKING:
+                return NO_THINKING.format(i, j)
+        return None
+    exchange = _exchange(turns)
+    if not any(b["type"] == "tool_use" for _, _, b in exchange):
+        return None
+    index, _, first = exchange[0]
+    return None if first["type"] in THINKING else THINKING_FIRST.format(index, first["type"])
 
 
 def _marked(block: Any) -> bool:

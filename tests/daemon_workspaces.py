@@ -72,8 +72,14 @@ def settled(workspace: Path, token_limit: int, paired: bool = True) -> bool:
         return False
     if read_heartbeat(workspace).get("status") in ("active", None):
         return False
-    kinds = Counter(types(workspace))
-    ended = kinds["summarize_completed"] + kinds["summarize_failed"]
+    events = read_events(workspace)
+    kinds = Counter(e["type"] for e in events)
+    # A job's one outcome: completed, failed, or ineffective after its commit (with an
+    # archive; an ineffective job that did nothing never started).
+    committed_ineffective = sum(
+        1 for e in events if e["type"] == "summarize_ineffective" and "archive" in e
+    )
+    ended = kinds["summarize_completed"] + kinds["summarize_failed"] + committed_ineffective
     return not paired or kinds["summarize_started"] == ended
 
 

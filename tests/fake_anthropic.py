@@ -5,7 +5,8 @@ It speaks enough of the real wire format for the official SDK to talk to it:
 ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": n}``. Every request is
 recorded (path, lower-cased headers, JSON body) for assertions. A request the real API
 refuses is refused the same way, with a 400 ``invalid_request_error`` naming the rule
-(:func:`api_rules.request_problem`, which tests import from there).
+(:func:`api_rules.request_problem`, which tests import from there), the rules of extended
+thinking included; with ``thinking`` on, an answer starts with a signed thinking block.
 
 In tests::
 
@@ -41,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from api_rules import request_problem
+from api_rules import request_problem, thinking_enabled
 
 TextSource = str | Callable[[Mapping[str, Any]], str]
 ToolSource = Callable[[Mapping[str, Any]], tuple[str, dict[str, Any]]]
@@ -405,6 +406,10 @@ class _Handler(BaseHTTPRequestHandler):
             usage["cache_creation_input_tokens"] = cache.cache_creation_input_tokens
             usage["cache_read_input_tokens"] = cache.cache_read_input_tokens
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        if thinking_enabled(request_json):  # as the real API: the answer starts with it
+            thought = f"Thinking about step {len(request_json['messages'])}."
+            signature = f"EqQBfake{fake.next_id():06d}=="
+            content.insert(0, {"type": "thinking", "thinking": thought, "signature": signature})
         if reply.tool is not None:
             name, tool_input = reply.tool(request_json)
             call_id = f"toolu_fake_{fake.next_id()}"

@@ -84,15 +84,41 @@ def straddling(messages: Sequence[Mapping[str, Any]], k: int) -> set[str]:
     )
 
 
+def _assistant(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "assistant" and message.get("isSummary") is not True
+
+
+def _vanishes(message: Mapping[str, Any]) -> bool:
+    """Nothing of the message is left in the API view (blank text, no block)."""
+    content = message.get("content")
+    items = content if isinstance(content, list) else [content]
+    for item in items:
+        if isinstance(item, Mapping):
+            if item.get("type") != "text" or str(item.get("text", "")).strip():
+                return False
+        elif isinstance(item, str) and item.strip():
+            return False
+    return True
+
+
+def splits_turn(messages: Sequence[Mapping[str, Any]], k: int) -> bool:
+    """The nearest message before k that the API view keeps is an assistant message, and
+    so is the nearest at or after k: a split at k would cut one API assistant turn in
+    two."""
+    before = next((m for m in reversed(messages[:k]) if not _vanishes(m)), None)
+    after = next((m for m in messages[k:] if not _vanishes(m)), None)
+    return before is not None and after is not None and _assistant(before) and _assistant(after)
+
+
 def boundary_ok(messages: Sequence[Mapping[str, Any]], k: int) -> bool:
     """The kept part may start at k at a genuine user turn."""
-    return genuine_user_turn(messages[k]) and not straddling(messages, k)
+    return boundary_kind(messages, k) == "user"
 
 
 def boundary_kind(messages: Sequence[Mapping[str, Any]], k: int) -> str | None:
     """ "user", "assistant" (an assistant message that is not a summary) or None, when the
     kept part may start at k without separating a tool pair."""
-    if straddling(messages, k):
+    if straddling(messages, k) or splits_turn(messages, k):
         return None
     if genuine_user_turn(messages[k]):
         return "user"
@@ -102,13 +128,21 @@ def boundary_kind(messages: Sequence[Mapping[str, Any]], k: int) -> str | None:
 
 
 def running_call(messages: Sequence[Mapping[str, Any]]) -> int | None:
-    """The newest assistant message, when one of its tool_use ids has no result after it."""
-    for k in range(len(messages) - 1, -1, -1):
-        if messages[k].get("role") == "assistant" and messages[k].get("isSummary") is not True:
-            uses = _ids(messages[k : k + 1], "tool_use", "id")
-            answered = _ids(messages[k + 1 :], "tool_result", "tool_use_id")
-            return k if uses - answered else None
-    return None
+    """The first message of the newest assistant turn (its assistant messages with only
+    blank ones between), when one of its tool_use ids has no result after it."""
+    kept = [k for k in range(len(messages)) if not _vanishes(messages[k])]
+    last = next((k for k in reversed(kept) if _assistant(messages[k])), None)
+    if last is None:
+        return None
+    first = last
+    for k in range(last - 1, -1, -1):
+        if _assistant(messages[k]) and not _vanishes(messages[k]):
+            first = k
+        elif not _vanishes(messages[k]):
+            break
+    uses = _ids(messages[first : last + 1], "tool_use", "id")
+    answered = _ids(messages[first:], "tool_result", "tool_use_id")
+    return first if uses - answered else None
 
 
 TOOL_IDS = ("t0", "t1", "t2", "t3")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_shapes import TASK, agent_conversations, text_agent, tool_loop
+from agent_shapes import TASK, agent_conversations, claude_code, has_thinking, text_agent, tool_loop
 from api_rules import request_problem
 from conftest import SettingsFactory, encode_lines, make_message
 from hypothesis import HealthCheck, given, settings
@@ -83,28 +83,50 @@ def assert_lossless(folder: Path, original: list[bytes]) -> None:
     assert Counter(now[1:] + archived(folder)) == Counter(original)
 
 
-def assert_api_view_valid(folder: Path) -> None:
-    """The API view of the live file is a request the Messages API accepts."""
-    body = {"model": "claude-haiku-4-5", "max_tokens": 1, "messages": messages_for_api(folder)}
+def assert_api_view_valid(folder: Path, thinking: bool = False) -> None:
+    """The API view of the live file is a request the Messages API accepts, with extended
+    thinking on when the agent uses it."""
+    body: dict[str, Any] = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 2048,
+        "messages": messages_for_api(folder),
+    }
+    if thinking:
+        body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
     assert request_problem(body) is None
 
 
-def assert_pairs_whole(folder: Path) -> None:
-    """Every tool_result in the live file answers a tool_use in the message just before."""
-    messages = [json.loads(line) for line in live(folder)]
-    for before, message in itertools.pairwise(messages):
-        content = message.get("content")
-        if not isinstance(content, list):
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+def _turns(folder: Path) -> list[list[dict[str, Any]]]:
+    """The live file's messages as API turns: consecutive lines of one role (the head a
+    user turn, blank lines left out) are one turn."""
+    turns: list[list[dict[str, Any]]] = []
+    role = None
+    for message in map(json.loads, live(folder)):
+        if not str(message.get("content")).strip():
             continue
-        results = {b["tool_use_id"] for b in content if b.get("type") == "tool_result"}
-        if results:
-            calls = before.get("content") if isinstance(before.get("content"), list) else []
-            uses = {b["id"] for b in calls if b.get("type") == "tool_use"}
-            assert results <= uses, f"orphaned tool_result in {message['id']}"
+        now = "user" if message.get("isSummary") else message["role"]
+        if now != role:
+            turns.append([])
+        turns[-1].append(message)
+        role = now
+    return turns
+
+
+def assert_pairs_whole(folder: Path) -> None:
+    """Every tool_result in the live file answers a tool_use in the turn just before."""
+    for before, turn in itertools.pairwise(_turns(folder)):
+        results = {b["tool_use_id"] for m in turn for b in _blocks(m) if b["type"] == "tool_result"}
+        uses = {b["id"] for m in before for b in _blocks(m) if b.get("type") == "tool_use"}
+        assert results <= uses, f"orphaned tool_result in {turn[0]['id']}"
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("shape", ["loop", "interactive", "text"])
+@pytest.mark.parametrize("shape", ["loop", "interactive", "text", "claude-code"])
 def test_an_agent_conversation_at_95_percent_compacts_below_the_trigger(
     strategy: str, shape: str, tmp_path: Path, make_settings: SettingsFactory
 ) -> None:
@@ -112,6 +134,8 @@ def test_an_agent_conversation_at_95_percent_compacts_below_the_trigger(
     verbatim right after the head, and nothing is lost."""
     if shape == "text":
         messages = text_agent(60, 30)
+    elif shape == "claude-code":
+        messages = claude_code(60, 30, parallel=frozenset({3, 30}), blanks=frozenset({5, 40}))
     else:
         interjections = frozenset({7, 23, 41}) if shape == "interactive" else frozenset()
         messages = tool_loop(60, 30, parallel=frozenset({3, 30}), interjections=interjections)
@@ -129,7 +153,7 @@ def test_an_agent_conversation_at_95_percent_compacts_below_the_trigger(
     assert live(folder)[1] == original[0]
     assert_lossless(folder, original)
     assert_pairs_whole(folder)
-    assert_api_view_valid(folder)
+    assert_api_view_valid(folder, has_thinking(messages))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -163,6 +187,45 @@ def test_a_running_tool_call_is_never_summarized(
         )
     assert_pairs_whole(folder)
     assert_api_view_valid(folder)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("thought", [30, 3_000])
+def test_a_running_call_keeps_its_signed_thinking_line(
+    strategy: str, thought: int, tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """Claude Code's shape: the running call's thinking, text and tool_use lines are one
+    API turn; none of them is archived, and once the result is appended the view (with
+    thinking on) starts that turn with the thinking block, byte for byte."""
+    messages = claude_code(40, 30, running=True, blanks=frozenset({39}))
+    turn = next(k for k in range(len(messages) - 1, 0, -1) if is_result(messages[k])) + 1
+    thinking = messages[turn]["content"][0]
+    thinking["thinking"] += " weighing " * thought
+    config = agent_settings(make_settings, strategy, messages, 0.95)
+    folder = tmp_path / "ws"
+    original = write(folder, messages)
+
+    result = run(folder, config)
+
+    assert result.outcome == "completed", result.reason
+    assert live(folder)[-(len(original) - turn) :] == original[turn:]
+    call_id = messages[-1]["content"][0]["id"]
+    result_line = make_message(999, "user", [tool_result(call_id)])
+    with (folder / "conversation.jsonl").open("ab") as out:
+        out.write(encode_lines([result_line]))
+    assert_pairs_whole(folder)
+    assert_api_view_valid(folder, thinking=True)
+    view = messages_for_api(folder)
+    assert view[-2]["role"] == "assistant"
+    assert view[-2]["content"][0] == thinking
+
+
+def is_result(message: dict[str, Any]) -> bool:
+    return any(b["type"] == "tool_result" for b in _blocks(message))
+
+
+def tool_result(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": "ok"}
 
 
 def test_rolling_fires_when_usage_crosses_the_trigger_and_ends_well_below_it(
@@ -303,7 +366,7 @@ def test_property_any_agent_conversation_compacts_losslessly_with_pairs_whole(
         assert_lossless(folder, original)
         assert live(folder)[1] == original[0]
         assert_pairs_whole(folder)
-        assert_api_view_valid(folder)
+        assert_api_view_valid(folder, has_thinking(messages))
         if messages[-1]["role"] == "assistant":  # a running tool call
             assert live(folder)[-1] == original[-1]
 

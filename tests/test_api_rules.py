@@ -71,7 +71,7 @@ def create(client: anthropic.Anthropic, messages: Any, **options: Any) -> Messag
     """``messages.create`` with plain dicts, invalid ones included: the SDK sends them as
     they are (its request types are for the type checker only)."""
     reply: Message = client.messages.create(
-        model=MODEL, max_tokens=16, messages=messages, **options
+        model=MODEL, messages=messages, **{"max_tokens": 16, **options}
     )
     return reply
 
@@ -259,6 +259,57 @@ def test_the_fake_accepts_a_valid_conversation_through_the_sdk(
     messages: Any = ACCEPTED[case]
     assert create(client, messages).type == "message"
     assert client.messages.count_tokens(model=MODEL, messages=messages).input_tokens > 0
+
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+THOUGHT = {"type": "thinking", "thinking": "The test imports x.", "signature": "EqQBsig=="}
+
+
+@pytest.mark.parametrize(
+    ("messages", "rule"),
+    [
+        (
+            [TASK, assistant([text("Running it."), tool_use("t1")]), user([tool_result("t1")])],
+            "a final `assistant` message must start with a thinking block",
+        ),
+        (
+            [TASK, assistant([text("Hm."), THOUGHT, tool_use("t1")])],
+            "Expected `thinking` or `redacted_thinking`, but found `text`",
+        ),
+    ],
+)
+def test_with_thinking_on_the_call_in_progress_must_start_with_its_thinking(
+    client: anthropic.Anthropic, messages: list[dict[str, Any]], rule: str
+) -> None:
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        create(client, messages, max_tokens=2048, thinking=THINKING)
+    body: Any = caught.value.body
+    assert rule in body["error"]["message"]
+
+
+def test_with_thinking_off_a_final_assistant_turn_may_not_hold_thinking(
+    client: anthropic.Anthropic,
+) -> None:
+    messages = [TASK, assistant([THOUGHT]), assistant([tool_use("t1")])]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        create(client, messages)
+    body: Any = caught.value.body
+    assert "When thinking is disabled" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [TASK, assistant([THOUGHT, tool_use("t1")]), user([tool_result("t1")])],
+        [TASK, assistant([THOUGHT]), assistant([text("x"), tool_use("t1")])],
+        [TASK, assistant([text("An older answer, thinking left out.")]), user("Go on.")],
+    ],
+)
+def test_with_thinking_on_a_call_that_starts_with_its_thinking_is_accepted(
+    client: anthropic.Anthropic, messages: list[dict[str, Any]]
+) -> None:
+    reply = create(client, messages, max_tokens=2048, thinking=THINKING)
+    assert reply.type == "message"
 
 
 def test_request_problem_names_the_rule_without_a_server() -> None:

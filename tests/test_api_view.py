@@ -8,7 +8,7 @@ import copy
 import json
 from typing import Any
 
-from api_rules import request_problem
+from api_rules import request_problem, thinking_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,8 +50,12 @@ def text(value: str, **extra: Any) -> dict[str, Any]:
 
 
 def accepted(view: list[dict[str, Any]]) -> bool:
-    """The fake API's verdict on a request made of ``view``."""
-    problem = request_problem({"model": "m", "max_tokens": 16, "messages": view})
+    """The fake API's verdict on a request made of ``view``, with extended thinking on
+    when the agent of such a view would have it on (:func:`api_rules.thinking_for`)."""
+    body: dict[str, Any] = {"model": "m", "max_tokens": 2048, "messages": view}
+    if thinking_for(view):
+        body["thinking"] = thinking_for(view)
+    problem = request_problem(body)
     assert problem is None, problem
     return True
 
@@ -270,6 +274,33 @@ def test_only_the_last_four_cache_marks_are_kept_and_the_final_assistant_text_is
     assert ["cache_control" in block for block in view[0]["content"]] == [False] * 2 + [True] * 4
     assert view[1]["content"] == "Thinking about it"
     assert accepted(view)
+
+
+THOUGHT = {"type": "thinking", "thinking": "Check the import first.", "signature": "EqQBsig=="}
+
+
+def test_a_thinking_line_and_its_call_line_are_one_turn_that_starts_with_the_thinking() -> None:
+    """Claude Code's one-block-per-line shape, with a blank user line and an earlier
+    answer's text in between: the merged turn starts with the thinking block, unchanged,
+    and the request is one the API takes with thinking on."""
+    redacted = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
+    conversation = [
+        message(0, "user", "Fix the import."),
+        message(1, "assistant", [text("Looking.")]),
+        message(2, "user", "  \n"),
+        message(3, "assistant", [THOUGHT, redacted]),
+        message(4, "assistant", [tool_use("toolu_1")]),
+        message(5, "user", [tool_result("toolu_1")]),
+    ]
+    view = api_messages(conversation)
+    assert [turn["role"] for turn in view] == ["user", "assistant", "user"]
+    assert view[1]["content"][:2] == [THOUGHT, redacted]
+    assert [b["type"] for b in view[1]["content"][2:]] == ["text", "tool_use"]
+    body = {"model": "m", "max_tokens": 2048, "messages": view, "thinking": THINKING_ON}
+    assert request_problem(body) is None
+
+
+THINKING_ON = {"type": "enabled", "budget_tokens": 1024}
 
 
 def test_the_input_is_left_unchanged() -> None:

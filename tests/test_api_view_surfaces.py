@@ -100,10 +100,26 @@ def test_the_view_of_a_file_as_agents_write_it_skips_malformed_and_partial_lines
         ],
         tail=b'{"id": "msg-0003", "role": "user", "content": "wri',
     )
-    assert memoryd.messages_for_api(folder) == [
-        {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": "hello"},
-    ]
+    view = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert memoryd.messages_for_api(folder) == view
+    left_out: list[int] = []
+    assert memoryd.messages_for_api(folder, left_out) == view
+    assert left_out == [2, 3]
+
+
+def test_messages_counts_a_left_out_line_on_stderr_and_in_json(
+    workspace: WorkspaceFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A malformed line is never dropped without a word: one line on stderr, and its line
+    number in ``--json``'s ``left_out``."""
+    folder = workspace(messages=[make_message(1, "user", "hi"), b"{oops\n"])
+    capsys.readouterr()
+    code, out = cli("messages", str(folder))
+    assert code == 0 and json.loads(out) == [{"role": "user", "content": "hi"}]
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == "memoryd: 1 malformed line left out of the view (line 2), kept in the file"
+    code, out = cli("messages", str(folder), "--json")
+    assert json.loads(out) == {"messages": [{"role": "user", "content": "hi"}], "left_out": [2]}
 
 
 def test_messages_of_an_empty_conversation_is_an_empty_array(workspace: WorkspaceFactory) -> None:

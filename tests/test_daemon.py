@@ -171,7 +171,9 @@ def test_three_writers_lose_nothing_through_repeated_rewrites(
     writers_done = time.time()
     wait_settled(ws, limit)
 
-    during = [e for e in read_events(ws) if e["type"] == "summarize_completed"]
+    # A rewrite is a committed job: completed, or ineffective with an archive (the writers
+    # may append enough meanwhile to leave usage above the trigger; one event per job).
+    during = [e for e in read_events(ws) if e["type"].startswith("summarize_") and "archive" in e]
     assert len([e for e in during if event_time(e) <= writers_done]) >= 2, (
         "fewer than two rewrites while the writers ran"
     )

@@ -37,7 +37,8 @@ from memoryd.daemon.tracked import Tracked
 from memoryd.daemon.watch import classify
 from memoryd.files.fsutil import pid_alive
 from memoryd.job.run import JobResult
-from memoryd.strategies.narrative import narrative_split
+from memoryd.strategies import STRATEGIES
+from memoryd.strategies.narrative import Narrative, narrative_split
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = REPO / "systemd" / "memoryd.service"
@@ -315,3 +316,78 @@ def test_the_daemon_process_never_imports_the_anthropic_sdk(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert done.stdout.decode().strip().splitlines()[-1] == "[]"
+
+
+def test_a_symlinked_workspace_is_skipped_with_one_log_line(
+    tmp_path: Path, info_logs: None
+) -> None:
+    """A workspace reached through a symlinked folder, and one whose conversation.jsonl
+    is a symlink, are not taken (never followed), and each is said once, however many
+    rescans pass."""
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    write_lines(outside, "w", 3)
+    write_lines(root / "real", "w", 3)
+    root.joinpath("link").symlink_to(outside)
+    (root / "linked-file").mkdir()
+    (root / "linked-file" / "conversation.jsonl").symlink_to(outside / "conversation.jsonl")
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    overrides = {"roots": [str(root)], "workers": 1, "coalesce_ms": 0}
+    supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)
+    with capture_logs() as logs:
+        try:
+            supervisor.start()
+
+            def step_until_counted() -> dict[str, Any] | None:
+                supervisor.loop(wait=0.05)
+                return read_state(root / "real")
+
+            wait_until(step_until_counted, 10, "state", 0)
+            supervisor.rescan(0.0)
+            supervisor.rescan(0.0)
+        finally:
+            supervisor.close()
+    skipped = [(e["workspace"], e["reason"]) for e in logs if e["event"] == "workspace_skipped"]
+    assert sorted(skipped) == [
+        (str(root / "link"), "a symlinked folder (never followed out of a root)"),
+        (str(root / "linked-file"), "its conversation.jsonl is a symlink (never followed)"),
+    ]
+    assert root / "link" not in supervisor.scheduler
+
+
+def test_the_daemon_asks_the_strategy_whether_it_reads_each_lines_tokens(
+    tmp_path: Path, info_logs: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At start the daemon takes back the counts it saved, unless the workspace's
+    strategy says its due check reads each line's tokens (which are not saved): the
+    daemon asks the strategy, whatever its name."""
+    root = tmp_path / "root"
+    ws = root / "ws"
+    write_lines(ws, "w", 3)
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    overrides = {"roots": [str(root)], "workers": 1, "coalesce_ms": 0}
+
+    def counted_line_by_line() -> bool:
+        supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)
+        try:
+            supervisor.start()
+
+            def step_until_counted() -> dict[str, Any] | None:
+                supervisor.loop(wait=0.05)
+                return read_state(ws)
+
+            wait_until(step_until_counted, 10, "state", 0)
+            tracked = supervisor.scheduler.get(ws)
+            assert tracked is not None
+            return tracked.reader.tally.per_line
+        finally:
+            supervisor.close()
+
+    counted_line_by_line()  # saves the counts in state.json
+    assert not counted_line_by_line()  # narrative's due check reads totals: taken back
+
+    class LineTokens(Narrative):
+        needs_line_tokens = True
+
+    monkeypatch.setitem(STRATEGIES, "narrative", LineTokens)
+    assert counted_line_by_line()

@@ -262,6 +262,7 @@ def test_llm_failure_leaves_the_conversation_byte_identical(
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()
     assert heartbeat.status == "failed"
     assert heartbeat.last_error == result.reason
+    assert heartbeat.current_task is None and heartbeat.started_at is None
     [failed] = events_of(folder, "summarize_failed")
     assert words in failed["reason"]
     assert "summarize_completed" not in event_types(folder)
@@ -412,6 +413,8 @@ def test_giant_recent_message_makes_the_job_ineffective(
     assert result.tokens_after > settings.summarize_at * settings.token_limit
     [event] = events_of(folder, "summarize_ineffective")
     assert event["tokens_after"] == result.tokens_after
+    assert event["summarized"] == result.summarized_count and event["archive"]
+    assert "summarize_completed" not in event_types(folder)  # one outcome per job
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()
     assert heartbeat.status == "failed"  # over budget is never "completed"
     assert heartbeat.last_error is not None

@@ -123,6 +123,12 @@ def test_everyone_can_see_a_masking(tmp_path: Path, make_settings: SettingsFacto
     [event] = [e for e in read_events(folder / ".memoryd" / "events.jsonl")
                if e["type"] == "tool_outputs_masked"]  # fmt: skip
     assert event["outputs"] == outputs and event["tokens_freed"] == result.masked_tokens
+    outcomes = [e for e in read_events(folder / ".memoryd" / "events.jsonl")
+                if e["type"] in ("summarize_completed", "summarize_failed",
+                                 "summarize_ineffective")]  # fmt: skip
+    assert [(e["type"], e["backend"], e["llm_calls"]) for e in outcomes] == [
+        ("summarize_completed", "masking", 0)
+    ]
     masked = [json.loads(x) for x in lines(folder / "conversation.jsonl") if b'"isMasked"' in x]
     ident = masked[0]["id"]
     assert expand(folder, ident) == [original[ident]]
@@ -220,7 +226,7 @@ def test_property_a_masking_job_loses_nothing_and_keeps_the_task(
 ) -> None:
     """Whatever the target (masking alone, or a summary after it): every original line
     once in the live file or the archive, the task in the live file, the view valid."""
-    from api_rules import request_problem
+    from api_rules import request_problem, thinking_for
 
     transcript = generate(shape, seed, 80)
     folder = write_workspace(tmp_path_factory.mktemp("ws"), transcript)
@@ -239,5 +245,8 @@ def test_property_a_masking_job_loses_nothing_and_keeps_the_task(
     assert result.outcome in ("completed", "ineffective", "nothing_to_do"), result.reason
     originals_kept(folder, original)
     assert transcript.task in (folder / "conversation.jsonl").read_text()
-    body = {"model": "m", "max_tokens": 1, "messages": messages_for_api(folder)}
+    view = messages_for_api(folder)
+    body: dict[str, Any] = {"model": "m", "max_tokens": 2048, "messages": view}
+    if thinking_for(view):  # the agent of such a view sends with thinking on
+        body["thinking"] = thinking_for(view)
     assert request_problem(body) is None

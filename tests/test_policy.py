@@ -8,7 +8,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import SettingsFactory, encode_lines, generated_messages
+from conftest import SettingsFactory, encode_lines, generated_messages, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from split_checks import lines_of
@@ -16,11 +16,14 @@ from split_checks import lines_of
 from memoryd import reader as reader_module
 from memoryd.conversation import Line, split_lines
 from memoryd.policy import (
+    assistant_turns,
+    boundaries,
     detect_threshold,
     failure_backoff,
     get_threshold_action,
     may_retry_after_ineffective,
     over_trigger,
+    running_tool_call,
     safe_split,
     should_emit_event,
     usage_ratio,
@@ -219,3 +222,30 @@ def test_property_incremental_count_equals_a_full_recount(
             assert reader.tally.malformed == sum(
                 1 for line in full if line.problem not in (None, "opaque")
             )
+
+
+# --- assistant turns: thinking stays with its call -------------------------------------------
+
+
+def test_assistant_turns_span_blank_lines_and_no_split_falls_inside_one() -> None:
+    """Claude Code's lines: thinking, blank user line, tool_use are one turn; the only
+    boundaries are at its first line and at the user lines outside it."""
+    thought = {"type": "thinking", "thinking": "hm", "signature": "s"}
+    call = {"type": "tool_use", "id": "t1", "name": "bash", "input": {}}
+    lines = lines_of(
+        [
+            make_message(0, "user", "task"),
+            make_message(1, "assistant", [thought]),
+            make_message(2, "user", " \n"),
+            make_message(3, "assistant", [call]),
+            make_message(
+                4, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]
+            ),
+            make_message(5, "assistant", [thought]),
+            make_message(6, "assistant", [{**call, "id": "t2"}]),
+        ]
+    )
+    assert assistant_turns(lines) == [range(1, 4), range(5, 7)]
+    assert [k for k, kind in enumerate(boundaries(lines)) if kind] == [0, 1, 5]
+    assert running_tool_call(lines) == 5
+    assert safe_split(lines, 6) == 5

@@ -20,8 +20,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import TextContent
 
 from memoryd.errors import UsageError
+from memoryd.search.cost import QueryTooCostly, prefixes
 from memoryd.search.query import (
     MAX_QUERY_CHARS,
+    MAX_RAW_TERMS,
     MAX_TERMS,
     QueryStopped,
     check_timeout,
@@ -248,3 +250,55 @@ def test_the_time_budget_covers_every_workspace_of_a_root(tmp_path: Path) -> Non
         archive_of(tmp_path / "root" / name, 200, 10)
     with pytest.raises(QueryStopped):
         recall(tmp_path / "root", SIXTEEN_PREFIXES, timeout=1e-9)
+
+
+# ----- the cost bound -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_terms(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An archive whose vocabulary is as wide as real transcripts': 40,000 distinct ids
+    (``idxa0`` … ``idxa39999``) in 40 messages, and a message about postgres."""
+    folder = tmp_path_factory.mktemp("vocab") / "ws"
+    (folder / ".memoryd" / "archive").mkdir(parents=True)
+    (folder / "conversation.jsonl").write_bytes(b"")
+    lines = [
+        json.dumps(
+            {
+                "id": f"m{n}",
+                "role": "user",
+                "content": " ".join(f"idxa{k}" for k in range(n * 1000, (n + 1) * 1000)),
+            }
+        )
+        for n in range(40)
+    ]
+    lines.append(json.dumps({"id": "pg", "role": "user", "content": "postgres idxa7 here"}))
+    archive = folder / ".memoryd" / "archive" / "conversation-20260101T000000Z-abcd.jsonl"
+    archive.write_text("\n".join(lines) + "\n")
+    update_index(folder)
+    return folder
+
+
+def test_a_query_whose_prefixes_stand_for_too_many_words_is_refused_before_it_runs(
+    many_terms: Path,
+) -> None:
+    """idxa* stands for 40,000 index terms: refused at once, one line naming the prefix,
+    exit 2, root-wide too; a longer prefix, and a three-letter one (the prefix index
+    holds those whole), answer."""
+    with pytest.raises(QueryTooCostly, match=r"idxa\* alone for"):
+        recall(many_terms, "postgres idxa*")
+    with pytest.raises(QueryTooCostly):
+        recall(many_terms.parent, "idxa* OR postgres", raw=True)
+    refused(memoryd("recall", str(many_terms), "idxa*"), 2, "longer prefixes")
+    assert [hit.id for hit in recall(many_terms, "postgres idxa7*")] == ["pg", "m7", "m0"]
+    assert recall(many_terms, "postgres idx*")[0].id == "pg"
+    assert prefixes(to_match('"be idxa"* OR ab* OR abcd*', raw=True)) == ["idxa", "abcd"]
+
+
+def test_a_raw_query_of_more_than_48_words_is_refused() -> None:
+    """OR-ed words common in every message each make BM25 score most of the index: a raw
+    query holds at most 48 words (operators and NEAR's distance aside)."""
+    common = " OR ".join(["test", "file", "error", "line"] * 12)
+    assert to_match(common, raw=True).raw
+    with pytest.raises(UsageError, match=f"at most {MAX_RAW_TERMS}"):
+        to_match(common + " OR self", raw=True)

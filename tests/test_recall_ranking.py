@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 from memoryd.search.query import identifiers, plain_terms, to_match
 from memoryd.search.rank import held, useful_terms
 from memoryd.search.recall import Hit, recall, update_index
-from memoryd.search.schema import APPLICATION_ID
+from memoryd.search.schema import APPLICATION_ID, SCHEMA_VERSION
 from memoryd.search.text import (
     PASSAGE_CHARS,
     camel_parts,
@@ -209,10 +209,12 @@ def test_an_index_of_an_older_schema_is_rebuilt_from_the_archive(tmp_path: Path)
     with capture_logs() as logs:
         assert ids(recall(folder, "retry")) == ["msg-0000"]
     rebuilt = [log for log in logs if log["event"] == "index_rebuilding"]
-    assert [log["reason"] for log in rebuilt] == ["schema version 1, this memoryd uses 2"]
+    assert [log["reason"] for log in rebuilt] == [
+        f"schema version 1, this memoryd uses {SCHEMA_VERSION}"
+    ]
     reader = sqlite3.connect(index)
     try:
-        assert reader.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert reader.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert reader.execute("SELECT count(*) FROM messages").fetchone()[0] == 6
     finally:
         reader.close()

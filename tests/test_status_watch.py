@@ -100,11 +100,14 @@ def test_watch_with_json_or_a_bad_interval_is_refused(workspace: WorkspaceFactor
     assert cli("status", str(folder / "nope"), "--watch")[0] == 2
 
 
-@pytest.mark.parametrize("interval", ["inf", "nan", "-1", "3601", "1e400", "soon"])
+@pytest.mark.parametrize(
+    "interval", ["inf", "nan", "-1", "3601", "1e400", "soon", "1e-300", "0.099"]
+)
 def test_an_interval_that_is_not_a_finite_number_of_seconds_is_one_line(
     workspace: WorkspaceFactory, tmp_path: Path, interval: str
 ) -> None:
-    """``--interval inf`` passed the check and overflowed the wait with a traceback."""
+    """``--interval inf`` passed the check and overflowed the wait with a traceback;
+    ``1e-300`` redrew in a busy loop at 100% CPU."""
     folder = workspace(2, 10)
     result = subprocess.run(
         [sys.executable, "-m", "memoryd", "status", str(folder), "--watch", "--interval", interval],

@@ -36,24 +36,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--interval",
         type=interval,
         default=2.0,
-        help=f"seconds between refreshes, above 0 and at most {MAX_INTERVAL:g} (default: 2)",
+        help=f"seconds between refreshes, from {MIN_INTERVAL:g} to {MAX_INTERVAL:g} (default: 2)",
     )
 
 
+MIN_INTERVAL = 0.1
+"""The shortest refresh interval: below it a watch would redraw in a busy loop."""
 MAX_INTERVAL = 3600.0
 """The longest refresh interval of ``--watch`` (an hour); longer is refused, as infinity
 is (a wait that long overflowed)."""
 
 
 def interval(text: str) -> float:
-    """A refresh interval for argparse: a number of seconds above 0, at most an hour."""
+    """A refresh interval for argparse: a number of seconds from 0.1 to an hour."""
     try:
         seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < seconds <= MAX_INTERVAL:  # NaN and infinity fail here too
+    if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:  # NaN and infinity fail here too
         raise argparse.ArgumentTypeError(
-            f"must be above 0 and at most {MAX_INTERVAL:g} seconds (got {text})"
+            f"must be from {MIN_INTERVAL:g} to {MAX_INTERVAL:g} seconds (got {text})"
         )
     return seconds
 

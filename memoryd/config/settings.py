@@ -12,7 +12,6 @@ result, ``memoryd.config.schema`` holds the helpers.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from memoryd.config.listen import is_loopback, parse_listen
 from memoryd.config.schema import (
     ENV_DELIMITER,
     ENV_PREFIX,
@@ -235,32 +235,6 @@ class Settings(BaseSettings):
 
 
 _LEAVES = frozenset(leaf_keys(Settings))
-
-
-def parse_listen(listen: str) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port`` for IPv6) as (host, port); ValueError naming the problem."""
-    host, sep, port_text = listen.rpartition(":")
-    if not sep or not host:
-        raise ValueError("must be host:port, e.g. 127.0.0.1:9477")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"port {port_text!r} is not a number") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port {port} is out of range")
-    return host, port
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve anywhere
 
 
 # The environment and file sources load_settings built, for settings_customise_sources

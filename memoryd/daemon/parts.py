@@ -51,6 +51,8 @@ class DaemonParts(abc.ABC):
     pending_init: deque[tuple[Path, TidyStep]]
     """Workspaces to tidy after READY, with what their tidy must do (folders.tidy_step)."""
     untidy: set[Path]
+    skipped_workspaces: set[str]
+    """Workspaces not taken (symlinked), each logged once."""
     interrupted: set[Path]
     """Workspaces whose state.json said a job was running (the tidy fails that job)."""
     tidied: Counter[str]

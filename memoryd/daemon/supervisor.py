@@ -45,6 +45,7 @@ from memoryd.daemon.watchers import RootWatchers
 from memoryd.daemon.workspaces import WorkspaceTracking
 from memoryd.errors import MemorydError
 from memoryd.reader import ConversationReader
+from memoryd.strategies import strategy_for
 from memoryd.summarizers.base import choose_backend
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         self.unclaimed: dict[Path, tuple[int, float, str | None]] = {}
         self.pending_init: deque[tuple[Path, TidyStep]] = deque()
         self.untidy: set[Path] = set()
+        self.skipped_workspaces: set[str] = set()
         self.interrupted: set[Path] = set()
         self.tidied: Counter[str] = Counter()
         self.tidy_began: float | None = None
@@ -329,8 +331,9 @@ class Supervisor(WorkspaceTracking, JobDispatch):
                 tracked.config_error = None
             except MemorydError as exc:
                 tracked.config_error = str(exc)
-            if tracked.settings.strategy == "rolling" and not tracked.reader.tally.per_line:
-                # Totals taken back at start lack each line's tokens, which rolling reads.
+            needs = strategy_for(tracked.settings).needs_line_tokens
+            if needs and not tracked.reader.tally.per_line:
+                # Totals taken back at start lack each line's tokens, which it reads.
                 tracked.reader = ConversationReader(
                     tracked.reader.path, tracked.settings.max_line_bytes
                 )

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd import strict_json
-from memoryd.config.settings import Settings, parse_listen
+from memoryd.config.listen import parse_listen
+from memoryd.config.settings import Settings
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.tracked import Tracked, over_budget
 from memoryd.errors import ConfigError, MemorydError

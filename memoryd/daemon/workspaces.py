@@ -33,6 +33,7 @@ from memoryd.signals.state import (
     saved_numbers,
     saved_time,
 )
+from memoryd.strategies import strategy_for
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = structlog.get_logger()
@@ -73,13 +74,24 @@ class WorkspaceTracking(DaemonParts):
             depth = len(folder.relative_to(root).parts)
         except ValueError:
             return
+        if folder.is_symlink() and (folder / CONVERSATION).is_file():
+            self._skipped(str(folder), "a symlinked folder (never followed out of a root)")
         if folder.is_symlink() or not folder.is_dir():
             return
-        for found in scan_workspaces(folder, self.settings.max_depth - depth):
+        found_here = scan_workspaces(
+            folder, self.settings.max_depth - depth, None, skipped=self._skipped
+        )
+        for found in found_here:
             if found.path not in self.scheduler:
                 tracked = self._track(found, root)
                 if tracked is not None:
                     self.scheduler.schedule(tracked, now)
+
+    def _skipped(self, path: str, why: str) -> None:
+        """Say once per path that a workspace is not taken, and why."""
+        if path not in self.skipped_workspaces:
+            self.skipped_workspaces.add(path)
+            log.warning("workspace_skipped", workspace=path, reason=why)
 
     def _track(
         self, found: Found, root: Path, announce: bool = True, debug: bool = False
@@ -116,11 +128,11 @@ class WorkspaceTracking(DaemonParts):
         reader = ConversationReader(conversation, settings.max_line_bytes)
         counted = saved_counted(saved)
         # The counts of a file unchanged since they were saved are taken back, not read
-        # again; rolling needs the tokens of each line, which are not saved.
+        # again, unless the strategy reads the tokens of each line, which are not saved.
         if (
             counted is not None
             and counted.holds(st, settings.max_line_bytes)
-            and settings.strategy != "rolling"
+            and not strategy_for(settings).needs_line_tokens
         ):
             reader.resume(counted)
         tracked = Tracked(
@@ -233,7 +245,7 @@ class WorkspaceTracking(DaemonParts):
             visit = self.watchers.first_scan(root)
             # The start's walk takes no stamps (a stat a folder); the first rescan does.
             stamps: dict[str, int] | None = {} if visit is None else None
-            listed = scan_workspaces(root, self.settings.max_depth, visit, stamps)
+            listed = scan_workspaces(root, self.settings.max_depth, visit, stamps, self._skipped)
             if visit is not None:
                 self.watchers.scanned(root)
             if stamps is not None:

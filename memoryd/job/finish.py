@@ -7,7 +7,6 @@ Once the rewrite is durable the job has succeeded: a write after it that fails i
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from memoryd import strict_json
 from memoryd.clock import iso_ms
 from memoryd.commit.rewrite import ArchivePlan, FaultHook, Part, parts_size, rewrite
 from memoryd.commit.snapshot import Snapshot
@@ -73,7 +73,7 @@ def commit_and_report(
     settings = request.settings
     plan = pinned.plan
     head, name = produced.head, produced.archive_name
-    head_line = json.dumps(head.message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    head_line = strict_json.dumps_line_escaping(head.message)
     cut = lines[plan.keep_from - 1].end
     pin_ranges = byte_ranges(pinned.pins)
     archived = byte_ranges(pinned.summarized)
@@ -183,33 +183,20 @@ def commit_and_report(
     )
     if masking is not None and receipt.masked is not None:
         emit_masked(workspace, receipt.job, receipt.masked)
-    after_commit(
-        workspace,
-        "events.jsonl",
-        lambda: events.emit(workspace, "summarize_completed", **details),
-    )
+    # One outcome event per job: an ineffective job did commit, and its event carries
+    # what a completed one would, plus why it stayed above the trigger.
     if ineffective and trigger is not None:
-        trigger_tokens = int(trigger * settings.token_limit)
-        after_commit(
-            workspace,
-            "events.jsonl",
-            lambda: events.emit(
-                workspace,
-                "summarize_ineffective",
-                job=receipt.job,
-                cause="the kept part alone is above the trigger",
-                tokens_after=tokens_after,
-                usage_ratio=usage_ratio(tokens_after, settings.token_limit),
-                trigger_tokens=trigger_tokens,
-            ),
-        )
-        log.warning(
-            "summarize_ineffective",
-            workspace=str(workspace.path),
-            job=receipt.job,
-            tokens=tokens_after,
+        details.update(
+            cause="the kept part alone is above the trigger",
             usage_ratio=usage_ratio(tokens_after, settings.token_limit),
+            trigger_tokens=int(trigger * settings.token_limit),
         )
+        outcome = "summarize_ineffective"
+        log.warning(outcome, workspace=str(workspace.path), **details)
+    else:
+        outcome = "summarize_completed"
+        log.info(outcome, workspace=str(workspace.path), **details)
+    after_commit(workspace, "events.jsonl", lambda: events.emit(workspace, outcome, **details))
     now = time.time()
     state = build_state(
         workspace,
@@ -222,7 +209,6 @@ def commit_and_report(
         calibration=calibration or request.calibration,
     )
     after_commit(workspace, "state.json", lambda: write_state(workspace, state))
-    log.info("summarize_completed", workspace=str(workspace.path), **details)
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",

@@ -25,6 +25,7 @@ from memoryd.job.report import JobClock, after_commit, emit_masked, record_recei
 from memoryd.job.request import JobRequest, JobResult, Progress
 from memoryd.pins import pinned_indices
 from memoryd.receipts.records import build_receipt
+from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.signals.state import build_state, write_state
 from memoryd.strategies.masking import MaskingStage
@@ -128,6 +129,27 @@ def _commit_masking(
     heartbeat = HeartbeatManager(workspace)
     after_commit(workspace, "HEARTBEAT.md", lambda: heartbeat.complete_task(result_text))
     emit_masked(workspace, receipt.job, span)
+    # Every job has one outcome event; a job that masking alone finished completed.
+    after_commit(
+        workspace,
+        "events.jsonl",
+        lambda: events.emit(
+            workspace,
+            "summarize_completed",
+            job=receipt.job,
+            reason=request.reason,
+            strategy=strategy,
+            summarized=0,
+            masked=len(masking.masked),
+            messages_before=base.messages_before,
+            messages_after=messages_after,
+            tokens_before=base.tokens_before,
+            tokens_after=tokens_after,
+            archive=name,
+            backend="masking",
+            llm_calls=0,
+        ),
+    )
     now = time.time()
     state = build_state(
         workspace,

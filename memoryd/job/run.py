@@ -52,7 +52,7 @@ from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
 from memoryd.strategies.masking import masking_stage
 from memoryd.summarizers import limits
-from memoryd.summarizers.base import choose_backend
+from memoryd.summarizers.base import request_timeout
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
@@ -357,7 +357,7 @@ def _produce_head(
             prefix=prefix,
             plan=plan,
             archive=f".memoryd/archive/{name}",
-            deadline=_request_timeout(request) * JOB_DEADLINE_FACTOR,
+            deadline=request_timeout(request.settings, request.env) * JOB_DEADLINE_FACTOR,
             progress=progress,
             kept=(*pinned.pins, *lines[plan.keep_from :]),
         )
@@ -366,14 +366,6 @@ def _produce_head(
         # Where the pins written after the head end: the next user turn is not theirs.
         head = replace(head, message={**head.message, PINS_AFTER: len(pinned.pins)})
     return Produced(head, name)
-
-
-def _request_timeout(request: JobRequest) -> float:
-    """The configured timeout of one request to the job's backend."""
-    settings = request.settings
-    if choose_backend(settings, request.env)[0] == "openai":
-        return settings.openai.timeout
-    return settings.anthropic.timeout
 
 
 def _report_malformed(workspace: Workspace, lines: Sequence[Line]) -> None:

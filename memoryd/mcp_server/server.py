@@ -37,6 +37,7 @@ from memoryd.mcp_server.tools import APPENDS, READS, UNSERVED, ToolServer, tool
 from memoryd.search.query import MAX_LIMIT
 from memoryd.search.recall import Hit, expand, recall
 from memoryd.stores import disk as stores
+from memoryd.strict_json import valid_text, valid_unicode
 from memoryd.workspace import CONVERSATION
 
 T = TypeVar("T")
@@ -99,6 +100,8 @@ class MessagesOut(TypedDict):
     workspace: str
     messages: list[dict[str, Any]]
     """The Messages-API ``messages`` list: ``role`` and ``content`` only."""
+    left_out: list[int]
+    """The line numbers (from 1) of malformed lines left out of the view."""
 
 
 class EntriesOut(TypedDict):
@@ -256,7 +259,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         except MemorydError as exc:
             raise ToolError(str(exc)) from None
         text = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
-        return {"workspace": str(path), "id": id, "lines": text}
+        return {"workspace": str(path), "id": valid_text(id), "lines": text}
 
     @tool(server, "context_status", READS)
     def context_status(workspace: WorkspaceArg = None) -> StatusOut:
@@ -284,16 +287,20 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         accepts. Only role and content; the summary (or checkpoint) becomes a user turn;
         consecutive turns of one role are merged; every tool_result sits right after its
         tool_use (an orphaned one becomes text saying what it was); the first turn is the
-        user's. Malformed lines and a half-written last line are left out.
+        user's. Malformed lines (their line numbers in `left_out`) and a half-written
+        last line are left out.
         """
         from memoryd.api_view import messages_for_api
 
         path = scope.path(workspace, workspace=True)
+        left_out: list[int] = []
         try:
-            messages = messages_for_api(path)
+            messages = messages_for_api(path, left_out)
         except (MemorydError, OSError) as exc:
             raise ToolError(str(exc)) from None
-        return {"workspace": str(path), "messages": messages}
+        # A lone surrogate in a message cannot cross UTF-8 JSON (docs/design.md#odd-text).
+        messages = valid_unicode(messages)
+        return {"workspace": str(path), "messages": messages, "left_out": left_out}
 
     @tool(server, "memory_write", APPENDS)
     def memory_write(

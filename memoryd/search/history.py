@@ -107,13 +107,22 @@ def read_lines(workspace: Workspace, source: str) -> Iterator[RawLine]:
 
 
 def parse_message(line: RawLine) -> dict[str, Any] | None:
-    """The JSON object of a line, or None for a line that is not one (or too long)."""
+    """The JSON object of a line, or None for a line that is not one (or too long).
+
+    A line that is not UTF-8 is read with U+FFFD for its bad bytes: what can be searched
+    is, and the archive keeps the bytes (docs/design.md#odd-text).
+    """
     if len(line.data) > MAX_PARSED_LINE:
         return None
     try:
         value = strict_json.loads(line.data)
-    except strict_json.JSONProblem:
-        return None
+    except strict_json.JSONProblem as problem:
+        if str(problem) != "not UTF-8":
+            return None
+        try:
+            value = strict_json.loads(line.data.decode("utf-8", "replace"))
+        except strict_json.JSONProblem:
+            return None
     return value if isinstance(value, dict) else None
 
 

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import structlog
 
+from memoryd import strict_json
 from memoryd.errors import MemorydError, UnsafePathError
 from memoryd.files.fsutil import flocked
 from memoryd.files.paths import open_in, resolve_inside
@@ -142,13 +143,14 @@ def _rows(
         if message is None or (number == 0 and is_summary(message)) or is_masked(message):
             continue
         ident, role, stamp = message.get("id"), message.get("role"), message.get("timestamp")
+        # Text that is not valid Unicode is indexed as far as it is (docs/design.md#odd-text).
         yield (
-            ident if isinstance(ident, str) else None,
-            role if isinstance(role, str) else None,
+            strict_json.valid_text(ident) if isinstance(ident, str) else None,
+            strict_json.valid_text(role) if isinstance(role, str) else None,
             stamp if isinstance(stamp, int) and not isinstance(stamp, bool) else None,
             line.offset,
             len(line.data),
-            content_text(message.get("content")),
+            strict_json.valid_text(content_text(message.get("content"))),
         )
 
 

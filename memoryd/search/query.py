@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from memoryd import strict_json
 from memoryd.errors import MemorydError, UsageError
 from memoryd.search.text import camel_parts
 
@@ -30,6 +31,10 @@ MAX_QUERY_CHARS = 1000
 """The longest query taken, in characters."""
 MAX_TERMS = 16
 """The most words and phrases a plain query may have (each one narrows the search)."""
+MAX_RAW_TERMS = 48
+"""The most words an FTS5 (``--raw``) query may hold: OR-ed words common in every message
+each make BM25 score most of the index (docs/design.md#recall-cost)."""
+RAW_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 MIN_PREFIX = 2
 """Characters a prefix term needs before its ``*``: ``a*`` expands to most of the index."""
 QUERY_SECONDS = 10.0
@@ -201,6 +206,7 @@ def to_match(query: str, raw: bool = False) -> Query:
     """
     if "\x00" in query:
         raise UsageError("the query contains a NUL character")
+    query = strict_json.valid_text(query)  # a lone surrogate (from argv, say) searches as U+FFFD
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(
             f"the query is {len(query):,} characters long; at most {MAX_QUERY_CHARS:,} are taken"
@@ -211,6 +217,11 @@ def to_match(query: str, raw: bool = False) -> Query:
         if RAW_SHORT_PREFIX.search(query):
             raise UsageError(
                 f"--raw query: a prefix needs at least {MIN_PREFIX} letters or digits before *"
+            )
+        words = [w for w in re.findall(r"\w+", query) if w not in RAW_OPERATORS]
+        if len(words) > MAX_RAW_TERMS:
+            raise UsageError(
+                f"--raw query: {len(words)} words; at most {MAX_RAW_TERMS} are searched together"
             )
         _check_syntax(query)
         return Query((query,), raw=True)

@@ -75,7 +75,7 @@ def rank(conn: sqlite3.Connection, query: Query, role: str | None, limit: int) -
                 conn, query, query.any_word(terms), role, limit + len(seen), all_words=False
             )
             found += [ranked for ranked in others if ranked.message not in seen]
-    return [replace(ranked, snippet=_snippet(conn, ranked)) for ranked in found[:limit]]
+    return _with_snippets(conn, found[:limit])
 
 
 def _count(conn: sqlite3.Connection, term: str, at_most: int) -> int:
@@ -128,19 +128,25 @@ def _group(
     return sorted(found, key=lambda ranked: -ranked.identifiers)
 
 
-def _snippet(conn: sqlite3.Connection, ranked: Ranked) -> str:
-    """FTS5's snippet of the passage's text; when the query matched only the parts of an
-    identifier (``Timeout`` in ``FooBarTimeoutError``), a snippet centred on that
-    identifier instead, since FTS5 then marks nothing in the text."""
-    row = conn.execute(
-        f"SELECT snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}), "
-        f"snippet(passages, 1, char(2), char(3), '…', 64), body FROM passages "
-        "WHERE passages MATCH ? AND rowid = ?",
-        (ranked.match, ranked.passage),
-    ).fetchone()
-    if not row:
-        return ""
-    text, parts, body = (str(value) for value in row)
-    if "**" in text or "\x02" not in parts:
-        return text
-    return identifier_snippet(body, parts, SNIPPET_TOKENS) or text
+def _with_snippets(conn: sqlite3.Connection, found: list[Ranked]) -> list[Ranked]:
+    """``found`` with their snippets: one statement per match expression, not one per
+    hit, since each statement expands the query's prefixes again
+    (docs/design.md#recall-cost). When the query matched only the parts of an identifier
+    (``Timeout`` in ``FooBarTimeoutError``), FTS5 marks nothing in the text, and the
+    snippet is centred on that identifier instead."""
+    snippets: dict[int, str] = {}
+    for match in dict.fromkeys(ranked.match for ranked in found):
+        wanted = [ranked.passage for ranked in found if ranked.match == match]
+        marks = ", ".join("?" * len(wanted))
+        rows = conn.execute(
+            f"SELECT rowid, snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}), "
+            "snippet(passages, 1, char(2), char(3), '…', 64), body FROM passages "
+            f"WHERE passages MATCH ? AND rowid IN ({marks})",
+            [match, *wanted],
+        ).fetchall()
+        for rowid, text, parts, body in rows:
+            text, parts, body = str(text), str(parts), str(body)
+            if "**" not in text and "\x02" in parts:
+                text = identifier_snippet(body, parts, SNIPPET_TOKENS) or text
+            snippets[int(rowid)] = text
+    return [replace(ranked, snippet=str(snippets.get(ranked.passage, ""))) for ranked in found]

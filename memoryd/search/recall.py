@@ -7,6 +7,8 @@ rebuilt from the archive whenever needed (docs/design.md#recall).
 from __future__ import annotations
 
 import functools
+import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -15,9 +17,19 @@ from pathlib import Path
 
 import structlog
 
+from memoryd import strict_json
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
-from memoryd.search.history import context, is_masked, is_summary, parse_message, read_lines
+from memoryd.search.cost import QueryTooCostly, check_cost
+from memoryd.search.history import (
+    MAX_PARSED_LINE,
+    context,
+    is_masked,
+    is_summary,
+    parse_message,
+    read_lines,
+    sources,
+)
 from memoryd.search.index import update_index, update_index_in_background, with_index
 from memoryd.search.query import (
     QUERY_SECONDS,
@@ -88,6 +100,7 @@ def _search(
     cancelled: Callable[[], bool] | None,
 ) -> list[Hit]:
     with budget(conn, deadline, cancelled):
+        check_cost(conn, query)
         ranked = rank(conn, query, role, limit)
         where = {
             row[0]: row[1:]
@@ -173,7 +186,7 @@ def recall(
         )
         try:
             found = with_index(Workspace(folder), search)
-        except QueryStopped:
+        except (QueryStopped, QueryTooCostly):
             raise
         except MemorydError as exc:
             if len(folders) == 1:
@@ -229,10 +242,29 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
     ws = Workspace(folder.absolute())
     if not (ws.conversation.exists() or ws.archive_dir.exists()):
         raise InputError(f"{folder}: not a workspace (no {CONVERSATION} and no archive)")
+    key = strict_json.valid_text(id)  # as the index holds it (docs/design.md#odd-text)
     where = _live_line(ws, id) or next(
-        filter(None, with_index(ws, lambda conn: _archived_line(conn, id))), None
+        filter(None, with_index(ws, lambda conn: _archived_line(conn, key))), None
     )
     lines = context(ws, *where, before, after) if where else None
     if lines is None:
-        raise MemorydError(f"{id}: no message with this id in {folder} (live or archived)")
+        raise MemorydError(_not_found(ws, id, folder))
     return lines
+
+
+def _not_found(ws: Workspace, message_id: str, folder: Path) -> str:
+    """Why expand found no line for ``message_id``: an over-size line that holds the id
+    is archived but never parsed, and so not indexed; else there is no such message."""
+    pattern = re.compile(
+        rb'"id"\s*:\s*' + re.escape(json.dumps(message_id).encode("utf-8", "surrogatepass"))
+    )
+    for source in sources(ws):
+        for line in read_lines(ws, source):
+            if len(line.data) > MAX_PARSED_LINE and pattern.search(line.data):
+                return (
+                    f"{message_id}: its line in {source} (at byte {line.offset}) is "
+                    f"{len(line.data):,} bytes, over the {MAX_PARSED_LINE:,}-byte limit for "
+                    "reading a message: it is kept byte for byte but not indexed, so expand "
+                    "cannot return it"
+                )
+    return f"{message_id}: no message with this id in {folder} (live or archived)"

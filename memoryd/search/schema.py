@@ -16,8 +16,9 @@ from memoryd.search.text import identifier_parts, passages
 
 APPLICATION_ID = 0x6D656D72
 """``PRAGMA application_id`` of memoryd's index ("memr"); anything else is not ours."""
-SCHEMA_VERSION = 2
-"""``PRAGMA user_version``: 1 held whole messages, unstemmed; 2 holds stemmed passages."""
+SCHEMA_VERSION = 3
+"""``PRAGMA user_version``: 1 held whole messages, unstemmed; 2 stemmed passages; 3 adds
+the prefix index of 2 and 3 characters (docs/design.md#recall-cost)."""
 PASSAGE_BITS = 16
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 SCHEMA = f"""
@@ -28,7 +29,7 @@ CREATE TABLE messages(
     rowid INTEGER PRIMARY KEY, message_id TEXT, role TEXT, timestamp INTEGER,
     archive_id INTEGER NOT NULL, byte_offset INTEGER NOT NULL, byte_length INTEGER NOT NULL);
 CREATE INDEX messages_by_id ON messages(message_id);
-CREATE VIRTUAL TABLE passages USING fts5(body, parts, tokenize = '{TOKENIZER}');
+CREATE VIRTUAL TABLE passages USING fts5(body, parts, tokenize = '{TOKENIZER}', prefix = '2 3');
 """
 
 

@@ -258,13 +258,9 @@ class HeartbeatManager:
         )
 
     def fail_task(self, error: str, result: str | None = None) -> Heartbeat:
-        """Mark the task failed with its reason. With ``result`` the task did end (a job
-        that compacted but left usage above its trigger): it is recorded as the last result
-        and no task is current any more."""
-        if result is None:
-            return self._update(
-                lambda old, now: replace(old, status="failed", last_checkin=now, last_error=error)
-            )
+        """Mark the task failed with its reason: it is not current any more (SPEC's
+        lifecycle: failed, then idle). With ``result`` the task did end (a job that
+        compacted but left usage above its trigger): it is recorded as the last result."""
         return self._update(
             lambda old, now: replace(
                 old,
@@ -272,7 +268,7 @@ class HeartbeatManager:
                 current_task=None,
                 started_at=None,
                 last_checkin=now,
-                last_result=result,
+                last_result=result if result is not None else old.last_result,
                 last_error=error,
             )
         )

@@ -13,7 +13,6 @@ Pure: values in, values out; reading and appending are in :mod:`memoryd.stores.d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -64,11 +63,7 @@ def is_summary(value: object) -> bool:
 
 def json_line(value: dict[str, Any]) -> bytes:
     """One compact JSON line ended by ``\\n``; lone surrogates fall back to ``\\u`` escapes."""
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    try:
-        return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        return json.dumps(value, allow_nan=False, separators=(",", ":")).encode() + b"\n"
+    return strict_json.dumps_line_escaping(value)
 
 
 def parse_store(data: bytes) -> list[Entry]:

@@ -1,6 +1,7 @@
 """The summarization strategies behind one small protocol (see docs/design.md#strategies).
 
-A strategy answers four questions, and nothing outside this package asks for its name:
+A strategy answers four questions (and says what its due check reads:
+``needs_line_tokens``), and nothing outside this package asks for its name:
 
 - **due** (pure, from the counts): is a job due, and why (or why not);
 - **split** (pure, from the lines): which prefix to replace, as a :class:`SplitPlan`;

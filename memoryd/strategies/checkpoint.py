@@ -183,6 +183,7 @@ class CheckpointStrategy:
     """Due above ``[checkpoint] compact_at``; compacts every message, keeps none verbatim."""
 
     name = "checkpoint"
+    needs_line_tokens = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

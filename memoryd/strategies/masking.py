@@ -253,7 +253,7 @@ def mask_line(
     tokens = estimate_message_tokens(new_message)
     if tokens >= line.tokens:
         return None
-    new_line = replace(line, tokens=tokens, message=new_message)
+    new_line = Line(line.index, line.offset, line.length, tokens, new_message, line.problem)
     return MaskedLine(line, new_line, data, masked_outputs)
 
 

@@ -61,6 +61,7 @@ class Narrative:
     """Due above ``summarize_at``; keeps the newest ``keep_recent_ratio`` verbatim."""
 
     name = "narrative"
+    needs_line_tokens = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

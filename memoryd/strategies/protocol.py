@@ -116,6 +116,12 @@ class Strategy(Protocol):
     def name(self) -> str: ...
 
     @property
+    def needs_line_tokens(self) -> bool:
+        """Does :meth:`due` read each line's tokens (``Counts.line_tokens``)? The daemon
+        then counts a conversation line by line rather than take back the totals it saved
+        (those lack each line's tokens)."""
+
+    @property
     def trigger(self) -> float | None:
         """The usage share that makes a job due; None for a strategy that counts messages.
 

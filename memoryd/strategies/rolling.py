@@ -78,6 +78,7 @@ class Rolling:
     summary folds the previous one in."""
 
     name = "rolling"
+    needs_line_tokens = True
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

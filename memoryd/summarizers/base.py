@@ -316,6 +316,13 @@ def choose_backend(settings: Settings, env: Mapping[str, str]) -> tuple[str, str
     return wanted, why
 
 
+def request_timeout(settings: Settings, env: Mapping[str, str]) -> float:
+    """The configured timeout of one request to the backend ``settings`` choose."""
+    if choose_backend(settings, env)[0] == "openai":
+        return settings.openai.timeout
+    return settings.anthropic.timeout
+
+
 @functools.cache
 def _installed(package: str) -> bool:
     return importlib.util.find_spec(package) is not None

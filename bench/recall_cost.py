@@ -1,0 +1,176 @@
+"""Recall: the CPU a query may cost, for the worst queries the parser accepts.
+
+Four workspaces, each with 3,000 archived messages of generated agent transcripts (one of
+each shape: tool loop, interactive, text mode, ... see tests/agent_transcripts.py), are
+searched in-process (``recall()``, what the CLI and MCP call) one workspace at a time and
+root-wide, with hostile but valid queries: 16 two-letter prefixes, 90 AND-ed prefixes in
+FTS5 syntax, a wide ``NEAR``, words in every message, a 16-word question. For each query:
+the CPU seconds the call used (``time.process_time``), and whether it was answered or
+refused (one line saying so). A yardstick measured in the same run (the CPU of a bare
+``python -c "import json"``) makes the figures comparable across machines.
+
+Target: the worst accepted query ≤ 2 s of CPU, root-wide included. Each message gets a
+tail of 40 distinct tokens (hex ids, numbered names) so that the vocabulary is as large
+as real transcripts' and a short prefix stands for thousands of terms.
+
+    python bench/recall_cost.py [--messages 3000] [--workspaces 4] [--bytes 2000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as common
+
+sys.path.insert(0, str(common.REPO))
+sys.path.insert(0, str(common.REPO / "tests"))
+
+from agent_transcripts import SHAPES, generate
+
+from memoryd.errors import MemorydError
+from memoryd.search.recall import recall, update_index
+
+ARCHIVE = ".memoryd/archive/conversation-20260101T000000000000Z-{:06x}.jsonl"
+PREFIXES = "po de co re te fi ch ru ha pa se ma in pr st ca".split()  # noqa: SIM905
+COMMON = [
+    *("test", "file", "error", "line", "def", "return", "self", "import", "assert", "value"),
+    *("name", "path", "run", "code", "and", "parser", "config", "handler", "module", "src"),
+    *("tests", "output", "failed", "passed"),
+]
+QUERIES: dict[str, tuple[str, bool]] = {
+    "16 two-letter prefixes": (" ".join(f"{p}*" for p in PREFIXES), False),
+    "15 common prefixes and a rare one": (
+        " ".join(f"{p}*" for p in PREFIXES[:15]) + " zqx*",
+        False,
+    ),
+    "16 common words": (
+        "test file error line def return self import assert value name path run code the and",
+        False,
+    ),
+    "a 16-word question": (
+        "why did the parser config test fail after the handler change in the module import",
+        False,
+    ),
+    "a word in every message": ("src", False),
+    "a rare identifier": ("parse_config", False),
+    "raw: 90 AND-ed prefixes": (
+        " AND ".join([f"{a}{b}*" for a in "pdcrtfsmhl" for b in "aeiourhln"][:90]),
+        True,
+    ),
+    "raw: a wide NEAR": ("NEAR(" + " ".join(f"{p}*" for p in PREFIXES[:8]) + ", 200)", True),
+    "raw: OR of 40 prefixes": (
+        " OR ".join(f"{a}{b}*" for a in "pdcrtfsm" for b in "aeiou"),
+        True,
+    ),
+    "16 four-character id prefixes": (" ".join(f"id{n}*" for n in range(10, 26)), False),
+    "raw: OR of 40 id prefixes": (" OR ".join(f"id{n}*" for n in range(10, 50)), True),
+    "raw: OR of 22 id prefixes (just under the bound)": (
+        " OR ".join(f"id{n}*" for n in range(10, 32)),
+        True,
+    ),
+    "raw: OR of 48 common words": (" OR ".join((COMMON * 2)[:48]), True),
+    "raw: OR of 100 common words": (" OR ".join((COMMON * 5)[:100]), True),
+}
+
+
+def _with_ids(line: bytes, k: int) -> bytes:
+    """A line with a tail of the many distinct tokens real transcripts carry (commit and
+    object ids, request ids, numbered names): a large vocabulary, where a two-letter prefix
+    expands to thousands of terms."""
+    message = json.loads(line)
+    tail = " ".join(
+        f"{(k * 40 + j) * 2654435761 % (1 << 32):08x} id{(k * 40 + j) * 7919 % 10**6}"
+        f" {PREFIXES[j % 16]}{(k * 40 + j) * 31 % 99991}"
+        for j in range(40)
+    )
+    content = message["content"]
+    if isinstance(content, str):
+        message["content"] = f"{content}\n{tail}"
+    else:
+        message["content"] = [*content, {"type": "text", "text": tail}]
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def build(root: Path, workspaces: int, messages: int, size: int) -> list[Path]:
+    folders = []
+    for n in range(workspaces):
+        folder = root / f"ws{n}"
+        archive = folder / ARCHIVE.format(n)
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        if not archive.exists():
+            lines: list[bytes] = []
+            seed = n * 100
+            while len(lines) < messages:
+                shape = SHAPES[n % len(SHAPES)]
+                lines += generate(shape, seed, 600, tokens=600 * size // 4).lines
+                seed += 1
+            tailed = [_with_ids(line, k) for k, line in enumerate(lines[:messages])]
+            archive.write_bytes(b"".join(tailed))
+            (folder / "conversation.jsonl").write_bytes(b"")
+        update_index(folder)
+        folders.append(folder)
+    return folders
+
+
+def cpu_of(call: Any) -> tuple[float, str]:
+    start = time.process_time()
+    try:
+        hits = call()
+        outcome = f"{len(hits)} hits"
+    except MemorydError as exc:
+        outcome = f"refused: {exc}"
+    return time.process_time() - start, outcome
+
+
+def interpreter_cpu() -> float:
+    """The CPU seconds of a bare interpreter's start-up (the yardstick)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", "import json"], check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=3000)
+    parser.add_argument("--workspaces", type=int, default=4)
+    parser.add_argument("--bytes", type=int, default=2000, help="mean message size")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows: list[list[Any]] = []
+    results: dict[str, Any] = {"machine": common.machine(), "queries": {}}
+    with common.scratch("recall-cost") as root:
+        folders = build(root, args.workspaces, args.messages, args.bytes)
+        yardstick = min(interpreter_cpu() for _ in range(5))
+        worst = 0.0
+        for name, (query, raw) in QUERIES.items():
+            for where, path in (("one workspace", folders[0]), ("root-wide", root)):
+                seconds, outcome = cpu_of(lambda p=path, q=query, r=raw: recall(p, q, raw=r))
+                accepted = not outcome.startswith("refused")
+                if accepted:
+                    worst = max(worst, seconds)
+                rows.append([name, where, f"{seconds:.3f}", outcome[:70]])
+                results["queries"][f"{name} / {where}"] = {"cpu_s": seconds, "outcome": outcome}
+    results["worst_accepted_cpu_s"] = worst
+    results["interpreter_cpu_s"] = yardstick
+    common.save("recall_cost", results)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    print(common.table(["query", "where", "CPU s", "outcome"], rows))
+    print(
+        f"\nworst accepted query: {worst:.3f} s CPU (target ≤ 2 s); "
+        f"= {worst / yardstick:.1f}x the CPU of a bare interpreter's start-up "
+        f"({yardstick * 1000:.1f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()
