@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_sessions import codex_session, words_for
+from agent_sessions import codex_session, line, words_for
 
-from memoryd.sources import indexer
+from memoryd.sources import indexer, search
 from memoryd.sources.search import figures, recall_source, update
 from memoryd.sources.store import index_path, remove
 
@@ -73,3 +73,32 @@ def test_commits_within_and_between_files_index_every_line_once(
     built = figures(home.resolve(), "codex")
     monkeypatch.setattr(indexer, "COMMIT_BYTES", 64 << 20)
     assert built == _fresh(home)
+
+
+def test_a_query_scores_only_the_newest_matches_of_a_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / ".codex"
+    path = home / "sessions" / "2026" / "03" / "01" / "rollout-2026-03-01T10-00-00-cafe.jsonl"
+    path.parent.mkdir(parents=True)
+    texts = ["everywhere " * 20, *(f"everywhere word{n} and more words" for n in range(5))]
+    path.write_bytes(
+        b"".join(
+            line(
+                {
+                    "type": "response_item",
+                    "payload": {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": text}],
+                    },
+                }
+            )
+            for text in texts
+        )
+    )
+    best = recall_source(home, "everywhere")
+    assert len(best) == 6 and "word" not in best[0].snippet  # the oldest, densest first
+    monkeypatch.setattr(search, "SCORED", 3)
+    newest = recall_source(home, "everywhere")
+    assert sorted(hit.snippet.split()[1] for hit in newest) == ["word2", "word3", "word4"]

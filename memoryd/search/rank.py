@@ -61,10 +61,18 @@ def held(body: str, exact: tuple[str, ...]) -> int:
     )
 
 
-def rank(conn: sqlite3.Connection, query: Query, role: str | None, limit: int) -> list[Ranked]:
+def rank(
+    conn: sqlite3.Connection,
+    query: Query,
+    role: str | None,
+    limit: int,
+    *,
+    scored: int = SCORED,
+) -> list[Ranked]:
     """The best ``limit`` messages for ``query`` in the index behind ``conn``, best first:
-    the all-word group, then (for a plain query of several terms) the any-word group."""
-    found = _group(conn, query, query.all_words, role, limit, all_words=True)
+    the all-word group, then (for a plain query of several terms) the any-word group; each
+    group scores at most the newest ``scored`` passages that match."""
+    found = _group(conn, query, query.all_words, role, limit, scored, all_words=True)
     if not (query.raw or len(query.terms) == 1 or len(found) >= limit):
         total = conn.execute("SELECT coalesce(sum(passages), 0) FROM archives").fetchone()[0]
         counts = [_count(conn, term, total // 2 + 1) for term in query.terms]
@@ -72,7 +80,7 @@ def rank(conn: sqlite3.Connection, query: Query, role: str | None, limit: int) -
         seen = {ranked.message for ranked in found}
         if terms:
             others = _group(
-                conn, query, query.any_word(terms), role, limit + len(seen), all_words=False
+                conn, query, query.any_word(terms), role, limit + len(seen), scored, all_words=False
             )
             found += [ranked for ranked in others if ranked.message not in seen]
     return _with_snippets(conn, found[:limit])
@@ -93,10 +101,11 @@ def _group(
     match: str,
     role: str | None,
     limit: int,
+    scored: int,
     *,
     all_words: bool,
 ) -> list[Ranked]:
-    """The best messages among the newest ``SCORED`` passages ``match`` finds: BM25's best
+    """The best messages among the newest ``scored`` passages ``match`` finds: BM25's best
     ``limit`` (``CANDIDATES`` when the query has identifiers), exact identifiers first."""
     join = f"JOIN messages m ON m.rowid = passages.rowid >> {PASSAGE_BITS} " if role else ""
     where = "passages MATCH ?" + (" AND m.role = ?" if role else "")
@@ -107,7 +116,7 @@ def _group(
         f"SELECT passages.rowid AS rowid, bm25(passages) AS score FROM passages {join}"
         f"WHERE {where} ORDER BY passages.rowid DESC LIMIT ?) "
         "GROUP BY message ORDER BY min(score), message DESC LIMIT ?",
-        [*params, SCORED, wanted],
+        [*params, scored, wanted],
     ).fetchall()
     found = [
         Ranked(message, passage, all_words, round(-score, 6), 0, match)
