@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from agent_sessions import codex_session, line, words_for
 
-from memoryd.sources import indexer, search
+from memoryd.sources import indexer, reader, search
 from memoryd.sources.search import figures, recall_source, update
 from memoryd.sources.store import index_path, remove
 
@@ -25,7 +25,7 @@ def test_a_file_failing_midway_leaves_nothing_and_the_others_are_kept(
 ) -> None:
     home = tmp_path / ".codex"
     paths = _sessions(home, ["b1", "b2", "b3"])
-    real = indexer.lines_from
+    real = reader.lines_from
 
     def failing(fd: int, offset: int) -> Iterator[tuple[int, bytes | None, int]]:
         lines = real(fd, offset)
