@@ -34,6 +34,7 @@ from memoryd.sources.layout import (
 )
 from memoryd.sources.reader import Changed, lines_from, open_regular
 from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, safe_text
+from memoryd.sources.store import Batch
 
 log = structlog.get_logger()
 
@@ -224,7 +225,7 @@ def _read(
     row: _File,
     fd: int,
     result: SyncResult,
-    batch: _Batch,
+    batch: Batch,
 ) -> int:
     """Index what ``file`` holds past ``row.offset``; returns the new offset."""
     parse = PARSERS[source]
@@ -248,7 +249,7 @@ def _read(
         work.take(record, 0, size)
         end = size
     else:
-        due = committed + COMMIT_BYTES - batch.pending
+        due = committed + batch.commit_bytes - batch.pending
         for offset, line, length in lines_from(fd, row.offset):
             record = parse(line) if line is not None else Record(problem="line too long")
             problem = problem or record.problem
@@ -258,7 +259,7 @@ def _read(
             if end >= due:
                 _save(conn, work, fd, end)
                 batch.commit_within_file()
-                committed, due = end, end + COMMIT_BYTES
+                committed, due = end, end + batch.commit_bytes
     _save(conn, work, fd, end)
     batch.pending += end - committed
     result.added += work.added
@@ -301,56 +302,13 @@ def _new_row(conn: sqlite3.Connection, file: SessionFile) -> _File:
     return _File(int(file_id or 0), file.name, None, None, 0)
 
 
-class _Batch:
-    """The transaction that files are indexed in: one for many files, committed once
-    ``COMMIT_BYTES`` were read (within a file too, so a reader sees a long first pass
-    grow); each file in a savepoint, so that one that fails leaves nothing behind."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.open = False
-        self.pending = 0
-        """Bytes read in the open transaction."""
-
-    def begin_file(self) -> None:
-        if not self.open:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self.open = True
-        self.conn.execute("SAVEPOINT file")
-
-    def end_file(self, ok: bool) -> None:
-        if not self.conn.in_transaction:  # SQLite rolled it all back (disk full, ...)
-            self.open, self.pending = False, 0
-            return
-        if not ok:
-            self.conn.execute("ROLLBACK TO file")
-        self.conn.execute("RELEASE file")
-        if self.pending >= COMMIT_BYTES:
-            self.commit()
-
-    def commit_within_file(self) -> None:
-        self.conn.execute("RELEASE file")
-        self.commit()
-        self.begin_file()
-
-    def commit(self) -> None:
-        if self.open:
-            self.conn.execute("COMMIT")
-            self.open, self.pending = False, 0
-
-    def rollback(self) -> None:
-        if self.open and self.conn.in_transaction:
-            self.conn.execute("ROLLBACK")
-            self.open, self.pending = False, 0
-
-
 def _index_one(
     conn: sqlite3.Connection,
     source: str,
     file: SessionFile,
     known: Known | None,
     result: SyncResult,
-    batch: _Batch,
+    batch: Batch,
 ) -> None:
     """Index what is new in one file, in ``batch``'s transaction."""
     try:
@@ -417,7 +375,7 @@ def sync(
         for row in gone:
             result.removed += drop_file(conn, row.id)
         conn.execute("COMMIT")
-    batch = _Batch(conn)
+    batch = Batch(conn, COMMIT_BYTES)
     try:
         for file in files:
             try:

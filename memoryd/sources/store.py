@@ -160,3 +160,46 @@ def damaged(exc: sqlite3.DatabaseError) -> bool:
     """True for errors that mean the file is not a usable index (never busy/locked)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
     return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+
+
+class Batch:
+    """The transaction that files are indexed in: one for many files, committed once
+    ``commit_bytes`` were read (within a file too, so a reader sees a long first pass
+    grow); each file in a savepoint, so that one that fails leaves nothing behind."""
+
+    def __init__(self, conn: sqlite3.Connection, commit_bytes: int) -> None:
+        self.conn, self.commit_bytes = conn, commit_bytes
+        self.open = False
+        self.pending = 0
+        """Bytes read in the open transaction."""
+
+    def begin_file(self) -> None:
+        if not self.open:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.open = True
+        self.conn.execute("SAVEPOINT file")
+
+    def end_file(self, ok: bool) -> None:
+        if not self.conn.in_transaction:  # SQLite rolled it all back (disk full, ...)
+            self.open, self.pending = False, 0
+            return
+        if not ok:
+            self.conn.execute("ROLLBACK TO file")
+        self.conn.execute("RELEASE file")
+        if self.pending >= self.commit_bytes:
+            self.commit()
+
+    def commit_within_file(self) -> None:
+        self.conn.execute("RELEASE file")
+        self.commit()
+        self.begin_file()
+
+    def commit(self) -> None:
+        if self.open:
+            self.conn.execute("COMMIT")
+            self.open, self.pending = False, 0
+
+    def rollback(self) -> None:
+        if self.open and self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+            self.open, self.pending = False, 0
