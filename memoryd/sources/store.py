@@ -5,7 +5,8 @@ One SQLite file per source path under ``$XDG_STATE_HOME/memoryd/sources/`` (by d
 written under the source's own folder. The tables are those of a workspace's index
 (:mod:`memoryd.search.schema`), so that the same ranking reads them: ``archives`` holds one
 row per session file (how far it was read, and what it was when read), ``messages`` one row
-per message with its place in the file, ``passages`` the text.
+per message with its place in the file, ``passages`` the text. :class:`Batch` is the
+transaction a pass indexes its files in.
 """
 
 from __future__ import annotations
