@@ -30,9 +30,10 @@ def open_regular(path: Path, inode: tuple[int, int] | None = None) -> int:
 
 
 def lines_from(fd: int, offset: int) -> Iterator[tuple[int, bytes | None, int]]:
-    """The complete lines from ``offset`` to the end: (offset, bytes, length), with None for
-    the bytes of a line longer than MAX_LINE. A last line without its newline is a write
-    in progress: it is not read (the next call starts there)."""
+    """The complete lines from ``offset`` to the end: (offset, bytes without the newline,
+    length with it), with None for the bytes of a line longer than MAX_LINE. A last line
+    without its newline is a write in progress: it is not read (the next call starts
+    there)."""
     pending = b""
     start = offset
     skipping = False
@@ -49,13 +50,11 @@ def lines_from(fd: int, offset: int) -> Iterator[tuple[int, bytes | None, int]]:
             yield start, None, offset - len(chunk) + end + 1 - start
             start = offset - len(chunk) + end + 1
             chunk = chunk[end + 1 :]
-        data = pending + chunk if pending else chunk
-        at = 0
-        while (end := data.find(b"\n", at)) >= 0:
-            yield start, data[at : end + 1], end + 1 - at
-            start += end + 1 - at
-            at = end + 1
-        pending = data[at:]
+        lines = (pending + chunk if pending else chunk).split(b"\n")
+        pending = lines.pop()  # after the last newline: not a line yet
+        for line in lines:  # each without its newline, which its length counts
+            yield start, line, len(line) + 1
+            start += len(line) + 1
         if len(pending) > MAX_LINE:
             pending, skipping = b"", True
 
