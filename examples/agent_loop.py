@@ -108,6 +108,9 @@ class ScriptedMessages:
 
     def __init__(self) -> None:
         self.requests = 0
+        # Tool ids are unique, as the API's are: a second run on the same workspace must
+        # not reuse the first run's.
+        self.run_tag = os.urandom(4).hex()
 
     def create(self, *, messages: list[dict[str, Any]], **_: Any) -> SimpleNamespace:
         check_request(messages)
@@ -118,7 +121,7 @@ class ScriptedMessages:
                 Block(type="text", text=f"Step {self.requests}: running `{command}`."),
                 Block(
                     type="tool_use",
-                    id=f"toolu_{self.requests:06d}",
+                    id=f"toolu_{self.run_tag}{self.requests:06d}",
                     name="bash",
                     input={"command": command},
                 ),

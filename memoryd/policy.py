@@ -210,33 +210,54 @@ def boundaries(messages: Sequence[MessageLike]) -> list[Boundary | None]:
     summary (``"assistant"``): an autonomous tool loop has one genuine user turn, its
     task, and must still compact (docs/design.md#boundaries).
     """
-    n = len(messages)
-    results_after: list[frozenset[str]] = [frozenset()] * (n + 1)
-    acc: set[str] = set()
-    for k in range(n - 1, -1, -1):
-        acc |= messages[k].tool_result_ids
-        results_after[k] = frozenset(acc)
-    uses_after: list[frozenset[str]] = [frozenset()] * (n + 1)
-    acc = set()
-    for k in range(n - 1, -1, -1):
-        acc |= messages[k].tool_use_ids
-        uses_after[k] = frozenset(acc)
-    uses_before: set[str] = set()
-    results_before: set[str] = set()
-    kinds: list[Boundary | None] = []
+    cut = _pairs_cut(messages)
     inside = inside_turn(messages)
+    kinds: list[Boundary | None] = []
     for k, message in enumerate(messages):
-        whole = not (uses_before & results_after[k]) and not (results_before & uses_after[k])
-        whole = whole and not inside[k]
         kind: Boundary | None = None
-        if whole and message.is_genuine_user_turn:
-            kind = "user"
-        elif whole and message.is_assistant_turn and not message.is_summary:
-            kind = "assistant"
+        if not cut[k] and not inside[k]:
+            if message.is_genuine_user_turn:
+                kind = "user"
+            elif message.is_assistant_turn and not message.is_summary:
+                kind = "assistant"
         kinds.append(kind)
-        uses_before |= message.tool_use_ids
-        results_before |= message.tool_result_ids
     return kinds
+
+
+def _pairs_cut(messages: Sequence[MessageLike]) -> list[bool]:
+    """For each index k, would a split at k part a ``tool_use`` from its ``tool_result``?
+    (pure)
+
+    A result pairs with the newest call of its id in an earlier message; a result that
+    comes before any call of its id pairs with the next such call. Pairing by position, not by id
+    alone, keeps a conversation whose agent reuses ids (a scripted model, a local server
+    counting from 1 in each session) splittable: ids are unique within one exchange, not
+    over a whole file.
+    """
+    n = len(messages)
+    spans: list[tuple[int, int]] = []
+    last_use: dict[str, int] = {}
+    early: dict[str, list[int]] = {}
+    for k, message in enumerate(messages):
+        for ident in message.tool_result_ids:
+            if ident in last_use:
+                spans.append((last_use[ident], k))
+            else:
+                early.setdefault(ident, []).append(k)
+        for ident in message.tool_use_ids:
+            last_use[ident] = k
+            spans.extend((j, k) for j in early.pop(ident, ()))
+    depth = [0] * (n + 1)
+    for start, end in spans:
+        if start < end:  # a split at k with start < k <= end parts the pair
+            depth[start + 1] += 1
+            depth[end + 1] -= 1
+    cut: list[bool] = []
+    running = 0
+    for k in range(n):
+        running += depth[k]
+        cut.append(running > 0)
+    return cut
 
 
 def valid_boundaries(messages: Sequence[MessageLike]) -> list[bool]:

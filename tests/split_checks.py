@@ -77,11 +77,21 @@ def _ids(messages: Sequence[Mapping[str, Any]], kind: str, key: str) -> set[str]
 
 
 def straddling(messages: Sequence[Mapping[str, Any]], k: int) -> set[str]:
-    """Tool ids whose tool_use and tool_result lie on different sides of boundary k."""
-    before, after = messages[:k], messages[k:]
-    return (_ids(before, "tool_use", "id") & _ids(after, "tool_result", "tool_use_id")) | (
-        _ids(before, "tool_result", "tool_use_id") & _ids(after, "tool_use", "id")
-    )
+    """Tool ids whose tool_use and tool_result lie on different sides of boundary k.
+
+    A result belongs to the newest call of its id in an earlier message, or, when there is
+    none, to the first call of its id after it: ids may repeat over a file (an agent that
+    numbers its calls from 1 in each run), never within one exchange."""
+    parted: set[str] = set()
+    for j, message in enumerate(messages):
+        for ident in _ids([message], "tool_result", "tool_use_id"):
+            earlier = [i for i in range(j) if ident in _ids([messages[i]], "tool_use", "id")]
+            later = [i for i in range(j, len(messages))
+                     if ident in _ids([messages[i]], "tool_use", "id")]  # fmt: skip
+            call = earlier[-1] if earlier else (later[0] if later else None)
+            if call is not None and min(call, j) < k <= max(call, j):
+                parted.add(ident)
+    return parted
 
 
 def _assistant(message: Mapping[str, Any]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import tempfile
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -249,3 +250,45 @@ def test_assistant_turns_span_blank_lines_and_no_split_falls_inside_one() -> Non
     assert [k for k, kind in enumerate(boundaries(lines)) if kind] == [0, 1, 5]
     assert running_tool_call(lines) == 5
     assert safe_split(lines, 6) == 5
+
+
+def _session_loop(sessions: int, calls: int) -> list[dict[str, Any]]:
+    """A task, then ``sessions`` runs of a tool loop whose ids count from 1 in each run, as
+    a scripted model or a local server may number them."""
+    messages = [make_message(0, "user", "task")]
+    for _ in range(sessions):
+        for step in range(1, calls + 1):
+            ident = f"call_{step}"
+            use = {"type": "tool_use", "id": ident, "name": "bash", "input": {"n": step}}
+            result = {"type": "tool_result", "tool_use_id": ident, "content": "ok"}
+            messages.append(make_message(len(messages), "assistant", [use]))
+            messages.append(make_message(len(messages), "user", [result]))
+    return messages
+
+
+def test_a_loop_that_reuses_tool_ids_keeps_a_boundary_at_every_call() -> None:
+    """A result pairs with the newest call of its id before it: ids reused across runs
+    still leave a boundary at each call, so such a loop compacts (with pairing by id alone
+    there was none past the first call)."""
+    lines = lines_of(_session_loop(3, 5))
+    kinds = boundaries(lines)
+    assert [k for k, kind in enumerate(kinds) if kind] == [0, *range(1, len(lines), 2)]
+    assert safe_split(lines, 18) == 17
+
+
+@settings(max_examples=100, deadline=None)
+@given(sessions=st.integers(1, 4), calls=st.integers(1, 6), split=st.integers(1, 60))
+def test_property_no_boundary_parts_a_call_from_its_result_when_ids_repeat(
+    sessions: int, calls: int, split: int
+) -> None:
+    """Wherever the kept part starts, every result in it follows its call in it."""
+    messages = _session_loop(sessions, calls)
+    lines = lines_of(messages)
+    keep_from = safe_split(lines, min(split, len(lines) - 1))
+    assert keep_from is not None
+    kept = messages[keep_from:]
+    for k, message in enumerate(kept):
+        for block in message["content"] if isinstance(message["content"], list) else []:
+            if block["type"] == "tool_result":
+                previous = kept[k - 1]["content"] if k else []
+                assert any(b.get("id") == block["tool_use_id"] for b in previous), keep_from
