@@ -28,9 +28,6 @@ exception is not chained, because its text embeds the response body.
 from __future__ import annotations
 
 import json
-import os
-import random
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -48,13 +45,14 @@ from memoryd.summarizers.completion import (
     seconds,
     token_count,
 )
+from memoryd.summarizers.local_client import ProcessLocalClient
 from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
 from memoryd.summarizers.tls import tls_context
 
 ACCEPTED_STOP_REASONS = frozenset({"end_turn", "max_tokens", "stop_sequence"})
 
 
-class AnthropicBackend:
+class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
     """Completions through the official SDK, with our own retries under a per-call deadline.
 
     A :class:`~memoryd.summarizers.completion.CompletionBackend`.
@@ -97,37 +95,13 @@ class AnthropicBackend:
         self._default_headers = dict(default_headers)
         self.deadline = float(deadline)
         self.backoff_base = float(backoff_base)
-        self._client: anthropic.Anthropic | None = None
-        self._client_pid: int | None = None
-        self._lock = threading.Lock()
-        self._random = random.Random()
+        self._start_process_local()
 
     def __repr__(self) -> str:
         return (
             f"AnthropicBackend(model={self.model!r}, base_url={self._base_url!r}, "
             f"timeout={self.timeout}, max_retries={self.max_retries}, deadline={self.deadline})"
         )
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickle the settings only: a client, its sockets and a lock do not cross processes."""
-        state = self.__dict__.copy()
-        for name in ("_client", "_client_pid", "_lock", "_random"):
-            del state[name]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._client = None
-        self._client_pid = None
-        self._lock = threading.Lock()
-        self._random = random.Random()
-
-    def close(self) -> None:
-        """Close the SDK client's connections, if this process opened any."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None and self._client_pid == os.getpid():
-            client.close()
 
     def __enter__(self) -> AnthropicBackend:
         return self
@@ -195,22 +169,20 @@ class AnthropicBackend:
         return _read_message(message, self.model)
 
     def _sdk_client(self) -> anthropic.Anthropic:
-        with self._lock:
-            if self._client is None or self._client_pid != os.getpid():
-                self._client = anthropic.Anthropic(
-                    api_key=self._api_key,
-                    base_url=self._base_url,
-                    timeout=self.timeout,
-                    max_retries=0,
-                    default_headers=self._default_headers,
-                    # Tracing could export prompt text; memoryd never lets it leave.
-                    open_telemetry=False,
-                    http_client=anthropic.DefaultHttpxClient(
-                        timeout=self.timeout, verify=tls_context()
-                    ),
-                )
-                self._client_pid = os.getpid()
-            return self._client
+        return self._client_for_this_process(
+            lambda: anthropic.Anthropic(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                default_headers=self._default_headers,
+                # Tracing could export prompt text; memoryd never lets it leave.
+                open_telemetry=False,
+                http_client=anthropic.DefaultHttpxClient(
+                    timeout=self.timeout, verify=tls_context()
+                ),
+            )
+        )
 
     def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
         return backoff_wait(attempt, retry_after, self.backoff_base, self._random)

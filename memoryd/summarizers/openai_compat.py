@@ -24,10 +24,7 @@ from like an overflow.
 from __future__ import annotations
 
 import json
-import os
-import random
 import re
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,6 +42,7 @@ from memoryd.summarizers.completion import (
     seconds,
     token_count,
 )
+from memoryd.summarizers.local_client import ProcessLocalClient
 from memoryd.summarizers.overflow import Overflow, find_overflow, limit_after_overflow
 from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
 from memoryd.summarizers.tls import tls_context
@@ -67,7 +65,7 @@ _TURNS = ("assistant", "user")
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 
 
-class OpenAICompatBackend:
+class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
     """Streamed chat completions with our retries under a per-call deadline.
 
     A :class:`~memoryd.summarizers.completion.CompletionBackend`. Built from plain
@@ -109,30 +107,13 @@ class OpenAICompatBackend:
         self.backoff_base = float(backoff_base)
         self.key = limits.server_key(base_url, model)
         self._window = context_window if context_window > 0 else None
-        self._client: openai.OpenAI | None = None
-        self._client_pid: int | None = None
-        self._lock = threading.Lock()
-        self._random = random.Random()
+        self._start_process_local()
 
     def __repr__(self) -> str:
         return (
             f"OpenAICompatBackend(model={self.model!r}, base_url={self.base_url!r}, "
             f"timeout={self.timeout}, max_retries={self.max_retries}, deadline={self.deadline})"
         )
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickle the settings only: a client, its sockets and a lock do not cross processes."""
-        state = self.__dict__.copy()
-        for name in ("_client", "_client_pid", "_lock", "_random"):
-            del state[name]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._client = None
-        self._client_pid = None
-        self._lock = threading.Lock()
-        self._random = random.Random()
 
     @property
     def context_limit(self) -> int | None:
@@ -148,13 +129,6 @@ class OpenAICompatBackend:
         if limit is None:
             return max_input_tokens
         return max(0, min(max_input_tokens, int((limit - answer_tokens) * FIT_SHARE)))
-
-    def close(self) -> None:
-        """Close the SDK client's connections, if this process opened any."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None and self._client_pid == os.getpid():
-            client.close()
 
     def complete(
         self,
@@ -250,20 +224,16 @@ class OpenAICompatBackend:
         raise ContextOverflow(_overflow_reason(overflow, limit), self.context_limit or limit)
 
     def _sdk_client(self) -> openai.OpenAI:
-        with self._lock:
-            if self._client is None or self._client_pid != os.getpid():
-                self._client = openai.OpenAI(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    timeout=self.timeout,
-                    max_retries=0,
-                    default_headers=self._default_headers,
-                    http_client=openai.DefaultHttpxClient(
-                        timeout=self.timeout, verify=tls_context()
-                    ),
-                )
-                self._client_pid = os.getpid()
-            return self._client
+        return self._client_for_this_process(
+            lambda: openai.OpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                default_headers=self._default_headers,
+                http_client=openai.DefaultHttpxClient(timeout=self.timeout, verify=tls_context()),
+            )
+        )
 
     def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
         return backoff_wait(attempt, retry_after, self.backoff_base, self._random)
