@@ -87,8 +87,16 @@ def _create_file(path: Path) -> None:
 
 def _connect(path: Path) -> sqlite3.Connection:
     """A writer's connection; the caller holds ``index.lock``."""
-    # mode=rw: SQLite never creates the file itself (we did, with mode 0600); its -wal and
-    # -shm files take the database file's mode.
+    return connect_wal(path, "NORMAL")
+
+
+def connect_wal(path: Path, synchronous: str) -> sqlite3.Connection:
+    """A connection to an index file in WAL mode with ``PRAGMA synchronous`` as given;
+    the file must exist (``mode=rw``: SQLite never creates it, we did, with mode 0600; its
+    -wal and -shm files take the database file's mode). Only a writer under its index's
+    lock calls it: two connections turning a new file to WAL at once can each hold a
+    shared lock and want an exclusive one, and SQLite then answers "database is locked"
+    at once instead of waiting."""
     conn = sqlite3.connect(
         f"file:{urllib.parse.quote(str(path))}?mode=rw",
         uri=True,
@@ -97,11 +105,8 @@ def _connect(path: Path) -> sqlite3.Connection:
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        # Two connections turning a new file to WAL at once can each hold a shared lock
-        # and want an exclusive one; SQLite answers "database is locked" at once instead
-        # of waiting. Hence only under the writers' index lock, and readers never do it.
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
     except BaseException:
         conn.close()
         raise

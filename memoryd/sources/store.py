@@ -16,17 +16,16 @@ import fcntl
 import hashlib
 import os
 import sqlite3
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
+from memoryd.search.index import connect_wal
 from memoryd.search.schema import TOKENIZER
 from memoryd.sources.places import state_dir
 
 APPLICATION_ID = 0x6D656D73
 """``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 30.0
 SIDE_FILES = ("-wal", "-shm", "-journal")
 WRITER_CACHE_KIB = 64 << 10
 FTS_HASH_BYTES = 16 << 20
@@ -83,20 +82,7 @@ def remove(path: Path) -> None:
 def connect(path: Path) -> sqlite3.Connection:
     """A connection in WAL mode, not syncing (a cache of files that are still there: an
     index a crash damaged is rebuilt); the file must exist (SQLite never creates it)."""
-    conn = sqlite3.connect(
-        f"file:{urllib.parse.quote(str(path))}?mode=rw",
-        uri=True,
-        timeout=BUSY_TIMEOUT_S,
-        isolation_level=None,
-    )
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = OFF")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    return connect_wal(path, "OFF")
 
 
 def for_writing(conn: sqlite3.Connection) -> None:
