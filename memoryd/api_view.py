@@ -31,7 +31,9 @@ THINKING = ("thinking", "redacted_thinking")
 _TOOL_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def api_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def api_messages(
+    messages: Iterable[Mapping[str, Any]], thinking: bool = True
+) -> list[dict[str, Any]]:
     """The Messages-API ``messages`` list for conversation ``messages`` (pure).
 
     Each turn keeps only ``role`` and ``content``; the summary or checkpoint head (and
@@ -44,11 +46,16 @@ def api_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     become text blocks saying what they were: nothing is dropped silently. Only the last
     four ``cache_control`` marks are kept, and the final assistant turn loses its trailing
     whitespace. A thinking block is never edited, and in an assistant turn (a merged
-    one too) the thinking blocks come first. An empty conversation gives an empty list
+    one too) the thinking blocks come first. With ``thinking`` False (an agent that sends
+    its requests with extended thinking off, where the API refuses thinking in the final
+    assistant turn) every thinking block is left out instead, and a message that held
+    nothing else with it. An empty conversation gives an empty list
     (docs/design.md#api-view).
     """
     turns: list[_Turn] = []
     for message in messages:
+        if not thinking:
+            message = _without_thinking(message)
         turn = _message_turn(message)
         if turn is None:
             continue
@@ -65,6 +72,18 @@ def api_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     if turns and turns[-1].role == "assistant":
         turns[-1].strip_end()
     return [{"role": turn.role, "content": turn.content} for turn in turns]
+
+
+def _without_thinking(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``message`` without its thinking blocks (the file keeps them; the view leaves out a
+    message whose content is then empty, as any other)."""
+    content = message.get("content")
+    if not isinstance(content, list) or not any(
+        isinstance(block, Mapping) and block.get("type") in THINKING for block in content
+    ):
+        return message
+    kept = [b for b in content if not (isinstance(b, Mapping) and b.get("type") in THINKING)]
+    return {**message, "content": kept}
 
 
 class _Turn:
@@ -372,8 +391,9 @@ def read_messages(workspace: Path | str, left_out: list[int] | None = None) -> l
 
 
 def messages_for_api(
-    workspace: Path | str, left_out: list[int] | None = None
+    workspace: Path | str, left_out: list[int] | None = None, thinking: bool = True
 ) -> list[dict[str, Any]]:
     """``workspace``'s conversation as a Messages-API ``messages`` list: see
-    :func:`api_messages` and :func:`read_messages` (docs/design.md#api-view)."""
-    return api_messages(read_messages(workspace, left_out))
+    :func:`api_messages` (``thinking=False`` for an agent that sends with extended thinking
+    off) and :func:`read_messages` (docs/design.md#api-view)."""
+    return api_messages(read_messages(workspace, left_out), thinking)

@@ -388,3 +388,25 @@ def test_any_conversation_gives_a_list_the_api_accepts_and_drops_no_text(
     for block in (b for m in body if isinstance(m["content"], list) for b in m["content"]):
         if isinstance(block, dict) and block.get("type") == "tool_use" and block["id"]:
             assert block["id"] in dumped
+
+
+def test_with_thinking_off_the_view_leaves_thinking_out_and_the_api_takes_it() -> None:
+    """An agent that sends with extended thinking off: the API refuses thinking in the
+    final assistant turn, so ``thinking=False`` leaves every thinking block out (a line
+    that held nothing else disappears); the default view keeps them for thinking on."""
+    conversation = [
+        message(0, "user", "Fix the import."),
+        message(1, "assistant", [THOUGHT]),
+        message(2, "assistant", [THOUGHT, text("Running it."), tool_use("toolu_1")]),
+    ]
+    kept = api_messages(conversation)
+    body = {"model": "m", "max_tokens": 2048, "messages": kept}
+    assert request_problem(body) is not None
+    assert request_problem({**body, "thinking": THINKING_ON}) is None
+    view = api_messages(conversation, thinking=False)
+    assert view == [
+        {"role": "user", "content": "Fix the import."},
+        {"role": "assistant", "content": [text("Running it."), tool_use("toolu_1")]},
+    ]
+    assert request_problem({**body, "messages": view}) is None
+    assert conversation[1]["content"] == [THOUGHT]  # the input is left as it was

@@ -168,3 +168,23 @@ def test_messages_loads_nothing_heavy(workspace: WorkspaceFactory) -> None:
         check=True,
     )
     assert json.loads(done.stdout.splitlines()[-1]) == [0, []]
+
+
+def test_messages_no_thinking_prints_the_view_for_requests_with_thinking_off(
+    workspace: WorkspaceFactory,
+) -> None:
+    """``memoryd messages WS --no-thinking`` is the view without thinking blocks; without
+    the flag they lead their turn, as sent with thinking on."""
+    thought = {"type": "thinking", "thinking": "Check the path.", "signature": "c2ln"}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"cmd": "ls"}}
+    lines = [
+        make_message(0, "user", "List it."),
+        make_message(1, "assistant", [thought]),
+        make_message(2, "assistant", [call]),
+    ]
+    folder = workspace(messages=lines)
+    code, printed = cli("messages", str(folder))
+    assert code == 0 and json.loads(printed)[1]["content"] == [thought, call]
+    code, printed = cli("messages", str(folder), "--no-thinking")
+    assert code == 0 and json.loads(printed)[1]["content"] == [call]
+    assert memoryd.messages_for_api(folder, thinking=False) == json.loads(printed)

@@ -182,6 +182,8 @@ def test_mcp_server_for_one_workspace_needs_no_workspace_argument(
         assert view["messages"] == messages_for_api(alpha)
         assert view["messages"][0]["role"] == "user"
         assert "[Summary of earlier conversation]" in json.dumps(view["messages"][0])
+        off = structured(await client.call_tool("conversation_messages", {"thinking": False}))
+        assert off["messages"] == messages_for_api(alpha, thinking=False)
         refused = await client.call_tool("conversation_messages", {"workspace": str(tmp_path)})
         assert "outside" in error_text(refused)
 

@@ -13,12 +13,18 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The workspace and ``--json``."""
+    """The workspace, ``--json`` and ``--no-thinking``."""
     parser.add_argument("workspace", type=Path)
     parser.add_argument(
         "--json",
         action="store_true",
         help='one object: {"messages": [...], "left_out": [line numbers of malformed lines]}',
+    )
+    parser.add_argument(
+        "--no-thinking",
+        dest="thinking",
+        action="store_false",
+        help="leave thinking blocks out, for requests sent with extended thinking off",
     )
 
 
@@ -28,7 +34,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from memoryd.api_view import messages_for_api
 
     left_out: list[int] = []
-    messages = messages_for_api(args.workspace, left_out)
+    messages = messages_for_api(args.workspace, left_out, args.thinking)
     if left_out:
         shown = ", ".join(map(str, left_out[:10])) + (", …" if len(left_out) > 10 else "")
         print(

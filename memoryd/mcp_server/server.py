@@ -280,7 +280,10 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         return {key: row[key] for key in StatusOut.__annotations__}  # type: ignore[return-value]
 
     @tool(server, "conversation_messages", READS)
-    def conversation_messages(workspace: WorkspaceArg = None) -> MessagesOut:
+    def conversation_messages(
+        workspace: WorkspaceArg = None,
+        thinking: Annotated[bool, Field(description="false if sent with thinking off")] = True,
+    ) -> MessagesOut:
         """The workspace's conversation as a Messages-API `messages` list, ready to send.
 
         conversation.jsonl is memoryd's record, not a request: this is the view a model
@@ -288,14 +291,15 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         consecutive turns of one role are merged; every tool_result sits right after its
         tool_use (an orphaned one becomes text saying what it was); the first turn is the
         user's. Malformed lines (their line numbers in `left_out`) and a half-written
-        last line are left out.
+        last line are left out. Thinking blocks lead their turn, untouched; with
+        `thinking` false (requests sent with extended thinking off) they are left out.
         """
         from memoryd.api_view import messages_for_api
 
         path = scope.path(workspace, workspace=True)
         left_out: list[int] = []
         try:
-            messages = messages_for_api(path, left_out)
+            messages = messages_for_api(path, left_out, thinking)
         except (MemorydError, OSError) as exc:
             raise ToolError(str(exc)) from None
         # A lone surrogate in a message cannot cross UTF-8 JSON (docs/design.md#odd-text).
