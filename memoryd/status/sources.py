@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from memoryd import strict_json
 from memoryd.sources.places import STATUS_FILE, state_dir
 
 
@@ -15,7 +15,7 @@ def source_rows(configured: Sequence[Any], now: float | None = None) -> list[dic
     """One row per configured source (``kind``, ``path``): its figures as the daemon last
     wrote them, with how old they are; ``daemon: "no figures"`` when it wrote none."""
     try:
-        written = json.loads((state_dir() / STATUS_FILE).read_text())
+        written = strict_json.loads((state_dir() / STATUS_FILE).read_bytes())
         known = {(row["kind"], row["path"]): row for row in written["sources"]}
         age = round((time.time() if now is None else now) - float(written["written"]), 1)
     except (OSError, ValueError, KeyError, TypeError):
