@@ -45,7 +45,7 @@ from memoryd.summarizers.completion import (
     seconds,
     token_count,
 )
-from memoryd.summarizers.local_client import ProcessLocalClient
+from memoryd.summarizers.local_client import ProcessLocalClient, check_call_limits
 from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
 from memoryd.summarizers.tls import tls_context
 
@@ -78,14 +78,7 @@ class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
             raise ConfigError("anthropic: no API key given")
         if not model:
             raise ConfigError("anthropic.model: must not be empty")
-        if timeout <= 0:
-            raise ConfigError(f"anthropic.timeout: {timeout!r} is not a positive number")
-        if max_retries < 0:
-            raise ConfigError(f"anthropic.max_retries: {max_retries!r} is negative")
-        if deadline <= 0:
-            raise ConfigError(f"summarizer deadline: {deadline!r} is not a positive number")
-        if backoff_base < 0:
-            raise ConfigError(f"backoff_base: {backoff_base!r} is negative")
+        check_call_limits("anthropic", timeout, max_retries, deadline, backoff_base)
         self.name = "anthropic"
         self._api_key = api_key
         self._base_url = base_url or None

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
+from memoryd.errors import ConfigError
+
 
 class Closable(Protocol):
     def close(self) -> None: ...
@@ -65,3 +67,17 @@ class ProcessLocalClient(Generic[ClientT]):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._start_process_local()
+
+
+def check_call_limits(
+    section: str, timeout: float, max_retries: int, deadline: float, backoff_base: float
+) -> None:
+    """Refuse, in one line naming the setting, limits no backend can work with."""
+    if timeout <= 0:
+        raise ConfigError(f"{section}.timeout: {timeout!r} is not a positive number")
+    if max_retries < 0:
+        raise ConfigError(f"{section}.max_retries: {max_retries!r} is negative")
+    if deadline <= 0:
+        raise ConfigError(f"summarizer deadline: {deadline!r} is not a positive number")
+    if backoff_base < 0:
+        raise ConfigError(f"backoff_base: {backoff_base!r} is negative")

@@ -42,7 +42,7 @@ from memoryd.summarizers.completion import (
     seconds,
     token_count,
 )
-from memoryd.summarizers.local_client import ProcessLocalClient
+from memoryd.summarizers.local_client import ProcessLocalClient, check_call_limits
 from memoryd.summarizers.overflow import Overflow, find_overflow, limit_after_overflow
 from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
 from memoryd.summarizers.tls import tls_context
@@ -90,12 +90,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             raise ConfigError('openai.base_url: required when summarizer.backend = "openai"')
         if not model:
             raise ConfigError('openai.model: required when summarizer.backend = "openai"')
-        if timeout <= 0:
-            raise ConfigError(f"openai.timeout: {timeout!r} is not a positive number")
-        if max_retries < 0:
-            raise ConfigError(f"openai.max_retries: {max_retries!r} is negative")
-        if deadline <= 0:
-            raise ConfigError(f"summarizer deadline: {deadline!r} is not a positive number")
+        check_call_limits("openai", timeout, max_retries, deadline, backoff_base)
         self.name = "openai"
         self._api_key = api_key or PLACEHOLDER_KEY
         self.base_url = base_url
