@@ -197,18 +197,7 @@ def commit_and_report(
         outcome = "summarize_completed"
         log.info(outcome, workspace=str(workspace.path), **details)
     after_commit(workspace, "events.jsonl", lambda: events.emit(workspace, outcome, **details))
-    now = time.time()
-    state = build_state(
-        workspace,
-        settings,
-        messages=messages_after,
-        tokens=tokens_after,
-        summarizing=False,
-        last_summary_at=iso_ms(now),
-        now=now,
-        calibration=calibration or request.calibration,
-    )
-    after_commit(workspace, "state.json", lambda: write_state(workspace, state))
+    record_finished_state(workspace, request, messages_after, tokens_after, calibration)
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
@@ -233,6 +222,29 @@ def commit_and_report(
         masked_tokens=masking.freed_tokens if masking else 0,
         receipt=receipt,
     )
+
+
+def record_finished_state(
+    workspace: Workspace,
+    request: JobRequest,
+    messages: int,
+    tokens: int,
+    calibration: float | None = None,
+) -> None:
+    """state.json after a committed job: the conversation's new size, not summarizing,
+    summarized just now (with the job's new calibration, if it made one)."""
+    now = time.time()
+    state = build_state(
+        workspace,
+        request.settings,
+        messages=messages,
+        tokens=tokens,
+        summarizing=False,
+        last_summary_at=iso_ms(now),
+        now=now,
+        calibration=calibration or request.calibration,
+    )
+    after_commit(workspace, "state.json", lambda: write_state(workspace, state))
 
 
 def report_salvaged(workspace: Workspace, count: int) -> None:

@@ -15,19 +15,17 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from memoryd.clock import iso_ms
 from memoryd.commit.rewrite import ArchivePlan, FaultHook, archive_name, parts_size, rewrite
 from memoryd.commit.snapshot import Snapshot
 from memoryd.conversation import Line, split_lines
 from memoryd.errors import CommitAborted
-from memoryd.job.finish import read_carried, report_salvaged
+from memoryd.job.finish import read_carried, record_finished_state, report_salvaged
 from memoryd.job.report import JobClock, after_commit, emit_masked, record_receipt
 from memoryd.job.request import JobRequest, JobResult, Progress
 from memoryd.pins import pinned_indices
 from memoryd.receipts.records import build_receipt
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.signals.state import build_state, write_state
 from memoryd.strategies.masking import MaskingStage
 from memoryd.workspace import Workspace
 
@@ -150,18 +148,7 @@ def _commit_masking(
             llm_calls=0,
         ),
     )
-    now = time.time()
-    state = build_state(
-        workspace,
-        settings,
-        messages=messages_after,
-        tokens=tokens_after,
-        summarizing=False,
-        last_summary_at=iso_ms(now),
-        now=now,
-        calibration=request.calibration,
-    )
-    after_commit(workspace, "state.json", lambda: write_state(workspace, state))
+    record_finished_state(workspace, request, messages_after, tokens_after)
     log.info(
         "tool_outputs_masked",
         workspace=str(workspace.path),
