@@ -13,13 +13,21 @@ Target: the worst accepted query ≤ 2 s of CPU, root-wide included. Each messag
 tail of 40 distinct tokens (hex ids, numbered names) so that the vocabulary is as large
 as real transcripts' and a short prefix stands for thousands of terms.
 
-    python bench/recall_cost.py [--messages 3000] [--workspaces 4] [--bytes 2000] [--json]
+With ``--source-messages N``, the same queries also run through ``recall_source()`` over
+a Claude Code home of N messages (sessions of 5,000 messages under
+``projects/<project>/``, each message about ``--source-bytes`` of transcript text and a
+tail of 12 distinct tokens; the texts of one generated transcript of each shape in
+turn), indexed once before; same target.
+
+    python bench/recall_cost.py [--messages 3000] [--workspaces 4] [--bytes 2000]
+                                [--source-messages 500000] [--source-bytes 300] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -35,7 +43,9 @@ sys.path.insert(0, str(common.REPO / "tests"))
 from agent_transcripts import SHAPES, generate
 
 from memoryd.errors import MemorydError
+from memoryd.search.history import content_text
 from memoryd.search.recall import recall, update_index
+from memoryd.sources.search import recall_source, update
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000000000Z-{:06x}.jsonl"
 PREFIXES = "po de co re te fi ch ru ha pa se ma in pr st ca".split()  # noqa: SIM905
@@ -119,6 +129,54 @@ def build(root: Path, workspaces: int, messages: int, size: int) -> list[Path]:
     return folders
 
 
+SESSION_MESSAGES = 5000
+
+
+def _session_record(k: int, session: str, line: bytes, size: int) -> bytes:
+    """Message ``k`` of a generated transcript as a Claude Code line: about ``size`` bytes
+    of its text and a tail of 12 distinct tokens."""
+    message = json.loads(line)
+    text = content_text(message.get("content"))[:size]
+    tail = " ".join(
+        f"{(k * 12 + j) * 2654435761 % (1 << 32):08x} id{(k * 12 + j) * 7919 % 10**6}"
+        f" {PREFIXES[j % 16]}{(k * 12 + j) * 31 % 99991}"
+        for j in range(4)
+    )
+    role = "assistant" if k % 2 else "user"
+    content: Any = [{"type": "text", "text": f"{text}\n{tail}"}] if k % 2 else f"{text}\n{tail}"
+    record = {
+        "type": role,
+        "sessionId": session,
+        "cwd": "/home/dev/proj",
+        "uuid": f"{session}-{k}",
+        "timestamp": f"2026-03-01T10:{(k // 60) % 60:02d}:{k % 60:02d}.000Z",
+        "message": {"role": role, "content": content},
+    }
+    return json.dumps(record, separators=(",", ":")).encode() + b"\n"
+
+
+def build_source(home: Path, messages: int, size: int) -> Path:
+    """A Claude Code home of ``messages`` messages, indexed: the texts of a few generated
+    transcripts (one of each shape) in turn, each message with its own tail."""
+    projects = home / "projects"
+    if not projects.exists():
+        texts: list[bytes] = []
+        for seed, shape in enumerate(SHAPES):
+            texts += generate(shape, 1000 + seed, 600, tokens=600 * size // 4).lines
+        for start in range(0, messages, SESSION_MESSAGES):
+            session = f"{start:08x}-0000-4000-8000-{start:012x}"
+            path = projects / f"-home-dev-proj{start // SESSION_MESSAGES % 7}" / f"{session}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(
+                b"".join(
+                    _session_record(k, session, texts[k % len(texts)], size)
+                    for k in range(start, min(start + SESSION_MESSAGES, messages))
+                )
+            )
+    update(home.resolve(), "claude-code")
+    return home
+
+
 def cpu_of(call: Any) -> tuple[float, str]:
     start = time.process_time()
     try:
@@ -142,6 +200,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=3000)
     parser.add_argument("--workspaces", type=int, default=4)
     parser.add_argument("--bytes", type=int, default=2000, help="mean message size")
+    parser.add_argument("--source-messages", type=int, default=0)
+    parser.add_argument("--source-bytes", type=int, default=300, help="text of a message")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows: list[list[Any]] = []
@@ -158,6 +218,21 @@ def main() -> None:
                     worst = max(worst, seconds)
                 rows.append([name, where, f"{seconds:.3f}", outcome[:70]])
                 results["queries"][f"{name} / {where}"] = {"cpu_s": seconds, "outcome": outcome}
+        if args.source_messages:
+            os.environ["XDG_STATE_HOME"] = str(root / "state")  # the index, deleted after
+            started = time.monotonic()
+            home = build_source(root / "claude", args.source_messages, args.source_bytes)
+            results["source_build_s"] = time.monotonic() - started
+            results["source_bytes"] = sum(f.stat().st_size for f in home.rglob("*.jsonl"))
+            source_worst = 0.0
+            for name, (query, raw) in QUERIES.items():
+                seconds, outcome = cpu_of(lambda q=query, r=raw: recall_source(home, q, raw=r))
+                if not outcome.startswith("refused"):
+                    source_worst = max(source_worst, seconds)
+                where = f"source ({args.source_messages:,} messages)"
+                rows.append([name, where, f"{seconds:.3f}", outcome[:70]])
+                results["queries"][f"{name} / {where}"] = {"cpu_s": seconds, "outcome": outcome}
+            results["source_worst_accepted_cpu_s"] = source_worst
     results["worst_accepted_cpu_s"] = worst
     results["interpreter_cpu_s"] = yardstick
     common.save("recall_cost", results)
@@ -170,6 +245,14 @@ def main() -> None:
         f"= {worst / yardstick:.1f}x the CPU of a bare interpreter's start-up "
         f"({yardstick * 1000:.1f} ms)"
     )
+    if args.source_messages:
+        source_worst = results["source_worst_accepted_cpu_s"]
+        print(
+            f"source index of {args.source_messages:,} messages "
+            f"({results['source_bytes'] / 1e6:.0f} MB, indexed in "
+            f"{results['source_build_s']:.0f} s): worst accepted query {source_worst:.3f} s "
+            f"CPU (target ≤ 2 s) = {source_worst / yardstick:.1f}x the yardstick"
+        )
 
 
 if __name__ == "__main__":

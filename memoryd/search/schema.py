@@ -21,6 +21,9 @@ SCHEMA_VERSION = 3
 the prefix index of 2 and 3 characters (docs/design.md#recall-cost)."""
 PASSAGE_BITS = 16
 TOKENIZER = "porter unicode61 remove_diacritics 2"
+PREFIX_INDEX = "2 3"
+"""The prefix lengths FTS5 keeps whole: a prefix of 2 or 3 characters is one term, however
+many it stands for (docs/design.md#recall-cost)."""
 SCHEMA = f"""
 CREATE TABLE archives(
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL,
@@ -29,7 +32,8 @@ CREATE TABLE messages(
     rowid INTEGER PRIMARY KEY, message_id TEXT, role TEXT, timestamp INTEGER,
     archive_id INTEGER NOT NULL, byte_offset INTEGER NOT NULL, byte_length INTEGER NOT NULL);
 CREATE INDEX messages_by_id ON messages(message_id);
-CREATE VIRTUAL TABLE passages USING fts5(body, parts, tokenize = '{TOKENIZER}', prefix = '2 3');
+CREATE VIRTUAL TABLE passages USING fts5(
+    body, parts, tokenize = '{TOKENIZER}', prefix = '{PREFIX_INDEX}');
 """
 
 

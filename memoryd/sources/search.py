@@ -1,5 +1,6 @@
 """``recall`` and ``expand`` over a source: the index brought up to date, then the same
-query language and ranking as a workspace's archive (docs/design.md#sources)."""
+query language, cost bound and ranking as a workspace's archive (docs/design.md#sources,
+docs/design.md#recall-cost)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import structlog
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError, UsageError
+from memoryd.search.cost import check_cost
 from memoryd.search.query import (
     QUERY_SECONDS,
     ROLES,
@@ -179,6 +181,7 @@ def _hits(
 ) -> list[SourceHit]:
     parsed = to_match(query, raw)
     with budget(conn, deadline, cancelled):
+        check_cost(conn, parsed)
         ranked = rank(conn, parsed, role, limit, scored=SCORED)
         where = {
             row[0]: row[1:]

@@ -20,12 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memoryd.search.index import connect_wal
-from memoryd.search.schema import TOKENIZER
+from memoryd.search.schema import PREFIX_INDEX, TOKENIZER
 from memoryd.sources.places import state_dir
 
 APPLICATION_ID = 0x6D656D73
 """``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1 had no prefix index; 2 keeps the prefixes of 2 and 3 characters whole, as a
+workspace's index does (docs/design.md#recall-cost)."""
 SIDE_FILES = ("-wal", "-shm", "-journal")
 WRITER_CACHE_KIB = 64 << 10
 FTS_HASH_BYTES = 16 << 20
@@ -44,7 +46,8 @@ CREATE TABLE messages(
 CREATE INDEX messages_by_id ON messages(message_id);
 CREATE INDEX messages_by_file ON messages(archive_id, seq);
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE VIRTUAL TABLE passages USING fts5(body, parts, tokenize = '{TOKENIZER}');
+CREATE VIRTUAL TABLE passages USING fts5(
+    body, parts, tokenize = '{TOKENIZER}', prefix = '{PREFIX_INDEX}');
 """
 
 
