@@ -96,9 +96,10 @@ def connect_wal(path: Path, synchronous: str) -> sqlite3.Connection:
     -wal and -shm files take the database file's mode). Only a writer under its index's
     lock calls it: two connections turning a new file to WAL at once can each hold a
     shared lock and want an exclusive one, and SQLite then answers "database is locked"
-    at once instead of waiting."""
+    at once instead of waiting. The path is quoted byte by byte: a folder whose name is
+    not UTF-8 is as usable as any."""
     conn = sqlite3.connect(
-        f"file:{urllib.parse.quote(str(path))}?mode=rw",
+        f"file:{urllib.parse.quote(os.fsencode(path))}?mode=rw",
         uri=True,
         timeout=BUSY_TIMEOUT_S,
         isolation_level=None,
@@ -292,7 +293,7 @@ def _read_only(workspace: Workspace, path: Path, use: Callable[[sqlite3.Connecti
     if _is_wal(path):
         try:
             conn = sqlite3.connect(
-                f"file:{urllib.parse.quote(str(path))}?mode=rw",
+                f"file:{urllib.parse.quote(os.fsencode(path))}?mode=rw",
                 uri=True,
                 timeout=BUSY_TIMEOUT_S,
                 isolation_level=None,
