@@ -290,7 +290,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         code: int = load_command(args.command).run(args, stdout)
         return code
     except MemorydError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:  # a config with several problems
+            print(f"{PROG}: {line}", file=sys.stderr)
         return exc.exit_code
     except SystemExit as exc:  # --help and --version end here
         return exc.code if isinstance(exc.code, int) else 0

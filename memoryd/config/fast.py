@@ -25,6 +25,7 @@ from memoryd.config.sources import (
     RESERVED_ENV,
     WORKSPACE_KEYS,
     find_config_file,
+    header_problem,
 )
 from memoryd.errors import MemorydError
 from memoryd.files.paths import read_in
@@ -281,6 +282,7 @@ def _other_value(kind: str, value: Any) -> Any:
         kind == "headers"
         and type(value) is dict
         and all(type(k) is str and type(v) is str for k, v in value.items())
+        and header_problem(value) is None
     ):
         return dict(value)
     if kind == "table" and value == {}:

@@ -28,6 +28,8 @@ API_KEY = "anthropic.api_key"
 HEADERS = "anthropic.default_headers"
 SECRET_KEYS = (API_KEY, "openai.api_key")
 HEADER_KEYS = (HEADERS, "openai.default_headers")
+URL_KEYS = ("anthropic.base_url", "openai.base_url")
+"""URLs that may carry a password (``http://user:PASS@host``): shown with it masked."""
 _SECRET_HEADER = re.compile(r"authorization|token|key|secret|password|cookie|auth", re.IGNORECASE)
 
 
@@ -87,14 +89,15 @@ def nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
     return nested
 
 
-def check_scalar_types(
+def scalar_type_problems(
     model: type[BaseModel],
     data: Mapping[str, Any],
     where: Callable[[str], str],
     from_text: bool = False,
     prefix: str = "",
-) -> None:
-    """Refuse a value of the wrong kind for a number or text setting, with one line.
+) -> dict[str, str]:
+    """Every value of the wrong kind for a number or text setting: its dotted key and one
+    line that says so.
 
     pydantic's lax mode would turn ``"4000"`` into 4000 and ``true`` into 1; a TOML file or
     a JSON value says what it means, so a string where a number belongs and a boolean where
@@ -102,6 +105,7 @@ def check_scalar_types(
     environment variables, whose scalars are always strings for pydantic to parse; there
     only booleans inside JSON values are refused. Anything else is left to pydantic.
     """
+    found: dict[str, str] = {}
     for key, value in data.items():
         info = model.model_fields.get(key)
         if info is None:
@@ -110,13 +114,12 @@ def check_scalar_types(
         nested = nested_model(info.annotation)
         if nested is not None:
             if isinstance(value, Mapping):
-                check_scalar_types(nested, value, where, from_text, f"{dotted}.")
+                found |= scalar_type_problems(nested, value, where, from_text, f"{dotted}.")
             continue
         problem = _wrong_kind(info.annotation, value, from_text)
         if problem:
-            raise ConfigError(
-                f"config: {dotted} = {shown(dotted, value)} {where(dotted)}: {problem}"
-            )
+            found[dotted] = f"config: {dotted} = {shown(dotted, value)} {where(dotted)}: {problem}"
+    return found
 
 
 def _wrong_kind(annotation: Any, value: Any, from_text: bool) -> str | None:
@@ -247,12 +250,20 @@ def describe(
     origins: Mapping[str, str],
     leaves: frozenset[str],
     fallback: str = "default",
+    known: Mapping[str, str] | None = None,
 ) -> str:
-    """One line for the first problem of ``err``: key, value (masked), source and reason."""
-    problems = err.errors(include_url=False)
-    problem = problems[0]
-    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-    key = ".".join(str(part) for part in problem["loc"])
+    """One line for each problem of ``err`` (key, value masked, source and reason), after
+    the lines of ``known`` (problems found before validation), a key said once."""
+    lines = dict(known or {})
+    for problem in err.errors(include_url=False):
+        key = ".".join(str(part) for part in problem["loc"])
+        lines.setdefault(key, _one_problem(problem, key, origins, leaves, fallback))
+    return "\n".join(lines.values())
+
+
+def _one_problem(
+    problem: Any, key: str, origins: Mapping[str, str], leaves: frozenset[str], fallback: str
+) -> str:
     reason = problem["msg"].removeprefix("Value error, ")
 
     def where(dotted: str) -> str:
@@ -261,15 +272,15 @@ def describe(
     if problem["type"] == "extra_forbidden":
         close = difflib.get_close_matches(key, sorted(leaves), n=1, cutoff=0.8)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        return f"config: unknown key '{key}' {where(key)}{hint}{more}"
+        return f"config: unknown key '{key}' {where(key)}{hint}"
     context = problem.get("ctx") or {}
     if "keys" in context:  # a problem of several keys together (model validators)
         values = " and ".join(
             f"{name} = {shown(name, context[name])} {where(name)}"
             for name in context["keys"].split()
         )
-        return f"config: {values}: {reason}{more}"
-    return f"config: {key} = {shown(key, problem['input'])} {where(key)}: {reason}{more}"
+        return f"config: {values}: {reason}"
+    return f"config: {key} = {shown(key, problem['input'])} {where(key)}: {reason}"
 
 
 def origin_text(dotted: str, origins: Mapping[str, str], fallback: str = "default") -> str:
@@ -289,6 +300,8 @@ def shown(key: str, value: Any) -> str:
     for secret in SECRET_KEYS:
         if key == secret or key.startswith(secret + ".") or secret.startswith(key + "."):
             return "<hidden>"  # the key itself, or a table that may hold it
+    if key in URL_KEYS and isinstance(value, str):
+        value = mask_url(value)
     for headers in HEADER_KEYS:
         if key == headers:
             value = mask_headers(value) if isinstance(value, Mapping) else "<hidden>"
@@ -296,6 +309,19 @@ def shown(key: str, value: Any) -> str:
             return "<hidden>"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password of its user part masked, if it has one (pure)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, path = rest.partition("/")
+    user_part, at, host = authority.rpartition("@")
+    if not at or ":" not in user_part:
+        return url
+    user = user_part.split(":", 1)[0]
+    return f"{scheme}://{user}:(masked)@{host}{slash}{path}"
 
 
 def mask_headers(headers: Mapping[Any, Any]) -> dict[Any, Any]:

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from memoryd.config.sources import header_problem
 from memoryd.defaults import (
     DEFAULT_KEEP_BOOKMARKS,
     DEFAULT_MAX_ENTRY_BYTES,
@@ -62,6 +63,14 @@ class AnthropicSettings(BaseModel):
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key: SecretStr | None = None
 
+    @field_validator("default_headers")
+    @classmethod
+    def _sendable_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        problem = header_problem(headers)
+        if problem:
+            raise ValueError(problem)
+        return headers
+
     @field_validator("api_key")
     @classmethod
     def _empty_key_is_unset(cls, api_key: SecretStr | None) -> SecretStr | None:
@@ -96,6 +105,14 @@ class OpenAISettings(BaseModel):
     """The server's context in tokens (prompt and answer) when known; 0: unknown."""
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key: SecretStr | None = None
+
+    @field_validator("default_headers")
+    @classmethod
+    def _sendable_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        problem = header_problem(headers)
+        if problem:
+            raise ValueError(problem)
+        return headers
 
     @field_validator("api_key")
     @classmethod

@@ -41,7 +41,6 @@ from memoryd.config.listen import is_loopback, parse_listen
 from memoryd.config.schema import (
     ENV_DELIMITER,
     ENV_PREFIX,
-    check_scalar_types,
     deep_merge,
     describe,
     file_error,
@@ -52,6 +51,7 @@ from memoryd.config.schema import (
     mark_env,
     nest,
     origin_text,
+    scalar_type_problems,
     setting_env_vars,
 )
 from memoryd.config.sections import ANTHROPIC_API_KEY_ENV as ANTHROPIC_API_KEY_ENV
@@ -302,8 +302,11 @@ def load_settings(
     toml_data = toml_source()
     mark(origins, flatten(Settings, toml_data), f"file {config_path}", _LEAVES)
     mark_env(origins, flatten(Settings, env_data), env_vars, _LEAVES)
-    check_scalar_types(Settings, toml_data, lambda key: f"(in file {config_path})")
-    check_scalar_types(Settings, env_data, lambda key: origin_text(key, origins), from_text=True)
+    wrong_kinds = scalar_type_problems(
+        Settings, toml_data, lambda key: f"(in file {config_path})"
+    ) | scalar_type_problems(
+        Settings, env_data, lambda key: origin_text(key, origins), from_text=True
+    )
     mark(origins, flatten(Settings, flag_data), "flag", _LEAVES)
 
     token = _PLANNED_SOURCES.set((env_source, toml_source))
@@ -311,9 +314,11 @@ def load_settings(
         settings = Settings(**flag_data)
     except ValidationError as err:
         # from None: a chained ValidationError would print its input values, secrets included.
-        raise ConfigError(describe(err, origins, _LEAVES)) from None
+        raise ConfigError(describe(err, origins, _LEAVES, known=wrong_kinds)) from None
     finally:
         _PLANNED_SOURCES.reset(token)
+    if wrong_kinds:
+        raise ConfigError("\n".join(wrong_kinds.values()))
 
     settings = _with_sdk_fallbacks(settings, origins, environ)
     sources = {key: origin for key, origin in origins.items() if key in _LEAVES}
@@ -352,11 +357,16 @@ def workspace_settings(settings: Settings, path: Path, raw: bytes) -> Settings:
     if not data:
         return settings
     origins = {key: f"file {path}" for key in flatten(Settings, data)}
-    check_scalar_types(Settings, data, lambda key: f"(in file {path})")
+    wrong_kinds = scalar_type_problems(Settings, data, lambda key: f"(in file {path})")
     try:
-        return Settings.model_validate(deep_merge(settings.model_dump(), data))
+        merged = Settings.model_validate(deep_merge(settings.model_dump(), data))
     except ValidationError as err:
-        raise ConfigError(describe(err, origins, _LEAVES, fallback="daemon settings")) from None
+        raise ConfigError(
+            describe(err, origins, _LEAVES, fallback="daemon settings", known=wrong_kinds)
+        ) from None
+    if wrong_kinds:
+        raise ConfigError("\n".join(wrong_kinds.values()))
+    return merged
 
 
 def _with_sdk_fallbacks(

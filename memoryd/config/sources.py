@@ -32,6 +32,27 @@ WORKSPACE_KEYS = frozenset(
     }
 )
 """The keys a workspace's ``.memoryd/config.toml`` may set: its budget and strategy."""
+_HEADER_NAME_CHARS = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+
+def header_problem(headers: Mapping[str, str]) -> str | None:
+    """Why ``headers`` cannot be sent as HTTP headers, or None (pure): a name must be an
+    HTTP token, a value printable ASCII (a tab allowed) -- a line break would end the
+    header and start another, a non-ASCII character cannot be encoded. Never quotes a
+    value: it may be a credential."""
+    for name, value in headers.items():
+        if not name or not set(name) <= _HEADER_NAME_CHARS:
+            return f"header name {name!r} is not an HTTP header name (letters, digits, -_.)"
+        if "\r" in value or "\n" in value:
+            return f"the value of header {name} holds a line break (CR or LF)"
+        if any(not (" " <= char <= "~" or char == "\t") for char in value):
+            return (
+                f"the value of header {name} holds a character that is not printable ASCII "
+                "(an HTTP header value cannot carry it)"
+            )
+    return None
 
 
 def find_config_file(config_file: Path | None, env: Mapping[str, str]) -> tuple[Path | None, Path]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memoryd.config.schema import HEADER_KEYS, SECRET_KEYS, mask_headers
+from memoryd.config.schema import HEADER_KEYS, SECRET_KEYS, URL_KEYS, mask_headers, mask_url
 from memoryd.config.settings import LoadedSettings
 
 MASKED = "set (masked)"
@@ -34,8 +34,8 @@ def render_config(loaded: LoadedSettings) -> str:
 def config_as_dict(loaded: LoadedSettings, masked: bool = True) -> dict[str, Any]:
     """The effective configuration as JSON-ready data: file, nested values and sources.
 
-    With ``masked`` (the default) the API key reads "set (masked)" or null and secret-looking
-    header values are masked; ``masked=False`` shows them in clear.
+    With ``masked`` (the default) the API key reads "set (masked)" or null, secret-looking
+    header values and a password in a base URL are masked; ``masked=False`` shows them in clear.
     """
     values = loaded.settings.model_dump(mode="json")
     for name in ("anthropic", "openai"):
@@ -44,6 +44,7 @@ def config_as_dict(loaded: LoadedSettings, masked: bool = True) -> dict[str, Any
         if masked:
             shown["api_key"] = MASKED if api_key is not None else None
             shown["default_headers"] = mask_headers(section.default_headers)
+            shown["base_url"] = mask_url(section.base_url)
         else:
             shown["api_key"] = api_key.get_secret_value() if api_key is not None else None
     return {
@@ -85,6 +86,8 @@ def _render_value(key: str, value: Any) -> str:
         return MASKED if value is not None else UNSET
     if key in HEADER_KEYS:
         value = mask_headers(value)
+    if key in URL_KEYS and isinstance(value, str):
+        value = mask_url(value)
     if isinstance(value, Path):
         value = str(value)
     elif isinstance(value, list):
