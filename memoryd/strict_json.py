@@ -92,9 +92,15 @@ _JSON_SPACE = " \t\n\r"
 
 def loads(data: str | bytes) -> Any:
     """Parse ``data``; raise JSONProblem naming the problem: "not UTF-8", "not valid JSON",
-    "too deeply nested", "number out of range", "NaN is not JSON"."""
+    "too deeply nested", "number out of range", "NaN is not JSON".
+
+    Bytes that start with a UTF-8 byte order mark are read without it, as ``json.loads``
+    reads bytes: an editor that saves with a BOM puts it before the first line of a file
+    (docs/design.md#odd-text)."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
+        if isinstance(data, bytes) and text.startswith("\ufeff"):
+            text = text[1:]
         value = _decode(text)
         # A text with no more brackets than MAX_DEPTH cannot nest deeper (one count at C
         # speed says so for almost every line); the walk is for the others.

@@ -1,15 +1,20 @@
-"""Workspaces whose folder name is not UTF-8 (a byte such as 0xff in the name, which
-Python holds as a surrogate): recall over their root and expand in them work as for any
-other workspace, and the index is brought up to date after a job without a failure."""
+"""Odd names and odd bytes: workspaces whose folder name is not UTF-8 (a byte such as
+0xff in the name, which Python holds as a surrogate) work for recall over their root and
+expand as any other, and their index is brought up to date after a job without a
+failure; a UTF-8 byte order mark before the first line is read as the line it is."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import structlog
 from cli_helpers import cli
+from conftest import SettingsFactory, generated_messages
 
+from memoryd.api_view import read_messages
+from memoryd.job.run import JobRequest, run_job
 from memoryd.search.recall import expand, recall, update_index_in_background
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000Z-abcd.jsonl"
@@ -47,3 +52,31 @@ def test_the_index_of_such_a_workspace_is_updated_after_a_job_without_failure(
         update_index_in_background(odd).join()
     assert [entry for entry in logs if entry["event"] == "index_update_failed"] == []
     assert (odd / ".memoryd" / "index.sqlite").stat().st_size > 0
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def test_a_byte_order_mark_before_the_first_line_is_read_as_the_line_it_precedes(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """An editor that saves with a UTF-8 BOM: the task line is a message (not malformed,
+    in the view), ``expand task-1`` returns it byte for byte, and a job pins it as the
+    task, right after the summary, byte for byte (BOM included) and still a message."""
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    task = {"id": "task-1", "role": "user", "content": "Build the zebra parser"}
+    rest = generated_messages(40, 300, first_role="assistant")
+    lines = [json.dumps(message).encode() + b"\n" for message in [task, *rest]]
+    lines[0] = BOM + lines[0]
+    (folder / "conversation.jsonl").write_bytes(b"".join(lines))
+    code, text = cli("status", str(folder), "--json")
+    assert code == 0 and json.loads(text)[0]["malformed_lines"] == 0
+    assert read_messages(folder)[0]["content"] == task["content"]
+    assert cli("expand", str(folder), "task-1") == (0, lines[0].decode())
+    job = make_settings(token_limit=4000, keep_first=1)
+    assert run_job(JobRequest(folder, job, force=True)).outcome == "completed"
+    after = (folder / "conversation.jsonl").read_bytes().splitlines(keepends=True)
+    assert after[1] == lines[0]
+    assert read_messages(folder)[1]["content"] == task["content"]
+    assert json.loads(cli("status", str(folder), "--json")[1])[0]["malformed_lines"] == 0
