@@ -9,11 +9,13 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import structlog
 from cli_helpers import cli
 from conftest import SettingsFactory, generated_messages
 
 from memoryd.api_view import read_messages
+from memoryd.errors import InputError
 from memoryd.job.run import JobRequest, run_job
 from memoryd.search.recall import expand, recall, update_index_in_background
 
@@ -80,3 +82,22 @@ def test_a_byte_order_mark_before_the_first_line_is_read_as_the_line_it_precedes
     assert after[1] == lines[0]
     assert read_messages(folder)[1]["content"] == task["content"]
     assert json.loads(cli("status", str(folder), "--json")[1])[0]["malformed_lines"] == 0
+
+
+def test_expand_names_a_conversation_that_is_a_folder_and_refuses_an_unknown_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``conversation.jsonl`` a folder: one line naming its path (not a descriptor
+    number), exit 1. An id that is in no message: one line, exit 2, as any argument
+    given wrong."""
+    odd = tmp_path / "odd"
+    (odd / "conversation.jsonl").mkdir(parents=True)
+    (odd / ".memoryd" / "archive").mkdir(parents=True)
+    assert cli("expand", str(odd), "m1") == (1, "")
+    err = capsys.readouterr().err
+    assert err == f"memoryd: {odd / 'conversation.jsonl'}: is not a regular file\n"
+    good = workspace(tmp_path / "good")
+    assert cli("expand", str(good), "not-an-id") == (2, "")
+    assert "not-an-id: no message with this id" in capsys.readouterr().err
+    with pytest.raises(InputError):
+        expand(good, "not-an-id")

@@ -95,9 +95,10 @@ def read_lines(workspace: Workspace, source: str) -> Iterator[RawLine]:
         return
     except OSError as exc:
         raise MemorydError(f"{path}: cannot read: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen: a folder opens, reads fail
+        os.close(fd)
+        raise MemorydError(f"{path}: is not a regular file")
     with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise MemorydError(f"{path}: is not a regular file")
         offset = 0
         for data in file:
             if not data.endswith(b"\n"):

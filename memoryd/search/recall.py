@@ -229,9 +229,10 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
 
     Byte for byte as appended (each ends with ``\\n``), from the live conversation when
     the message is still there, else from the archive (its newest copy). Context follows
-    the history across archive files; summaries are skipped. Raises MemorydError (exit 1)
-    for an unknown id, UsageError for a negative count or a folder that is no workspace
-    (neither a conversation nor an archive).
+    the history across archive files; summaries are skipped. Raises InputError (exit 2)
+    for an unknown id, a negative count or a folder that is no workspace (neither a
+    conversation nor an archive); MemorydError (exit 1) for a message whose line is too
+    long to read, or a conversation that is not a regular file.
     """
     for name, value in (("before", before), ("after", after)):
         if not isinstance(value, int) or value < 0:
@@ -248,23 +249,24 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
     )
     lines = context(ws, *where, before, after) if where else None
     if lines is None:
-        raise MemorydError(_not_found(ws, id, folder))
+        raise _not_found(ws, id, folder)
     return lines
 
 
-def _not_found(ws: Workspace, message_id: str, folder: Path) -> str:
+def _not_found(ws: Workspace, message_id: str, folder: Path) -> MemorydError:
     """Why expand found no line for ``message_id``: an over-size line that holds the id
-    is archived but never parsed, and so not indexed; else there is no such message."""
+    is archived but never parsed, and so not indexed (exit 1); else there is no such
+    message, an id given wrong (InputError, exit 2)."""
     pattern = re.compile(
         rb'"id"\s*:\s*' + re.escape(json.dumps(message_id).encode("utf-8", "surrogatepass"))
     )
     for source in sources(ws):
         for line in read_lines(ws, source):
             if len(line.data) > MAX_PARSED_LINE and pattern.search(line.data):
-                return (
+                return MemorydError(
                     f"{message_id}: its line in {source} (at byte {line.offset}) is "
                     f"{len(line.data):,} bytes, over the {MAX_PARSED_LINE:,}-byte limit for "
                     "reading a message: it is kept byte for byte but not indexed, so expand "
                     "cannot return it"
                 )
-    return f"{message_id}: no message with this id in {folder} (live or archived)"
+    return InputError(f"{message_id}: no message with this id in {folder} (live or archived)")

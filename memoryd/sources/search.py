@@ -302,7 +302,7 @@ def expand_source(
     """The original line of message ``id`` with up to ``before``/``after`` messages of its
     session around it, in the session's order, byte for byte as the file holds them (a
     message of a line that holds several, as its own JSON line; a spilled tool output,
-    whole). MemorydError (exit 1) for an unknown id."""
+    whole). InputError (exit 2) for an unknown id."""
     for name, value in (("before", before), ("after", after)):
         if not isinstance(value, int) or value < 0:
             raise UsageError(f"--{name} must be 0 or more (got {value})")
@@ -314,5 +314,5 @@ def expand_source(
     except sqlite3.Error as exc:
         raise MemorydError(f"the index of {root}: {exc}") from None
     if lines is None:
-        raise MemorydError(f"{id}: no message with this id in {root}")
+        raise InputError(f"{id}: no message with this id in {root}")
     return lines
