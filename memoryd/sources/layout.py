@@ -85,7 +85,8 @@ def recognise(path: Path) -> str | None:
 
     A file by its name or its first line; a folder by its layout (``projects/``,
     ``sessions/``, ``tmp/*/chats/``, ``chats/``) or else by the first session-like files
-    below it. A memoryd workspace is never a source.
+    below it. A memoryd workspace is never a source, nor the filesystem's root or the
+    home folder: sessions somewhere below them do not make every file there one.
     """
     try:
         st = os.stat(path)
@@ -97,11 +98,13 @@ def recognise(path: Path) -> str | None:
         return None
     if os.path.lexists(path / "conversation.jsonl") or os.path.lexists(path / ".memoryd"):
         return None
+    if _too_wide(path):
+        return None
     if (path / "projects").is_dir() and path.name != "tmp":
         return "claude-code"
     if (path / "sessions").is_dir() or (path / "archived_sessions").is_dir():
         return "codex"
-    if (path / "chats").is_dir() or path.name == "chats" or (path / "tmp").is_dir():
+    if (path / "chats").is_dir() or path.name == "chats" or _gemini_tmp(path / "tmp"):
         return "gemini"
     for count, (found, _) in enumerate(_walk(path, max_depth=4)):
         if count >= SNIFF_FILES:
@@ -110,6 +113,33 @@ def recognise(path: Path) -> str | None:
         if kind is not None:
             return kind
     return None
+
+
+def _too_wide(path: Path) -> bool:
+    try:
+        real = path.resolve()
+        return real == Path(real.anchor) or real == Path.home().resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+GEMINI_TMP_LOOK = 256
+"""Entries of a ``tmp`` folder looked at for a Gemini CLI project (``<hash>/chats/``)."""
+
+
+def _gemini_tmp(tmp: Path) -> bool:
+    """True when ``tmp`` holds a Gemini CLI project folder (``<hash>/chats/``) among its
+    first entries: any folder with a ``tmp`` in it (``/`` has ``/tmp``) is not a home."""
+    try:
+        with os.scandir(tmp) as entries:
+            for count, entry in enumerate(entries):
+                if count >= GEMINI_TMP_LOOK:
+                    return False
+                if entry.is_dir(follow_symlinks=False) and (Path(entry.path) / "chats").is_dir():
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 def _walk(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Path, os.stat_result]]:
