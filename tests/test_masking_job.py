@@ -16,6 +16,7 @@ from conftest import SettingsFactory
 from fake_anthropic import FakeAnthropic
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from memoryd.api_view import messages_for_api
 from memoryd.config.settings import Settings, load_settings
@@ -250,3 +251,37 @@ def test_property_a_masking_job_loses_nothing_and_keeps_the_task(
     if thinking_for(view):  # the agent of such a view sends with thinking on
         body["thinking"] = thinking_for(view)
     assert request_problem(body) is None
+
+
+def test_a_masking_that_cannot_get_under_budget_says_so_loudly(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """``token_limit = 1``: masking runs and no summary can follow. The job is
+    ineffective, never "completed": HEARTBEAT.md says failed with the usage still above
+    the trigger, the receipt, the event and the log say ineffective; the masking itself
+    is committed, nothing lost."""
+    transcript = generate("autonomous", 5, 40)
+    folder = write_workspace(tmp_path / "ws", transcript)
+    original = lines(folder / "conversation.jsonl")
+    config = make_settings(
+        keep_first=1,
+        token_limit=1,
+        **{"masking.enabled": True, "masking.keep_recent": 0, "summarizer.backend": "extractive"},
+    )
+    with capture_logs() as logs:
+        result = job(folder, config)
+    assert result.outcome == "ineffective", (result.outcome, result.reason)
+    assert result.masked_messages > 0
+    assert "usage still above the 80% trigger" in result.reason
+    heartbeat = HeartbeatManager(Workspace(folder)).get_status()
+    assert heartbeat.status == "failed"
+    assert "usage still above" in (heartbeat.last_error or "")
+    (receipt,) = read_receipts(Workspace(folder))
+    assert receipt.outcome == "ineffective"
+    assert [
+        e["type"]
+        for e in read_events(folder / ".memoryd" / "events.jsonl")
+        if e["type"].startswith("summarize_")
+    ] == ["summarize_ineffective"]
+    assert any(e["event"] == "summarize_ineffective" and e["log_level"] == "warning" for e in logs)
+    originals_kept(folder, original)

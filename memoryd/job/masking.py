@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import structlog
 
@@ -19,10 +20,16 @@ from memoryd.commit.rewrite import ArchivePlan, FaultHook, archive_name, parts_s
 from memoryd.commit.snapshot import Snapshot
 from memoryd.conversation import Line, split_lines
 from memoryd.errors import CommitAborted
-from memoryd.job.finish import read_carried, record_finished_state, report_salvaged
+from memoryd.job.finish import (
+    ineffective_text,
+    read_carried,
+    record_finished_state,
+    report_salvaged,
+)
 from memoryd.job.report import JobClock, after_commit, emit_masked, record_receipt
-from memoryd.job.request import JobRequest, JobResult, Progress
+from memoryd.job.request import JobRequest, JobResult, Outcome, Progress
 from memoryd.pins import pinned_indices
+from memoryd.policy import over_trigger, usage_ratio
 from memoryd.receipts.records import build_receipt
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
@@ -44,6 +51,9 @@ class MaskingJob:
     lines: Sequence[Line]
     """The lines of the snapshot, as read (not masked)."""
     snapshot: Snapshot
+    trigger: float | None = None
+    """The strategy's trigger: usage still above it after the masking makes the job
+    ineffective (docs/design.md#over-budget)."""
 
 
 def masking_only(
@@ -106,15 +116,23 @@ def _commit_masking(
     archive = f".memoryd/archive/{name}"
     span = stage.span(archive, summary_followed=False)
     result_text = stage.text
+    # Judged on what the job wrote, as after a summary (lines appended meanwhile are growth).
+    written = round(sum(x.tokens for x in head) * scale)
+    trigger = job.trigger
+    still = None
+    if trigger is not None and over_trigger(written, settings.token_limit, trigger):
+        still = ineffective_text(tokens_after, settings.token_limit, trigger)
+        result_text += f"; no summary could follow; {still}"
     if request.result_note:
         result_text += f"; {request.result_note}"
+    outcome: Outcome = "ineffective" if still is not None else "completed"
     receipt = build_receipt(
         job=clock.job,
         trigger=clock.trigger,
         strategy=strategy,
         started=clock.started,
         finished=time.time(),
-        outcome="completed",
+        outcome=outcome,
         reason=result_text,
         before=(base.messages_before, base.tokens_before),
         after=(messages_after, tokens_after),
@@ -125,29 +143,39 @@ def _commit_masking(
     )
     record_receipt(workspace, receipt)
     heartbeat = HeartbeatManager(workspace)
-    after_commit(workspace, "HEARTBEAT.md", lambda: heartbeat.complete_task(result_text))
+    if still is not None:
+        # Over budget after the job is never "completed" (docs/design.md#over-budget).
+        after_commit(
+            workspace, "HEARTBEAT.md", lambda: heartbeat.fail_task(still, result=result_text)
+        )
+    else:
+        after_commit(workspace, "HEARTBEAT.md", lambda: heartbeat.complete_task(result_text))
     emit_masked(workspace, receipt.job, span)
-    # Every job has one outcome event; a job that masking alone finished completed.
-    after_commit(
-        workspace,
-        "events.jsonl",
-        lambda: events.emit(
-            workspace,
-            "summarize_completed",
-            job=receipt.job,
-            reason=request.reason,
-            strategy=strategy,
-            summarized=0,
-            masked=len(masking.masked),
-            messages_before=base.messages_before,
-            messages_after=messages_after,
-            tokens_before=base.tokens_before,
-            tokens_after=tokens_after,
-            archive=name,
-            backend="masking",
-            llm_calls=0,
-        ),
+    details: dict[str, Any] = dict(
+        job=receipt.job,
+        reason=request.reason,
+        strategy=strategy,
+        summarized=0,
+        masked=len(masking.masked),
+        messages_before=base.messages_before,
+        messages_after=messages_after,
+        tokens_before=base.tokens_before,
+        tokens_after=tokens_after,
+        archive=name,
+        backend="masking",
+        llm_calls=0,
     )
+    # Every job has one outcome event: completed, or ineffective with why it stayed over.
+    event = "summarize_completed"
+    if still is not None and trigger is not None:
+        event = "summarize_ineffective"
+        details.update(
+            cause="masked what it could and no summary can follow",
+            usage_ratio=usage_ratio(tokens_after, settings.token_limit),
+            trigger_tokens=int(trigger * settings.token_limit),
+        )
+        log.warning(event, workspace=str(workspace.path), **details)
+    after_commit(workspace, "events.jsonl", lambda: events.emit(workspace, event, **details))
     record_finished_state(workspace, request, messages_after, tokens_after)
     log.info(
         "tool_outputs_masked",
@@ -159,7 +187,7 @@ def _commit_masking(
     )
     return replace(
         base,
-        outcome="completed",
+        outcome=outcome,
         reason=result_text,
         messages_after=messages_after,
         tokens_after=tokens_after,

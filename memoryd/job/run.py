@@ -169,7 +169,7 @@ def _run_locked(
     if stage is not None:
         mask_only = functools.partial(
             masking_only,
-            MaskingJob(workspace, request, clock, strategy.name, base, lines, snapshot),
+            MaskingJob(workspace, request, clock, strategy.name, base, lines, snapshot, trigger),
             stage,
             lambda reason: _failed(workspace, clock, settings, strategy.name, base, reason),
             progress,
