@@ -413,7 +413,7 @@ def test_the_command_line_prints_blocks_json_and_exact_bytes(history: Path) -> N
     originals = archived_lines(history)
     assert done.stdout == originals["msg-0009"] + originals["msg-0010"] + originals["msg-0011"]
     done = run_memoryd("expand", str(history), "missing-id")
-    assert (done.returncode, done.stdout) == (1, b"")
+    assert (done.returncode, done.stdout) == (2, b"")
     assert done.stderr.count(b"\n") == 1
     assert cli("recall", str(history), "x", "--limit", "0")[0] == 2
     assert cli("recall", str(history / "nope"), "x")[0] == 2

@@ -9,6 +9,7 @@ readers never wait for them (WAL).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import threading
@@ -61,6 +62,11 @@ def _damaged(exc: sqlite3.DatabaseError) -> bool:
     """True for errors that mean the file is not a usable index (never for busy/locked)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
     return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or name == "SQLITE_ERROR"
+
+
+def _disk_full(exc: sqlite3.DatabaseError) -> bool:
+    """True when SQLite could not write for want of room (SQLITE_FULL)."""
+    return (getattr(exc, "sqlite_errorname", "") or "") == "SQLITE_FULL"
 
 
 def index_path(workspace: Workspace) -> Path:
@@ -128,7 +134,8 @@ def _schema_ok(conn: sqlite3.Connection) -> None:
         mark_current(conn)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite already rolled back after a full disk
+            conn.execute("ROLLBACK")
         raise
 
 
@@ -193,7 +200,8 @@ def _index_archive(conn: sqlite3.Connection, workspace: Workspace, archive: Arch
         )
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite already rolled back after a full disk
+            conn.execute("ROLLBACK")
         raise
     return count
 
@@ -242,10 +250,17 @@ def _bring_up_to_date(workspace: Workspace, path: Path) -> int:
         except _Rebuild as exc:
             reason = str(exc)
         except sqlite3.DatabaseError as exc:
+            if _disk_full(exc):
+                raise MemorydError(
+                    f"{path}: disk full: the index was not brought up to date (the archive "
+                    "is intact; recall catches up once there is room)"
+                ) from None
             if not _damaged(exc):
                 raise MemorydError(f"{path}: {exc}") from None
             reason = f"damaged: {exc}"
         except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise MemorydError(f"{exc.filename or path}: disk full") from None
             raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
         if attempt == 2:
             raise MemorydError(f"{path}: cannot be rebuilt ({reason})")
