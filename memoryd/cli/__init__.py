@@ -276,7 +276,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         command = command_in(words)
         known = command in COMMANDS
         parser = build_parser(command if known else "", alone=known and _globals_first(words))
-        args = parser.parse_args(words)
+        args, extras = parser.parse_known_args(words)
+        if extras:  # argparse would say it without the command's name
+            unknown = f"unrecognized arguments: {' '.join(extras)}"
+            raise UsageError(f"{args.command}: {unknown}" if args.command else unknown)
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2

@@ -376,11 +376,14 @@ def run_daemon(
     configure_logging(loaded.settings.log_format, loaded.settings.log_level, sys.stdout)
     supervisor = Supervisor(loaded, config_file, cli_roots)
     supervisor.install_signal_handlers()
+    started = False
     try:
         supervisor.start()
+        started = True
         while not supervisor.done:
             supervisor.loop()
     finally:
         supervisor.close()
-        log.info("daemon_stopped")
+        if started:  # a start refused (a backend's package missing) stopped nothing
+            log.info("daemon_stopped")
     return 0
