@@ -295,4 +295,4 @@ def _other_value(kind: str, value: Any) -> Any:
 
 
 def _roots(roots: list[str] | list[Path]) -> list[Path]:
-    return [Path(root).expanduser() for root in roots]
+    return [Path(root).expanduser().absolute() for root in roots]

@@ -139,7 +139,7 @@ class Settings(BaseSettings):
     @field_validator("roots")
     @classmethod
     def _expand_roots(cls, roots: list[Path]) -> list[Path]:
-        return [root.expanduser() for root in roots]
+        return [root.expanduser().absolute() for root in roots]
 
     @field_validator("log_level")
     @classmethod

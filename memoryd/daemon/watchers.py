@@ -29,6 +29,9 @@ class RootWatchers:
         """Roots watched whose folders the first scan has not added yet."""
         self.identity: dict[Path, tuple[int, int]] = {}
         """(device, inode) of each root watched: a root replaced since is watched anew."""
+        self.said_missing: set[Path] = set()
+        """Roots missing since ``root_missing`` was logged for them: said once, not at
+        every look (the start and its first scan both look)."""
 
     def __contains__(self, root: object) -> bool:
         return root in self.observers
@@ -45,8 +48,11 @@ class RootWatchers:
         if root in self.observers:
             return
         if not root.is_dir():
-            log.warning("root_missing", root=str(root), hint="create it; it is rescanned")
+            if root not in self.said_missing:
+                log.warning("root_missing", root=str(root), hint="create it; it is rescanned")
+                self.said_missing.add(root)
             return
+        self.said_missing.discard(root)
         try:
             identity = _identity(root)
             observer, polling = start_observer(root, self.notes, max_depth, walk=False)
