@@ -9,7 +9,13 @@ it crosses its trigger; the agent never has to know.
 
     memoryd run --root ~/agents &                  # or the systemd user service
     python examples/agent_loop.py ~/agents/fix-bug "Make the test suite pass." --turns 50
-    python examples/agent_loop.py ~/agents/try-it "Count the files." --offline --turns 100
+    python examples/agent_loop.py ~/agents/try-it "Count the files." --offline --turns 20 \
+        --token-limit 4000
+
+``--token-limit`` gives a new workspace its own budget (``.memoryd/config.toml``, which the
+daemon reads): the scripted model's 20 turns come to ~12,000 tokens, a few times a
+4,000-token budget, so the run shows the daemon compacting; the daemon's default budget
+(100,000 tokens) takes a long real session to cross.
 
 Reads ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL, for any Anthropic-compatible server)
 from the environment, as the SDK does. With --offline no key and no network are needed: a
@@ -25,6 +31,7 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -106,14 +113,16 @@ class ScriptedMessages:
 
     SCRIPT = ("ls -la", "echo step {step}; seq 1 1500", "wc -c conversation.jsonl", "date -u")
 
-    def __init__(self) -> None:
+    def __init__(self, latency: float = 0.0) -> None:
         self.requests = 0
+        self.latency = latency
         # Tool ids are unique, as the API's are: a second run on the same workspace must
         # not reuse the first run's.
         self.run_tag = os.urandom(4).hex()
 
     def create(self, *, messages: list[dict[str, Any]], **_: Any) -> SimpleNamespace:
         check_request(messages)
+        time.sleep(self.latency)  # a model takes a moment: the daemon compacts meanwhile
         self.requests += 1
         command = self.SCRIPT[self.requests % len(self.SCRIPT)].format(step=self.requests)
         return SimpleNamespace(
@@ -139,8 +148,8 @@ class Block(SimpleNamespace):
 class ScriptedClient:
     """The scripted model, shaped like ``anthropic.Anthropic`` as far as ``turn`` uses it."""
 
-    def __init__(self) -> None:
-        self.messages = ScriptedMessages()
+    def __init__(self, latency: float = 0.0) -> None:
+        self.messages = ScriptedMessages(latency)
 
     def __enter__(self) -> ScriptedClient:
         return self
@@ -184,17 +193,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--offline", action="store_true", help="a scripted model: no API key, no network"
     )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.3,
+        help="seconds the scripted model takes to answer (--offline; default 0.3)",
+    )
+    parser.add_argument(
+        "--token-limit",
+        type=int,
+        help="a new workspace's budget in tokens (its .memoryd/config.toml); else the daemon's",
+    )
     args = parser.parse_args(argv)
     workspace: Path = args.workspace
     if not args.offline and not os.environ.get("ANTHROPIC_API_KEY"):
         parser.error("set ANTHROPIC_API_KEY, or pass --offline for a scripted model")
+    if args.token_limit is not None and args.token_limit < 1:
+        parser.error("--token-limit must be 1 or more")
     workspace.mkdir(parents=True, exist_ok=True)
     if not (workspace / "conversation.jsonl").exists():
         if not args.task:
             parser.error("a new workspace needs a task")
+        if args.token_limit is not None:
+            # Before the first message: the daemon reads it when it finds the workspace.
+            config = workspace / ".memoryd" / "config.toml"
+            config.parent.mkdir(exist_ok=True)
+            config.write_text(f"token_limit = {args.token_limit}\n")
+            print(f"agent_loop: a budget of {args.token_limit:,} tokens ({config})")
         memoryd.append_message(workspace, "user", args.task)
     if args.offline:
-        client: Any = ScriptedClient()
+        client: Any = ScriptedClient(max(0.0, args.latency))
     else:
         import anthropic  # only with a key: the offline mode needs no SDK
 
@@ -211,7 +239,12 @@ def main(argv: list[str] | None = None) -> int:
             if not going:
                 break
     view = memoryd.messages_for_api(workspace)
-    print(f"agent_loop: {done} turns; the API view now holds {len(view)} messages")
+    archive = workspace / ".memoryd" / "archive"
+    jobs = len(list(archive.glob("*.jsonl"))) if archive.is_dir() else 0  # one per compaction
+    print(
+        f"agent_loop: {done} turns; the API view now holds {len(view)} messages; the daemon "
+        f"compacted the conversation {jobs} times so far (memoryd history {workspace})"
+    )
     return 0
 
 

@@ -121,7 +121,7 @@ def test_the_example_runs_100_turns_offline_while_the_daemon_compacts(
     daemon = procs.daemon([root], tmp_path / "home", env)
     daemon.wait_ready()
     for _ in range(4):
-        code = example.main([str(workspace), TASK, "--offline", "--turns", "25"])
+        code = example.main([str(workspace), TASK, "--offline", "--turns", "25", "--latency", "0"])
         assert code == 0
         assert "25 turns" in capsys.readouterr().out
         wait_until(lambda: live_tokens(workspace) <= OFFLINE_LIMIT, 30, "a job below the budget")

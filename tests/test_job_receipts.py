@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_transcripts import generate, write_workspace
 from cli_helpers import cli
 from conftest import SettingsFactory, WorkspaceFactory, generated_messages, make_message
 from fake_anthropic import FakeAnthropic, Reply
@@ -419,3 +420,38 @@ def test_a_date_or_unit_written_with_a_letter_that_only_folds_to_ascii_is_compac
     assert {"2026-09-03", "5 ms", "2026-04-03", "2026-04-09"} <= {d.key for d in details}
     kept = score(details, str(head_of(folder)["content"]))
     assert kept.score == 1.0, kept.missing
+
+
+def test_a_job_counts_what_it_saw_and_says_what_arrived_meanwhile_apart(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """An agent appends 10 messages while a masking job commits: the receipt's
+    ``messages_after`` counts what the job wrote (as many as it read: masking keeps every
+    message), the 10 are ``messages_arrived``, and ``memoryd history`` shows both apart."""
+    transcript = generate("autonomous", 5, 120)
+    folder = write_workspace(tmp_path / "ws", transcript)
+    before = len((folder / "conversation.jsonl").read_bytes().splitlines())
+    config = make_settings(
+        keep_first=1,
+        token_limit=int(transcript.tokens / 0.95),
+        **{"masking.enabled": True, "summarizer.backend": "extractive"},
+    )
+    arrived = b"".join(
+        json.dumps({"id": f"new-{n}", "role": "user", "content": "more " * 20}).encode() + b"\n"
+        for n in range(10)
+    )
+
+    def agent_appends(step: str) -> None:
+        if step.startswith("committing"):
+            with open(folder / "conversation.jsonl", "ab") as file:
+                file.write(arrived)
+
+    result = run_job(JobRequest(folder, config, reason="trigger"), progress=agent_appends)
+    assert result.outcome == "completed" and result.masked_messages > 0, result.reason
+    (receipt,) = read_receipts(Workspace(folder))
+    assert (receipt.messages_before, receipt.messages_after) == (before, before)
+    assert receipt.messages_arrived == 10 and receipt.tokens_arrived > 0
+    assert receipt.tokens_after < receipt.tokens_before
+    code, table = cli("history", str(folder))
+    assert code == 0
+    assert f"{before}->{before} (+10 new)" in table

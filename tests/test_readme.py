@@ -182,10 +182,12 @@ def test_wire_the_cli_block_runs_line_by_line(tmp_path: Path, newcomer: dict[str
 def test_wire_the_example_block_runs_the_offline_loop_under_a_daemon(
     tmp_path: Path, newcomer: dict[str, str]
 ) -> None:
-    """``memoryd run --root agents &`` and then the example, offline, as written; the
-    daemon is stopped with SIGTERM afterwards and exits 0."""
-    first, second = commands(blocks(WIRE, "sh")[1])
-    assert first.endswith(" &") and "--offline" in second
+    """``memoryd run --root agents &`` and then the example, offline, as written: the
+    daemon compacts the conversation while it runs (with the daemon's default budget;
+    the command gives the workspace its own), and ``memoryd history`` as written lists
+    the compactions. The daemon is stopped with SIGTERM afterwards and exits 0."""
+    first, second, third = commands(blocks(WIRE, "sh")[1])
+    assert first.endswith(" &") and "--offline" in second and third.startswith("memoryd history")
     (tmp_path / "agents").mkdir()
     log = tmp_path / "daemon.log"
     with log.open("w") as out:
@@ -201,10 +203,18 @@ def test_wire_the_example_block_runs_the_offline_loop_under_a_daemon(
         done = run(second, tmp_path, newcomer)
         turns = re.search(r"--turns (\d+)", second)
         assert turns is not None and f"{turns[1]} turns" in done.stdout
+        workspace = tmp_path / "agents" / "demo-loop"
+        compacted = re.search(r"compacted the conversation (\d+) times", done.stdout)
+        assert compacted is not None, done.stdout
+        # A job still running at the last turn is the daemon's to finish: wait for one.
+        wait_until(
+            lambda: list((workspace / ".memoryd" / "archive").glob("*.jsonl")), 30, "a compaction"
+        )
+        history = run(third, tmp_path, newcomer).stdout
+        assert re.search(r"\b[1-9]\d* jobs? \([1-9]\d* completed", history), history
     finally:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(45) == 0
-    workspace = tmp_path / "agents" / "demo-loop"
     assert (workspace / "HEARTBEAT.md").exists(), "the daemon saw the new workspace"
 
 

@@ -152,6 +152,11 @@ class Receipt:
     """Set when read back (the folder it was read from); not written."""
     masked: MaskedSpan | None = None
     """The tool outputs masked first; None when masking did not run."""
+    messages_arrived: int = 0
+    """Messages the agent appended while the job ran: in the file after it, carried
+    over unread, not counted in ``messages_after`` (which counts what the job wrote)."""
+    tokens_arrived: int = 0
+    """Their tokens, likewise apart from ``tokens_after``."""
 
     @property
     def tokens_saved(self) -> int:
@@ -182,6 +187,8 @@ class Receipt:
             "cost_usd": self.cost_usd,
             "trigger": self.trigger,
             "masked": self.masked.to_record() if self.masked else None,
+            "messages_arrived": self.messages_arrived,
+            "tokens_arrived": self.tokens_arrived,
         }
 
     @classmethod
@@ -219,6 +226,8 @@ class Receipt:
             trigger=str(record.get("trigger") or "manual"),
             workspace=workspace,
             masked=MaskedSpan.from_record(masked) if isinstance(masked, dict) else None,
+            messages_arrived=int(record.get("messages_arrived") or 0),
+            tokens_arrived=int(record.get("tokens_arrived") or 0),
         )
 
 
@@ -241,9 +250,11 @@ def build_receipt(
     llm: LLMUsage | None = None,
     trigger: str = "manual",
     masked: MaskedSpan | None = None,
+    arrived: tuple[int, int] = (0, 0),
 ) -> Receipt:
     """A receipt from a job's figures (pure); ``before`` and ``after`` are (messages,
-    tokens), ``started`` and ``finished`` epoch seconds. The cost is 0 for a job that made
+    tokens) of what the job read and wrote, ``arrived`` of what the agent appended
+    meanwhile, ``started`` and ``finished`` epoch seconds. The cost is 0 for a job that made
     no LLM call, None for a model without a price."""
     usage = llm or LLMUsage()
     cost: float | None = 0.0
@@ -276,6 +287,8 @@ def build_receipt(
         cost_usd=cost,
         trigger=trigger,
         masked=masked,
+        messages_arrived=arrived[0],
+        tokens_arrived=arrived[1],
     )
 
 

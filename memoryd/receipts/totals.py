@@ -74,8 +74,8 @@ def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: boo
             r.strategy,
             r.backend or "-",
             r.outcome,
-            f"{r.messages_before}->{r.messages_after}",
-            f"{r.tokens_before:,}->{r.tokens_after:,}",
+            f"{r.messages_before}->{r.messages_after}{_arrived(r.messages_arrived)}",
+            f"{r.tokens_before:,}->{r.tokens_after:,}{_arrived(r.tokens_arrived)}",
             f"{r.tokens_saved:,}",
             _masked(r),
             retention,
@@ -99,6 +99,11 @@ def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: boo
         f"{totals.llm_tokens:,} LLM tokens, ${totals.cost_usd:.4f}{unpriced}"
     )
     return "\n".join(lines)
+
+
+def _arrived(count: int) -> str:
+    """What the agent appended while the job ran, apart from what the job did."""
+    return f" (+{count:,} new)" if count else ""
 
 
 def _masked(receipt: Receipt) -> str:
