@@ -114,3 +114,33 @@ def test_the_units_comment_points_to_places_that_exist() -> None:
     assert f"\n## {heading[1]}\n" in (REPO / "README.md").read_text()
     guides = re.findall(r"docs/[\w/.-]+\.md", comment)
     assert guides and all((REPO / guide).is_file() for guide in guides)
+
+
+def test_the_drop_ins_comment_gives_the_scores_the_guide_gives_and_systemd_measures(
+    tmp_path: Path,
+) -> None:
+    """The drop-in's comment and docs/guides/systemd.md state the same two exposure
+    scores (the unit alone, with the drop-in); with the systemd the guide names, they are
+    what systemd-analyze measures."""
+    comment = re.search(r"(\d+\.\d) instead of (\d+\.\d)", DROP_IN.read_text())
+    assert comment is not None
+    with_drop_in, alone = float(comment[1]), float(comment[2])
+    guide = (REPO / "docs" / "guides" / "systemd.md").read_text()
+    stated = re.search(
+        r"the unit alone (\d+\.\d), with the drop-in (\d+\.\d), with systemd (\d+)", guide
+    )
+    assert stated is not None
+    assert (float(stated[1]), float(stated[2])) == (alone, with_drop_in)
+    assert f"systemd {stated[3]}" in DROP_IN.read_text()
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (apt-get install systemd): no score")
+    version = subprocess.run([analyze, "--version"], capture_output=True, text=True, check=False)
+    if not version.stdout.startswith(f"systemd {stated[3]} "):
+        pytest.skip(f"the figures are systemd {stated[3]}'s; this is {version.stdout[:12]}")
+    unit_dir = tmp_path / "units"
+    (unit_dir / "memoryd.service.d").mkdir(parents=True)
+    shutil.copy(UNIT, unit_dir)
+    assert exposure(unit_dir, tmp_path / "alone") == alone
+    shutil.copy(DROP_IN, unit_dir / "memoryd.service.d")
+    assert exposure(unit_dir, tmp_path / "with") == with_drop_in
