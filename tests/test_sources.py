@@ -162,7 +162,7 @@ def test_a_folder_that_is_no_source_and_an_unknown_id_are_one_line(tmp_path: Pat
     with pytest.raises(MemorydError, match="no message with this id"):
         expand_source(home, "nope")
     code, _ = cli("expand", str(home), "nope")
-    assert code == 1
+    assert code == 2  # an id given wrong, as for a workspace
 
 
 def test_a_workspace_is_still_a_workspace(tmp_path: Path) -> None:
