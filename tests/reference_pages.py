@@ -55,11 +55,13 @@ flags, environment variables (the name in the table; lists and tables as JSON, e
 table: `summarizer.backend` is `backend` under `[summarizer]`.
 
 Unknown keys and unknown `MEMORYD_*` variables are refused, and so is a bad value, at start,
-in one line naming the key, the value, its source and the reason (exit 2). Values must have
+each in one line naming the key, the value, its source and the reason (exit 2); a file
+with several problems gets one line for each. Values must have
 their type: a string where a number belongs (`token_limit = "4000"`) or a boolean where a
 count belongs (`workers = true`) is refused (environment variables are text and are
 parsed); NaN and infinity are refused. `memoryd config` prints the effective values and
-where each came from, with secrets masked. `config/memoryd.toml` is an example file with
+where each came from, with secrets masked (the API keys, secret-looking header values, a
+password in a base URL). `config/memoryd.toml` is an example file with
 every key at its default.
 
 A workspace may override `token_limit`, `strategy`, `warning_at`, `summarize_at`,
