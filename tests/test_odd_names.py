@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -40,7 +41,12 @@ def test_recall_and_expand_work_in_a_workspace_whose_name_is_not_utf8(tmp_path: 
     assert found == sorted(os.fsencode(p) for p in (odd, root / "good"))
     assert b"".join(expand(odd, "m1")) == LINE
     assert cli("recall", str(root), "postgres")[0] == 0
-    assert cli("recall", str(root), "postgres", "--json")[0] == 0
+    code, printed = cli("recall", str(root), "postgres", "--json")
+    assert code == 0
+    assert sorted(hit["workspace"] for hit in json.loads(printed)) == [
+        str(root / "bad-\ufffd"),
+        str(root / "good"),
+    ]
     assert cli("expand", str(odd), "m1") == (0, LINE.decode())
 
 
@@ -101,3 +107,23 @@ def test_expand_names_a_conversation_that_is_a_folder_and_refuses_an_unknown_id(
     assert "not-an-id: no message with this id" in capsys.readouterr().err
     with pytest.raises(InputError):
         expand(good, "not-an-id")
+
+
+@pytest.mark.slow
+def test_mcp_recall_over_a_root_with_a_workspace_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    """The MCP recall tool over the root answers with the hits of both workspaces; the odd
+    name comes back in the hit's ``workspace`` with U+FFFD for its bad byte (JSON cannot
+    carry the byte), never an error."""
+    from test_mcp_server import structured, with_server
+
+    root = tmp_path / "root"
+    workspace(root / os.fsdecode(b"bad-\xff"))
+    workspace(root / "good")
+
+    async def session(client: Any) -> None:
+        hits = structured(await client.call_tool("recall", {"query": "postgres"}))["hits"]
+        assert len(hits) == 2
+        names = sorted(hit["workspace"].rsplit("/", 1)[-1] for hit in hits)
+        assert names == ["bad-\ufffd", "good"]
+
+    with_server(tmp_path, "--root", str(root))(session)

@@ -380,7 +380,8 @@ async def run_cancellable(search: functools.partial[list[T]]) -> list[T]:
 
 def _hit(hit: Hit) -> HitOut:
     return HitOut(
-        workspace=str(hit.workspace),
+        # A folder name that is not UTF-8 is named with U+FFFD: JSON cannot carry its bytes.
+        workspace=valid_text(str(hit.workspace)),
         id=hit.id,
         role=hit.role,
         timestamp=hit.timestamp,

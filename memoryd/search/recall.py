@@ -74,9 +74,10 @@ class Hit:
     their group, such hits come first); not part of the JSON form."""
 
     def as_dict(self) -> dict[str, object]:
-        """The JSON form ``memoryd recall --json`` prints."""
+        """The JSON form ``memoryd recall --json`` prints (a folder name that is not UTF-8
+        with U+FFFD for its bad bytes: JSON text cannot carry them)."""
         return {
-            "workspace": str(self.workspace),
+            "workspace": strict_json.valid_text(str(self.workspace)),
             "id": self.id,
             "role": self.role,
             "timestamp": self.timestamp,
