@@ -1,6 +1,7 @@
-"""A full disk while the recall index is written: the error says the disk is full (the
-index is a cache, the archive intact), never that the index is damaged, and nothing is
-rebuilt for it; once there is room, the index is brought up to date."""
+"""A full disk while the recall index is written: the error says the disk is full (SQLite's
+"database or disk is full"; the index is a cache, the archive intact), never that the index
+is damaged, and nothing is rebuilt for it; once there is room, the index is brought up to
+date."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_a_full_disk_while_indexing_says_disk_full_not_damaged(tmp_path: Path) -
         with capture_logs() as logs, pytest.raises(MemorydError) as caught:
             update_index(folder)
         message = str(caught.value)
-        assert "disk full" in message and "damaged" not in message, message
+        assert message.endswith("index.sqlite: database or disk is full"), message
         assert "\n" not in message
         assert not any("damaged" in str(entry.get("reason", "")) for entry in logs), logs
         assert archive.read_bytes() == before

@@ -9,7 +9,6 @@ readers never wait for them (WAL).
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sqlite3
 import threading
@@ -64,11 +63,6 @@ def _damaged(exc: sqlite3.DatabaseError) -> bool:
     return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or name == "SQLITE_ERROR"
 
 
-def _disk_full(exc: sqlite3.DatabaseError) -> bool:
-    """True when SQLite could not write for want of room (SQLITE_FULL)."""
-    return (getattr(exc, "sqlite_errorname", "") or "") == "SQLITE_FULL"
-
-
 def index_path(workspace: Workspace) -> Path:
     """Where the index of ``workspace`` lives; refused when ``.memoryd`` leads outside.
 
@@ -102,10 +96,9 @@ def connect_wal(path: Path, synchronous: str) -> sqlite3.Connection:
     -wal and -shm files take the database file's mode). Only a writer under its index's
     lock calls it: two connections turning a new file to WAL at once can each hold a
     shared lock and want an exclusive one, and SQLite then answers "database is locked"
-    at once instead of waiting. The path is quoted byte by byte: a folder whose name is
-    not UTF-8 is as usable as any."""
+    at once instead of waiting."""
     conn = sqlite3.connect(
-        f"file:{urllib.parse.quote(os.fsencode(path))}?mode=rw",
+        f"file:{urllib.parse.quote(os.fsencode(path))}?mode=rw",  # bytes: any folder name
         uri=True,
         timeout=BUSY_TIMEOUT_S,
         isolation_level=None,
@@ -250,17 +243,10 @@ def _bring_up_to_date(workspace: Workspace, path: Path) -> int:
         except _Rebuild as exc:
             reason = str(exc)
         except sqlite3.DatabaseError as exc:
-            if _disk_full(exc):
-                raise MemorydError(
-                    f"{path}: disk full: the index was not brought up to date (the archive "
-                    "is intact; recall catches up once there is room)"
-                ) from None
-            if not _damaged(exc):
+            if not _damaged(exc):  # a full disk included: "database or disk is full"
                 raise MemorydError(f"{path}: {exc}") from None
             reason = f"damaged: {exc}"
         except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise MemorydError(f"{exc.filename or path}: disk full") from None
             raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
         if attempt == 2:
             raise MemorydError(f"{path}: cannot be rebuilt ({reason})")
