@@ -44,7 +44,7 @@ def every_line(workspace: Path) -> list[dict[str, Any]]:
     paths = [workspace / "conversation.jsonl"]
     archive = workspace / ".memoryd" / "archive"
     if archive.exists():
-        paths += sorted(archive.iterdir())
+        paths += sorted(archive.glob("*.jsonl"))  # not a job's .pending file, mid-write
     found = []
     for path in paths:
         for line in path.read_bytes().splitlines():
