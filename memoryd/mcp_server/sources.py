@@ -1,6 +1,6 @@
 """The ``source`` argument of the MCP ``recall`` and ``expand`` tools: other agents'
 sessions (Claude Code, Codex CLI, Gemini CLI) served read-only, from the ``[[sources]]``
-of the configuration and ``memoryd mcp --source PATH`` (docs/sources.md)."""
+of the configuration and ``memoryd mcp --source PATH`` (docs/guides/sources.md)."""
 
 from __future__ import annotations
 

@@ -26,15 +26,19 @@ from memoryd.search.schema import PASSAGE_BITS, passage_rows
 from memoryd.sources import claude, codex, gemini
 from memoryd.sources.layout import (
     LINES,
+    SNIFF_BYTES,
     SPILL,
+    UNKNOWN,
+    WHOLE,
     SessionFile,
     changed_file,
     session_files,
     session_name,
+    storable,
 )
 from memoryd.sources.reader import Changed, lines_from, open_regular
-from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, safe_text
-from memoryd.sources.store import Batch
+from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, load, safe_text
+from memoryd.sources.store import Batch, Progress
 
 log = structlog.get_logger()
 
@@ -42,6 +46,11 @@ PARSERS: dict[str, Callable[[bytes], Record]] = {
     claude.SOURCE: claude.parse,
     codex.SOURCE: codex.parse,
     gemini.SOURCE: gemini.parse,
+}
+LOOKS_LIKE: dict[str, Callable[[object], bool]] = {
+    claude.SOURCE: claude.looks_like,
+    codex.SOURCE: codex.looks_like,
+    gemini.SOURCE: gemini.looks_like,
 }
 HEAD_BYTES = 4096
 BATCH = 2000
@@ -58,6 +67,8 @@ class SyncResult:
     added: int = 0
     removed: int = 0
     problems: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    """Files of this pass in no format the source writes (skipped until they change)."""
 
 
 class Known(NamedTuple):
@@ -74,9 +85,10 @@ class Known(NamedTuple):
     session: str | None
     project: str | None
     lines: int
+    shape: str
 
 
-KNOWN_COLUMNS = "id, name, size, dev, ino, mtime_ns, head, session, project, lines"
+KNOWN_COLUMNS = "id, name, size, dev, ino, mtime_ns, head, session, project, lines, shape"
 
 
 @dataclass(slots=True)
@@ -125,10 +137,12 @@ def drop_file(conn: sqlite3.Connection, file_id: int) -> int:
 class _Pass:
     """One pass over one file: rows are batched, Gemini's updates applied in order."""
 
-    def __init__(self, conn: sqlite3.Connection, source: str, row: _File, next_rowid: int) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, source: str, row: _File, next_rowid: int, stem: str
+    ) -> None:
         self.conn, self.source, self.row, self.next_rowid = conn, source, row, next_rowid
         self.added = self.removed = 0
-        self.stem = Path(row.name).stem or "session"
+        self.stem = stem
 
     def flush(self) -> None:
         row = self.row
@@ -175,7 +189,9 @@ class _Pass:
 
     def add(self, message: Message, offset: int, length: int) -> None:
         seq = (offset << 16) | (message.item + 1)
-        ident = message.id or f"{self.stem}@{offset}"
+        ident = message.id or f"{self.stem}@{offset}" + (
+            f"#{message.item}" if message.item >= 0 else ""
+        )
         if self.source == gemini.SOURCE:
             live = self._live_ids()
             if ident in live:
@@ -235,6 +251,7 @@ def _read(
         source,
         row,
         conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM messages").fetchone()[0],
+        storable(Path(file.name).stem if file.name else file.path.stem) or "session",
     )
     problem: str | None = None
     end = committed = start
@@ -266,7 +283,7 @@ def _read(
     result.removed += work.removed
     result.bytes += end - start
     if problem is not None:
-        result.problems.append(f"{file.name or file.path.name}: {problem}")
+        result.problems.append(f"{storable(file.name or file.path.name)}: {problem}")
     return end
 
 
@@ -293,13 +310,42 @@ def _unchanged(file: SessionFile, known: Known, fd: int) -> bool | None:
     return file.size == known.size
 
 
+def _same_stat(file: SessionFile, known: Known) -> bool:
+    """True when the listing says the file is as the index left it: the same inode, time
+    and size (what was read of it: a torn last line makes it differ)."""
+    return (known.dev, known.ino) == file.inode and (known.mtime_ns, known.size) == (
+        file.mtime_ns,
+        file.size,
+    )
+
+
+def _known_format(source: str, file: SessionFile, fd: int) -> bool:
+    """True unless the first line (or document) of a new file is in no format ``source``
+    writes; an empty file, or a first line still being written, is given the benefit of
+    the doubt."""
+    if file.shape == SPILL:
+        return True
+    head = os.pread(fd, min(file.size, SNIFF_BYTES), 0).lstrip()
+    if not head:
+        return True
+    if file.shape == WHOLE:
+        return head.startswith(b"{")
+    first, newline, _ = head.partition(b"\n")
+    if not newline:
+        return True
+    value, _ = load(first)
+    return bool(LOOKS_LIKE[source](value))
+
+
 def _new_row(conn: sqlite3.Connection, file: SessionFile) -> _File:
+    name = storable(file.name)
+    raw = os.fsencode(file.name) if name != file.name else None
     file_id = conn.execute(
-        "INSERT INTO archives(name, size, messages, passages, lines, shape, dev, ino, mtime_ns) "
-        "VALUES (?, 0, 0, 0, 0, ?, ?, ?, ?)",
-        (file.name, file.shape, *file.inode, file.mtime_ns),
+        "INSERT INTO archives(name, size, messages, passages, lines, shape, dev, ino, mtime_ns, "
+        "raw) VALUES (?, 0, 0, 0, 0, ?, ?, ?, ?, ?)",
+        (name, file.shape, *file.inode, file.mtime_ns, raw),
     ).lastrowid
-    return _File(int(file_id or 0), file.name, None, None, 0)
+    return _File(int(file_id or 0), name, None, None, 0)
 
 
 def _index_one(
@@ -311,12 +357,14 @@ def _index_one(
     batch: Batch,
 ) -> None:
     """Index what is new in one file, in ``batch``'s transaction."""
+    if known is not None and _same_stat(file, known):
+        return  # its size and time are those it had when read: nothing to open
     try:
         fd = open_regular(file.path, file.inode)
     except (OSError, Changed):
         return  # gone or replaced since it was listed: the next pass sees what is there
     try:
-        state = None if known is None else _unchanged(file, known, fd)
+        state = None if known is None or known.shape == UNKNOWN else _unchanged(file, known, fd)
         if state is True:
             return
         batch.begin_file()
@@ -325,9 +373,17 @@ def _index_one(
                 if known is not None:
                     result.removed += drop_file(conn, known.id)
                 row = _new_row(conn, file)
+                if not _known_format(source, file, fd):
+                    conn.execute(
+                        "UPDATE archives SET shape = ?, size = ? WHERE id = ?",
+                        (UNKNOWN, file.size, row.id),
+                    )
+                    result.unknown.append(row.name)
+                    batch.end_file(ok=True)
+                    return
             else:
                 row = _File(
-                    known.id, file.name, known.session, known.project, known.size, known.lines
+                    known.id, known.name, known.session, known.project, known.size, known.lines
                 )
             _read(conn, source, file, row, fd, result, batch)
             conn.execute(
@@ -344,7 +400,11 @@ def _index_one(
 
 
 def sync(
-    conn: sqlite3.Connection, root: Path, source: str, changed: Iterable[Path] | None = None
+    conn: sqlite3.Connection,
+    root: Path,
+    source: str,
+    changed: Iterable[Path] | None = None,
+    progress: Callable[[Progress], None] | None = None,
 ) -> SyncResult:
     """Bring the index behind ``conn`` up to date with the session files below ``root``:
     all of them, or only the ``changed`` paths (what a watcher saw; a folder among them
@@ -357,13 +417,13 @@ def sync(
     paths = None if changed is None else list(changed)
     if paths is None or any(path.is_dir() and not path.is_symlink() for path in paths):
         files = session_files(root, source)
-        names = {file.name for file in files}
+        names = {storable(file.name) for file in files}
         rows = conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives")
     else:
         found = {hit for path in paths if (hit := changed_file(root, source, path)) is not None}
         files = sorted((file for _, file in found if file is not None), key=lambda f: f.name)
-        names = {file.name for file in files}
-        asked = sorted({name for name, _ in found})
+        names = {storable(file.name) for file in files}
+        asked = sorted({storable(name) for name, _ in found})
         rows = conn.execute(
             f"SELECT {KNOWN_COLUMNS} FROM archives WHERE name IN ({', '.join('?' * len(asked))})",
             asked,
@@ -376,12 +436,27 @@ def sync(
             result.removed += drop_file(conn, row.id)
         conn.execute("COMMIT")
     batch = Batch(conn, COMMIT_BYTES)
+    started, first = time.monotonic(), not known
+    todo: list[tuple[SessionFile, Known | None]] = []
+    for file in files:
+        seen = known.get(storable(file.name))
+        if seen is None or not _same_stat(file, seen):
+            todo.append((file, seen))
+    total = sum(file.size for file, _ in todo)
+    done = 0
+    if progress is not None:
+        progress(Progress(first, 0, len(todo), 0, total, 0.0))
     try:
-        for file in files:
+        for number, (file, seen) in enumerate(todo, 1):
             try:
-                _index_one(conn, source, file, known.get(file.name), result, batch)
+                _index_one(conn, source, file, seen, result, batch)
             except OSError as exc:
-                result.problems.append(f"{file.name or file.path.name}: {exc.strerror or exc}")
+                name = storable(file.name or file.path.name)
+                result.problems.append(f"{name}: {exc.strerror or exc}")
+            done += file.size
+            if progress is not None:
+                seconds = time.monotonic() - started
+                progress(Progress(first, number, len(todo), done, total, seconds))
         batch.commit()
     except BaseException:
         batch.rollback()
