@@ -36,6 +36,7 @@ from memoryd.search.history import (
 )
 from memoryd.search.schema import (
     APPLICATION_ID,
+    INSERT_PASSAGES,
     SCHEMA_VERSION,
     create_schema,
     mark_current,
@@ -183,7 +184,7 @@ def _index_archive(conn: sqlite3.Connection, workspace: Workspace, archive: Arch
             cut = [
                 part for i, row in zip(ids, batch, strict=True) for part in passage_rows(i, row[5])
             ]
-            conn.executemany("INSERT INTO passages(rowid, body, parts) VALUES (?, ?, ?)", cut)
+            conn.executemany(INSERT_PASSAGES, cut)
             count += len(batch)
             passages += len(cut)
         conn.execute(

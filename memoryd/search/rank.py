@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from memoryd.search.query import Query
 from memoryd.search.schema import PASSAGE_BITS
-from memoryd.search.text import identifier_snippet
+from memoryd.search.text import cjk_snippet, identifier_snippet
 
 SCORED = 40_000
 """Passages a group scores at most: the newest that match (all of them below that)."""
@@ -163,14 +163,19 @@ def _with_snippets(conn: sqlite3.Connection, found: list[Ranked]) -> list[Ranked
         wanted = [ranked.passage for ranked in found if ranked.match == match]
         marks = ", ".join("?" * len(wanted))
         rows = conn.execute(
-            f"SELECT rowid, snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}), "
-            "snippet(passages, 1, char(2), char(3), '…', 64), body FROM passages "
+            f"SELECT rowid, snippet(passages, 0, char(2), char(3), '…', {SNIPPET_TOKENS}), "
+            "snippet(passages, 1, char(2), char(3), '…', 64), "
+            "snippet(passages, 2, char(2), char(3), '…', 64), body FROM passages "
             f"WHERE passages MATCH ? AND rowid IN ({marks})",
             [match, *wanted],
         ).fetchall()
-        for rowid, text, parts, body in rows:
-            text, parts, body = str(text), str(parts), str(body)
-            if "**" not in text and "\x02" in parts:
+        for rowid, text, parts, pairs, body in rows:
+            text, parts, pairs, body = str(text), str(parts), str(pairs), str(body)
+            marked = "\x02" in text
+            text = text.replace("\x02", "**").replace("\x03", "**")
+            if not marked and "\x02" in parts:
                 text = identifier_snippet(body, parts, SNIPPET_TOKENS) or text
+            elif not marked and "\x02" in pairs:
+                text = cjk_snippet(body, pairs) or text
             snippets[int(rowid)] = text
     return [replace(ranked, snippet=str(snippets.get(ranked.passage, ""))) for ranked in found]

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import structlog
 
-from memoryd.search.schema import PASSAGE_BITS, passage_rows
+from memoryd.search.schema import INSERT_PASSAGES, PASSAGE_BITS, passage_rows
 from memoryd.sources import claude, codex, gemini
 from memoryd.sources.layout import (
     LINES,
@@ -151,7 +151,7 @@ class _Pass:
                 "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row.rows
             )
             cut = [part for rowid, text in row.texts for part in passage_rows(rowid, text)]
-            self.conn.executemany("INSERT INTO passages(rowid, body, parts) VALUES (?, ?, ?)", cut)
+            self.conn.executemany(INSERT_PASSAGES, cut)
             self.conn.execute(
                 "UPDATE archives SET messages = messages + ?, passages = passages + ? WHERE id = ?",
                 (len(row.rows), len(cut), row.id),
