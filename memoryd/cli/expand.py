@@ -37,14 +37,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the original JSON lines on stdout, exactly as they were appended."""
-    from memoryd.search.recall import expand
-
-    log_to_stderr(args)
     from memoryd.cli import sources
 
     if sources.is_source(args, args.workspace):
+        from memoryd.search.lazylog import before_first_line
+
+        before_first_line(lambda: log_to_stderr(args))
         data = sources.expand(args)
     else:
+        log_to_stderr(args)
+        from memoryd.search.recall import expand
+
         data = b"".join(expand(args.workspace, args.id, args.before, args.after))
     binary = getattr(out, "buffer", None)
     if binary is None:  # a text stream (tests): the lines are UTF-8 unless malformed

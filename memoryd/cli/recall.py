@@ -109,13 +109,16 @@ def _nothing_here(path: Path, depth: int) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the hits, or "no matches" in words (exit 0)."""
-    from memoryd.search.recall import recall
-
-    log_to_stderr(args)
     from memoryd.cli import sources
 
     if sources.is_source(args, args.path):
+        from memoryd.search.lazylog import before_first_line
+
+        before_first_line(lambda: log_to_stderr(args))
         return sources.recall(args, out)
+    log_to_stderr(args)
+    from memoryd.search.recall import recall
+
     if args.role not in (None, "user", "assistant"):
         from memoryd.errors import UsageError
 

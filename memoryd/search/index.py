@@ -18,8 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-import structlog
-
 from memoryd import strict_json
 from memoryd.errors import MemorydError, UnsafePathError
 from memoryd.files.fsutil import flocked
@@ -34,6 +32,7 @@ from memoryd.search.history import (
     parse_message,
     read_lines,
 )
+from memoryd.search.lazylog import LazyLog
 from memoryd.search.schema import (
     APPLICATION_ID,
     INSERT_PASSAGES,
@@ -45,7 +44,7 @@ from memoryd.search.schema import (
 )
 from memoryd.workspace import Workspace
 
-log = structlog.get_logger()
+log = LazyLog()
 
 INDEX = "index.sqlite"
 BUSY_TIMEOUT_S = 30.0

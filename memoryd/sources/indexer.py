@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import structlog
-
-from memoryd.search.schema import INSERT_PASSAGES, PASSAGE_BITS, passage_rows
+from memoryd.search.lazylog import LazyLog
 from memoryd.sources import claude, codex, gemini
 from memoryd.sources.layout import (
     LINES,
@@ -36,11 +34,13 @@ from memoryd.sources.layout import (
     session_name,
     storable,
 )
+from memoryd.sources.listing import list_changes
 from memoryd.sources.reader import Changed, lines_from, open_regular
 from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, load, safe_text
+from memoryd.sources.rows import FileRow, Pass, drop_file
 from memoryd.sources.store import Batch, Progress
 
-log = structlog.get_logger()
+log = LazyLog()
 
 PARSERS: dict[str, Callable[[bytes], Record]] = {
     claude.SOURCE: claude.parse,
@@ -53,7 +53,6 @@ LOOKS_LIKE: dict[str, Callable[[object], bool]] = {
     gemini.SOURCE: gemini.looks_like,
 }
 HEAD_BYTES = 4096
-BATCH = 2000
 COMMIT_BYTES = 64 << 20
 """A long first pass commits every this many bytes, so a reader sees it grow."""
 
@@ -91,141 +90,8 @@ class Known(NamedTuple):
 KNOWN_COLUMNS = "id, name, size, dev, ino, mtime_ns, head, session, project, lines, shape"
 
 
-@dataclass(slots=True)
-class _File:
-    """The row of a session file being read, and what is pending for it."""
-
-    id: int
-    name: str
-    session: str | None
-    project: str | None
-    offset: int
-    lines: int = 0
-    rows: list[tuple[object, ...]] = field(default_factory=list)
-    texts: list[tuple[int, str]] = field(default_factory=list)
-    ids: dict[str, tuple[int, int]] | None = None
-    """Gemini CLI: message id -> (rowid, seq) of the live copy, loaded when first needed."""
-
-
 def _head(fd: int, size: int) -> bytes:
     return hashlib.sha256(os.pread(fd, min(size, HEAD_BYTES), 0)).digest()
-
-
-def _drop_rows(conn: sqlite3.Connection, rowids: list[int], *, count: bool = False) -> int:
-    """Delete messages and their passages; with ``count``, returns how many passages went
-    (FTS5's own bookkeeping makes ``total_changes`` say more)."""
-    spans = [(r << PASSAGE_BITS, (r + 1) << PASSAGE_BITS) for r in rowids]
-    passages = 0
-    if count:
-        query = "SELECT count(*) FROM passages WHERE rowid >= ? AND rowid < ?"
-        passages = sum(conn.execute(query, span).fetchone()[0] for span in spans)
-    conn.executemany("DELETE FROM messages WHERE rowid = ?", [(r,) for r in rowids])
-    conn.executemany("DELETE FROM passages WHERE rowid >= ? AND rowid < ?", spans)
-    return passages
-
-
-def drop_file(conn: sqlite3.Connection, file_id: int) -> int:
-    """Remove a session file and its messages from the index (in the caller's transaction)."""
-    rowids = [
-        r for (r,) in conn.execute("SELECT rowid FROM messages WHERE archive_id = ?", (file_id,))
-    ]
-    _drop_rows(conn, rowids)
-    conn.execute("DELETE FROM archives WHERE id = ?", (file_id,))
-    return len(rowids)
-
-
-class _Pass:
-    """One pass over one file: rows are batched, Gemini's updates applied in order."""
-
-    def __init__(
-        self, conn: sqlite3.Connection, source: str, row: _File, next_rowid: int, stem: str
-    ) -> None:
-        self.conn, self.source, self.row, self.next_rowid = conn, source, row, next_rowid
-        self.added = self.removed = 0
-        self.stem = stem
-
-    def flush(self) -> None:
-        row = self.row
-        if row.rows:
-            self.conn.executemany(
-                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row.rows
-            )
-            cut = [part for rowid, text in row.texts for part in passage_rows(rowid, text)]
-            self.conn.executemany(INSERT_PASSAGES, cut)
-            self.conn.execute(
-                "UPDATE archives SET messages = messages + ?, passages = passages + ? WHERE id = ?",
-                (len(row.rows), len(cut), row.id),
-            )
-            row.rows, row.texts = [], []
-
-    def _live_ids(self) -> dict[str, tuple[int, int]]:
-        if self.row.ids is None:
-            self.flush()
-            self.row.ids = {
-                ident: (rowid, seq)
-                for ident, rowid, seq in self.conn.execute(
-                    "SELECT message_id, rowid, seq FROM messages WHERE archive_id = ?",
-                    (self.row.id,),
-                )
-            }
-        return self.row.ids
-
-    def _remove(self, rowids: list[int]) -> None:
-        self.flush()
-        passages = _drop_rows(self.conn, rowids, count=True)
-        self.conn.execute(
-            "UPDATE archives SET messages = messages - ?, passages = passages - ? WHERE id = ?",
-            (len(rowids), passages, self.row.id),
-        )
-        self.removed += len(rowids)
-
-    def rewind(self, ident: str | None) -> None:
-        """Remove ``ident`` and every later message (all of them when ``ident`` is unknown
-        or None)."""
-        live = self._live_ids()
-        cut = live[ident][1] if ident in live else -1
-        gone = [key for key, (_, seq) in live.items() if seq >= cut]
-        self._remove([live.pop(key)[0] for key in gone])
-
-    def add(self, message: Message, offset: int, length: int) -> None:
-        seq = (offset << 16) | (message.item + 1)
-        ident = message.id or f"{self.stem}@{offset}" + (
-            f"#{message.item}" if message.item >= 0 else ""
-        )
-        if self.source == gemini.SOURCE:
-            live = self._live_ids()
-            if ident in live:
-                old_rowid, seq = live[ident]
-                self._remove([old_rowid])
-            live[ident] = (self.next_rowid, seq)
-        row = self.row
-        row.rows.append(
-            (
-                self.next_rowid,
-                ident,
-                message.role,
-                message.timestamp,
-                row.id,
-                offset,
-                length,
-                seq,
-                message.item,
-            )
-        )
-        row.texts.append((self.next_rowid, message.text))
-        self.next_rowid += 1
-        self.added += 1
-        if len(row.rows) >= BATCH:
-            self.flush()
-
-    def take(self, record: Record, offset: int, length: int) -> None:
-        row = self.row
-        row.session = row.session or record.session
-        row.project = row.project or record.project
-        if record.reset or record.rewind_to is not None:
-            self.rewind(record.rewind_to)
-        for message in record.messages:
-            self.add(message, offset, length)
 
 
 def _spilled(fd: int, size: int, name: str) -> Record:
@@ -238,7 +104,7 @@ def _read(
     conn: sqlite3.Connection,
     source: str,
     file: SessionFile,
-    row: _File,
+    row: FileRow,
     fd: int,
     result: SyncResult,
     batch: Batch,
@@ -246,7 +112,7 @@ def _read(
     """Index what ``file`` holds past ``row.offset``; returns the new offset."""
     parse = PARSERS[source]
     start = row.offset
-    work = _Pass(
+    work = Pass(
         conn,
         source,
         row,
@@ -287,7 +153,7 @@ def _read(
     return end
 
 
-def _save(conn: sqlite3.Connection, work: _Pass, fd: int, end: int) -> None:
+def _save(conn: sqlite3.Connection, work: Pass, fd: int, end: int) -> None:
     work.flush()
     row = work.row
     row.offset = end
@@ -319,6 +185,35 @@ def _same_stat(file: SessionFile, known: Known) -> bool:
     )
 
 
+def _known_rows(conn: sqlite3.Connection, names: list[str]) -> dict[str, Known]:
+    """The index's rows of the files named, by name."""
+    known: dict[str, Known] = {}
+    for at in range(0, len(names), 500):
+        chunk = names[at : at + 500]
+        rows = conn.execute(
+            f"SELECT {KNOWN_COLUMNS} FROM archives WHERE name IN ({', '.join('?' * len(chunk))})",
+            chunk,
+        )
+        known.update((row.name, row) for row in map(Known._make, rows))
+    return known
+
+
+def _keep_folders(conn: sqlite3.Connection, folders: dict[str, int]) -> None:
+    """Remember the folders' times for the next pass's cached listing."""
+    held = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
+    if held == folders:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        "DELETE FROM folders WHERE name = ?", [(name,) for name in held if name not in folders]
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO folders VALUES (?, ?)",
+        [item for item in folders.items() if held.get(item[0]) != item[1]],
+    )
+    conn.execute("COMMIT")
+
+
 def _known_format(source: str, file: SessionFile, fd: int) -> bool:
     """True unless the first line (or document) of a new file is in no format ``source``
     writes; an empty file, or a first line still being written, is given the benefit of
@@ -337,7 +232,7 @@ def _known_format(source: str, file: SessionFile, fd: int) -> bool:
     return bool(LOOKS_LIKE[source](value))
 
 
-def _new_row(conn: sqlite3.Connection, file: SessionFile) -> _File:
+def _new_row(conn: sqlite3.Connection, file: SessionFile) -> FileRow:
     name = storable(file.name)
     raw = os.fsencode(file.name) if name != file.name else None
     file_id = conn.execute(
@@ -345,7 +240,7 @@ def _new_row(conn: sqlite3.Connection, file: SessionFile) -> _File:
         "raw) VALUES (?, 0, 0, 0, 0, ?, ?, ?, ?, ?)",
         (name, file.shape, *file.inode, file.mtime_ns, raw),
     ).lastrowid
-    return _File(int(file_id or 0), name, None, None, 0)
+    return FileRow(int(file_id or 0), name, None, None, 0)
 
 
 def _index_one(
@@ -382,7 +277,7 @@ def _index_one(
                     batch.end_file(ok=True)
                     return
             else:
-                row = _File(
+                row = FileRow(
                     known.id, known.name, known.session, known.project, known.size, known.lines
                 )
             _read(conn, source, file, row, fd, result, batch)
@@ -415,20 +310,41 @@ def sync(
     """
     result = SyncResult()
     paths = None if changed is None else list(changed)
+    listing = None
+    first = False
     if paths is None or any(path.is_dir() and not path.is_symlink() for path in paths):
-        files = session_files(root, source)
-        names = {storable(file.name) for file in files}
-        rows = conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives")
+        if root.is_dir():
+            held = {
+                name: (dev, ino, mtime_ns, size)
+                for name, dev, ino, mtime_ns, size in conn.execute(
+                    "SELECT name, dev, ino, mtime_ns, size FROM archives"
+                )
+            }
+            folders = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
+            listing = list_changes(
+                root,
+                source,
+                folders,
+                held,
+                lambda name, st: (
+                    held.get(name) == (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+                ),
+            )
+            files, names = listing.changed, listing.names
+            wanted = [storable(file.name) for file in files]
+            wanted += [name for name in held if name not in names]
+            known = _known_rows(conn, wanted)
+            first = not held
+        else:
+            rows = conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives")
+            known = {row.name: row for row in map(Known._make, rows)}
+            files = session_files(root, source)
+            names = {storable(file.name) for file in files}
     else:
         found = {hit for path in paths if (hit := changed_file(root, source, path)) is not None}
         files = sorted((file for _, file in found if file is not None), key=lambda f: f.name)
         names = {storable(file.name) for file in files}
-        asked = sorted({storable(name) for name, _ in found})
-        rows = conn.execute(
-            f"SELECT {KNOWN_COLUMNS} FROM archives WHERE name IN ({', '.join('?' * len(asked))})",
-            asked,
-        )
-    known = {row.name: row for row in map(Known._make, rows)}
+        known = _known_rows(conn, sorted({storable(name) for name, _ in found}))
     gone = [row for name, row in known.items() if name not in names]
     if gone:
         conn.execute("BEGIN IMMEDIATE")
@@ -436,7 +352,8 @@ def sync(
             result.removed += drop_file(conn, row.id)
         conn.execute("COMMIT")
     batch = Batch(conn, COMMIT_BYTES)
-    started, first = time.monotonic(), not known
+    started = time.monotonic()
+    first = first or (listing is None and not known)
     todo: list[tuple[SessionFile, Known | None]] = []
     for file in files:
         seen = known.get(storable(file.name))
@@ -461,6 +378,8 @@ def sync(
     except BaseException:
         batch.rollback()
         raise
+    if listing is not None:
+        _keep_folders(conn, listing.folders)
     for problem in result.problems[:1]:
         log.warning(
             "source_file_problem",

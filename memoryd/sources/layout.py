@@ -227,12 +227,12 @@ def _walk(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Path, os.sta
                 if depth < max_depth and entry.name not in (".memoryd", ".git"):
                     stack.append((Path(entry.path), depth + 1))
             elif stat.S_ISREG(st.st_mode) and (
-                entry.name.endswith((".jsonl", ".json")) or _spill_folder(folder)
+                entry.name.endswith((".jsonl", ".json")) or spill_folder(folder)
             ):
                 yield Path(entry.path), st
 
 
-def _subroots(root: Path, source: str) -> list[Path]:
+def subroots(root: Path, source: str) -> list[Path]:
     """The folders of ``root`` that hold sessions (``~/.claude`` holds much else)."""
     inner = {"claude-code": ("projects",), "codex": ("sessions", "archived_sessions")}
     found = [root / name for name in inner.get(source, ()) if (root / name).is_dir()]
@@ -241,7 +241,7 @@ def _subroots(root: Path, source: str) -> list[Path]:
     return found or [root]
 
 
-def _spill_folder(folder: Path) -> bool:
+def spill_folder(folder: Path) -> bool:
     """True for a folder of spilled tool outputs: Claude Code's ``<session>/tool-results``,
     Gemini CLI's ``tool-outputs`` and its ``tool-outputs/session-<id>``."""
     return folder.name in ("tool-results", "tool-outputs") or folder.parent.name == "tool-outputs"
@@ -261,7 +261,7 @@ def _shape(source: str, path: Path) -> str | None:
     return LINES if path.suffix == ".jsonl" else None
 
 
-def _entry(root: Path, source: str, path: Path, found: os.stat_result) -> SessionFile | None:
+def entry_of(root: Path, source: str, path: Path, found: os.stat_result) -> SessionFile | None:
     shape = _shape(source, path) if path != root else (WHOLE if path.suffix == ".json" else LINES)
     if shape is None:
         return None
@@ -279,10 +279,10 @@ def session_files(root: Path, source: str) -> list[SessionFile]:
     if stat.S_ISREG(st.st_mode):
         walked = [(root, st)]
     elif stat.S_ISDIR(st.st_mode):
-        walked = [found for sub in _subroots(root, source) for found in _walk(sub)]
+        walked = [found for sub in subroots(root, source) for found in _walk(sub)]
     else:
         raise InputError(f"{root}: is not a regular file or a folder")
-    files = [entry for path, found in walked if (entry := _entry(root, source, path, found))]
+    files = [entry for path, found in walked if (entry := entry_of(root, source, path, found))]
     return sorted(files, key=lambda file: file.name)
 
 
@@ -293,7 +293,7 @@ def changed_file(root: Path, source: str, path: Path) -> tuple[str, SessionFile 
     if path == root:
         name = ""
     else:
-        subroot = next((sub for sub in _subroots(root, source) if path.is_relative_to(sub)), None)
+        subroot = next((sub for sub in subroots(root, source) if path.is_relative_to(sub)), None)
         if subroot is None or len(path.relative_to(subroot).parts) > MAX_DEPTH + 1:
             return None
         name = path.relative_to(root).as_posix()
@@ -304,7 +304,7 @@ def changed_file(root: Path, source: str, path: Path) -> tuple[str, SessionFile 
         found = os.lstat(path)
     except OSError:
         return name, None
-    return name, _entry(root, source, path, found) if stat.S_ISREG(found.st_mode) else None
+    return name, entry_of(root, source, path, found) if stat.S_ISREG(found.st_mode) else None
 
 
 def storable(name: str) -> str:

@@ -30,9 +30,10 @@ from memoryd.sources.places import state_dir
 
 APPLICATION_ID = 0x6D656D73
 """``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """``PRAGMA user_version``: 2 keeps the bytes of a file name that is not UTF-8; 3 indexes
-the character pairs of scripts written without spaces."""
+the character pairs of scripts written without spaces; 4 keeps the folders' times (the
+cached listing)."""
 SIDE_FILES = ("-wal", "-shm", "-journal")
 WRITER_CACHE_KIB = 64 << 10
 FTS_HASH_BYTES = 16 << 20
@@ -51,6 +52,7 @@ CREATE TABLE messages(
 CREATE INDEX messages_by_id ON messages(message_id);
 CREATE INDEX messages_by_file ON messages(archive_id, seq);
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE folders(name TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL);
 CREATE VIRTUAL TABLE passages USING fts5(body, parts, pairs, tokenize = '{TOKENIZER}');
 """
 
