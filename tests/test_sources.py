@@ -155,7 +155,7 @@ def test_the_index_is_private_and_kept_in_the_state_folder(tmp_path: Path) -> No
 def test_a_folder_that_is_no_source_and_an_unknown_id_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "a.jsonl").write_text('{"hello": 1}\n')
-    with pytest.raises(InputError, match="not a Claude Code, Codex or Gemini"):
+    with pytest.raises(InputError, match="no Claude Code, Codex or Gemini CLI session of any"):
         recall_source(tmp_path / "notes", "hello")
     home = tmp_path / ".codex"
     codex_session(home, "0123abcd-8888", words_for("u1"), "0.46.0")

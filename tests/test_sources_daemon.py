@@ -150,6 +150,12 @@ def test_mcp_recall_and_expand_take_a_source(tmp_path: Path) -> None:
             )
         )["lines"]
         assert len(lines) == 2 and "outputwordm1" in lines[1]
+        tools_only = structured(
+            await client.call_tool(
+                "recall", {"query": "outputwordm1", "source": "claude-code", "role": "tool"}
+            )
+        )["hits"]
+        assert [h["role"] for h in tools_only] == ["tool"]
         refused = await client.call_tool("recall", {"query": "x", "source": "gemini"})
         assert "no gemini sessions are served" in error_text(refused)
 

@@ -11,7 +11,8 @@ from memoryd.cli.recall import count
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """WORKSPACE, ID, ``--before``, ``--after`` and ``--source``."""
+    """WORKSPACE, ID, ``--before``, ``--after``, ``--session``, ``--file`` and
+    ``--source``."""
     from memoryd.cli.sources import add_source_option
 
     parser.add_argument(
@@ -23,19 +24,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("id", help="a message id (from recall, or a summary's firstId/lastId)")
     parser.add_argument("--before", type=count, default=0, help="lines before it (0)")
     parser.add_argument("--after", type=count, default=0, help="lines after it (0)")
+    parser.add_argument(
+        "--session",
+        help="another agent's sessions: the copy of this id in this session (when one id is "
+        "in several; else the line said first is printed)",
+    )
+    parser.add_argument(
+        "--file", help="another agent's sessions: the copy of this id in this file (a path)"
+    )
     add_source_option(parser)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the original JSON lines on stdout, exactly as they were appended."""
-    from memoryd.search.recall import expand
-
-    log_to_stderr(args)
     from memoryd.cli import sources
 
     if sources.is_source(args, args.workspace):
-        data = sources.expand(args)
+        from memoryd.search.lazylog import before_first_line
+
+        with before_first_line(lambda: log_to_stderr(args)):
+            data = sources.expand(args)
     else:
+        log_to_stderr(args)
+        from memoryd.search.recall import expand
+
         data = b"".join(expand(args.workspace, args.id, args.before, args.after))
     binary = getattr(out, "buffer", None)
     if binary is None:  # a text stream (tests): the lines are UTF-8 unless malformed

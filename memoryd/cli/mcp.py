@@ -62,6 +62,10 @@ def _sources(given: list[Path], configured: list[SourceEntry]) -> tuple[tuple[st
     files, refused in one line when they are none), then the configured ones."""
     from memoryd.sources.search import resolve
 
-    found = [resolve(path) for path in given]
+    found = []
+    for path in given:  # one path; or, for a folder of agents' folders, each of them
+        targets = resolve(path)
+        single = len(targets) == 1
+        found += [(path if single else target.root, target.source) for target in targets]
     found += [(entry.path, entry.kind) for entry in configured if entry.path.exists()]
     return tuple((kind, path) for path, kind in found)

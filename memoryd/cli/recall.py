@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "path",
         type=Path,
         help="a workspace, or a folder to search every workspace below; or a Claude Code, "
-        "Codex or Gemini CLI folder or session file (docs/sources.md)",
+        "Codex or Gemini CLI folder or session file, or a folder of several of them "
+        "(docs/guides/sources.md)",
     )
     parser.add_argument(
         "query",
@@ -54,7 +55,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(2 letters or more); a query that starts with - is a query",
     )
     parser.add_argument("--limit", type=count, default=10, help="at most this many hits (10)")
-    parser.add_argument("--role", choices=("user", "assistant"), help="only this role's messages")
+    from memoryd.cli.sources import ROLES
+
+    parser.add_argument(
+        "--role",
+        choices=ROLES,
+        help="only this role's messages (tool: a tool's output; summary: a compaction "
+        "summary; tool, summary and info are in other agents' sessions only)",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--raw", action="store_true", help="the query is SQLite FTS5 syntax")
     parser.add_argument(
@@ -81,21 +89,50 @@ def render_hits(hits: list[Hit]) -> str:
     return "\n".join(blocks)
 
 
+def _nothing_here(path: Path, depth: int) -> None:
+    """Refuse (one line, exit 2) a path that holds neither a workspace nor any agent's
+    session of a known kind: "no matches" would hide the mistake."""
+    from memoryd.errors import InputError
+    from memoryd.search.recall import workspaces_under
+
+    if path.is_file():
+        raise InputError(
+            f"{path}: not a memoryd workspace, nor a Claude Code, Codex or Gemini CLI session "
+            "file of a known kind"
+        )
+    if path.is_dir() and not workspaces_under(path, depth):
+        raise InputError(
+            f"{path}: no memoryd workspace and no Claude Code, Codex or Gemini CLI session of "
+            "any known kind here"
+        )
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the hits, or "no matches" in words (exit 0)."""
-    from memoryd.search.recall import recall
-
-    log_to_stderr(args)
     from memoryd.cli import sources
 
     if sources.is_source(args, args.path):
-        return sources.recall(args, out)
+        from memoryd.search.lazylog import before_first_line
+
+        with before_first_line(lambda: log_to_stderr(args)):
+            return sources.recall(args, out)
+    log_to_stderr(args)
+    from memoryd.search.recall import recall
+
+    if args.role not in (None, "user", "assistant"):
+        from memoryd.errors import UsageError
+
+        raise UsageError(
+            f"--role {args.role}: a workspace's messages are user or assistant ones "
+            "(tool, summary and info are roles of other agents' sessions)"
+        )
     if (args.path / "conversation.jsonl").is_file():
         depth = 0
     else:
         from memoryd.cli.common import load_config
 
         depth = load_config(args).settings.max_depth
+        _nothing_here(args.path, depth)
     hits = recall(
         args.path,
         args.query,

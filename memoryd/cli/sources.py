@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from memoryd.sources.layout import SOURCES, recognise
+from memoryd.sources.layout import SOURCES, by_layout, recognise, sources_in
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from memoryd.sources.search import SourceHit
+    from memoryd.sources.store import Progress
+
+ROLES = ("user", "assistant", "tool", "summary", "info")
+"""The roles ``--role`` takes: a workspace's messages are user or assistant ones; a
+source's are also ``tool`` (a tool's output), ``summary`` and ``info``."""
 
 
 def add_source_option(parser: argparse.ArgumentParser) -> None:
@@ -25,8 +30,40 @@ def add_source_option(parser: argparse.ArgumentParser) -> None:
 
 
 def is_source(args: argparse.Namespace, path: Path) -> bool:
-    """True when the command is about a source, not a memoryd workspace."""
-    return bool(getattr(args, "source", None)) or recognise(path) is not None
+    """True when the command is about a source (or a folder of agents' folders), not a
+    memoryd workspace."""
+    if getattr(args, "source", None) or by_layout(path) is not None:
+        return True
+    if path.is_dir() and sources_in(path):
+        return True
+    return recognise(path) is not None
+
+
+class ProgressLine:
+    """The progress of a first index, on one line of a terminal (rewritten in place)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.shown = stream, False
+
+    def __call__(self, progress: Progress) -> None:
+        self.stream.write("\r" + progress.line() + "\x1b[K")
+        self.stream.flush()
+        self.shown = True
+
+    def end(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown = False
+
+
+def _on_terminal() -> ProgressLine | None:
+    return ProgressLine(sys.stderr) if sys.stderr.isatty() else None
+
+
+def _say(notes: list[str]) -> None:
+    for note in dict.fromkeys(notes):
+        print(f"memoryd: {note}", file=sys.stderr)
 
 
 def render(hits: list[SourceHit]) -> str:
@@ -49,15 +86,24 @@ def recall(args: argparse.Namespace, out: TextIO) -> int:
     """Print the hits of a source (exit 0, also for none)."""
     from memoryd.sources.search import recall_source
 
-    hits = recall_source(
-        args.path,
-        args.query,
-        args.limit,
-        args.role,
-        raw=args.raw,
-        source=args.source,
-        timeout=args.timeout,
-    )
+    notes: list[str] = []
+    line = _on_terminal()
+    try:
+        hits = recall_source(
+            args.path,
+            args.query,
+            args.limit,
+            args.role,
+            raw=args.raw,
+            source=args.source,
+            timeout=args.timeout,
+            notes=notes,
+            progress=line,
+        )
+    finally:
+        if line is not None:
+            line.end()
+    _say(notes)
     if args.json:
         out.write(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2) + "\n")
     elif hits:
@@ -69,7 +115,12 @@ def recall(args: argparse.Namespace, out: TextIO) -> int:
 
 def expand(args: argparse.Namespace) -> bytes:
     """The original lines of a source's message, as ``memoryd expand`` prints them."""
-    from memoryd.sources.search import expand_source
+    from memoryd.sources.search import Pick, expand_source
 
-    lines = expand_source(args.workspace, args.id, args.before, args.after, source=args.source)
+    notes: list[str] = []
+    pick = Pick(getattr(args, "session", None), getattr(args, "file", None))
+    lines = expand_source(
+        args.workspace, args.id, args.before, args.after, source=args.source, pick=pick, notes=notes
+    )
+    _say(notes)
     return b"".join(lines)

@@ -175,7 +175,7 @@ class MemorySettings(BaseModel):
 class SourceEntry(BaseModel):
     """``[[sources]]``: another agent's sessions the daemon keeps indexed for recall
     (``kind``: ``claude-code``, ``codex`` or ``gemini``; ``path``: its folder, e.g.
-    ``~/.claude``), read-only (docs/sources.md)."""
+    ``~/.claude``), read-only (docs/guides/sources.md)."""
 
     model_config = _NESTED
 

@@ -134,7 +134,8 @@ class Settings(BaseSettings):
     """``[prices."model"]``: US dollars per million tokens, over the built-in table."""
     memory: MemorySettings = Field(default_factory=MemorySettings)
     sources: list[SourceEntry] = Field(default_factory=list)
-    """``[[sources]]``: agents' session folders the daemon keeps indexed (docs/sources.md)."""
+    """``[[sources]]``: agents' session folders the daemon keeps indexed
+    (docs/guides/sources.md)."""
 
     @field_validator("roots")
     @classmethod

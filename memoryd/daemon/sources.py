@@ -203,6 +203,7 @@ class SourceTailer:
             {
                 "kind": tailed.kind,
                 "path": str(tailed.path),
+                "root": str(tailed.root) if tailed.root is not None else None,
                 **tailed.figures,
                 "lag_seconds": round(tailed.last_lag, 3),
                 "pending_changes": len(tailed.pending),
@@ -214,7 +215,12 @@ class SourceTailer:
 
     def _write_status(self) -> None:
         folder = state_dir()
-        record = {"pid": os.getpid(), "written": time.time(), "sources": self.status()}
+        record = {
+            "pid": os.getpid(),
+            "written": time.time(),
+            "rescan_seconds": self.rescan,
+            "sources": self.status(),
+        }
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             temp = folder / f".{STATUS_FILE}.{os.getpid()}.tmp"

@@ -205,7 +205,11 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
             int, Field(ge=1, le=MAX_LIMIT, description="At most this many hits.")
         ] = 10,
         role: Annotated[
-            Literal["user", "assistant"] | None, Field(description="Only this role's messages.")
+            Literal["user", "assistant", "tool", "summary", "info"] | None,
+            Field(
+                description="Only this role's messages; tool (a tool's output), summary and "
+                "info are in another agent's sessions only."
+            ),
         ] = None,
         source: SourceArg = None,
     ) -> RecallOut:

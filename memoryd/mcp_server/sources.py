@@ -1,6 +1,6 @@
 """The ``source`` argument of the MCP ``recall`` and ``expand`` tools: other agents'
 sessions (Claude Code, Codex CLI, Gemini CLI) served read-only, from the ``[[sources]]``
-of the configuration and ``memoryd mcp --source PATH`` (docs/sources.md)."""
+of the configuration and ``memoryd mcp --source PATH`` (docs/guides/sources.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from memoryd.errors import MemorydError
+from memoryd.sources.layout import storable
 from memoryd.sources.search import SourceHit, expand_source, recall_source
 
 SourceKind = Literal["claude-code", "codex", "gemini"]
@@ -69,7 +70,7 @@ def source_hit(hit: SourceHit) -> SourceHitOut:
         id=hit.id,
         role=hit.role,
         timestamp=hit.timestamp,
-        file=str(hit.file),
+        file=storable(str(hit.file)),
         offset=hit.offset,
         length=hit.length,
         snippet=hit.snippet,

@@ -18,8 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-import structlog
-
 from memoryd import strict_json
 from memoryd.errors import MemorydError, UnsafePathError
 from memoryd.files.fsutil import flocked
@@ -34,8 +32,10 @@ from memoryd.search.history import (
     parse_message,
     read_lines,
 )
+from memoryd.search.lazylog import LazyLog
 from memoryd.search.schema import (
     APPLICATION_ID,
+    INSERT_PASSAGES,
     SCHEMA_VERSION,
     create_schema,
     mark_current,
@@ -44,7 +44,7 @@ from memoryd.search.schema import (
 )
 from memoryd.workspace import Workspace
 
-log = structlog.get_logger()
+log = LazyLog()
 
 INDEX = "index.sqlite"
 BUSY_TIMEOUT_S = 30.0
@@ -184,7 +184,7 @@ def _index_archive(conn: sqlite3.Connection, workspace: Workspace, archive: Arch
             cut = [
                 part for i, row in zip(ids, batch, strict=True) for part in passage_rows(i, row[5])
             ]
-            conn.executemany("INSERT INTO passages(rowid, body, parts) VALUES (?, ?, ?)", cut)
+            conn.executemany(INSERT_PASSAGES, cut)
             count += len(batch)
             passages += len(cut)
         conn.execute(

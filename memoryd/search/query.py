@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError, UsageError
-from memoryd.search.text import camel_parts
+from memoryd.search.text import CJK_RUN, camel_parts, cjk_phrase, has_cjk
 
 ROLES = ("user", "assistant")
 MAX_LIMIT = 1000
@@ -134,9 +134,33 @@ def _quoted(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
+def cjk_term(text: str, prefix: bool = False) -> str | None:
+    """The expression that finds the CJK runs of ``text`` inside longer runs: each run as
+    the phrase of its character pairs in the ``pairs`` column, all of them (a lone
+    character as the start of a pair); None when ``text`` has no such run (pure)."""
+    if not has_cjk(text):
+        return None
+    runs = CJK_RUN.findall(text)
+    phrases = [
+        _quoted(cjk_phrase(run)) + ("*" if len(run) == 1 or (prefix and run is runs[-1]) else "")
+        for run in runs
+    ]
+    return " AND ".join(f"pairs : {phrase}" for phrase in phrases)
+
+
+def _with_cjk(term: str, text: str, prefix: bool = False) -> str:
+    """``term``, or also the pairs of its CJK runs (docs/design.md#recall-scripts)."""
+    pairs = cjk_term(text, prefix)
+    return term if pairs is None else f"({term} OR ({pairs}))"
+
+
 def word_term(word: str) -> str:
     """The FTS5 expression of one plain word: the word itself, or any of its forms (its
-    camelCase parts as a phrase, the other form of an abbreviation) (pure)."""
+    camelCase parts as a phrase, the other form of an abbreviation, the character pairs
+    of its CJK runs) (pure)."""
+    pairs = cjk_term(word)
+    if pairs is not None:
+        return f"({_quoted(word)} OR ({pairs}))"
     forms = [_quoted(word)]
     parts = camel_parts(word)
     if len(parts) > 1:
@@ -169,9 +193,9 @@ def plain_terms(query: str) -> list[str]:
             )
         bare = text.strip(_EDGE_PUNCTUATION) or text
         if prefix:
-            terms.append(_quoted(text) + "*")
+            terms.append(_with_cjk(_quoted(text) + "*", text, prefix=True))
         elif found["phrase"] is not None:
-            terms.append(_quoted(text))
+            terms.append(_with_cjk(_quoted(text), text))
         elif bare.lower() in STOP_WORDS:
             stops.append(_quoted(bare))
         else:
@@ -234,7 +258,7 @@ def to_match(query: str, raw: bool = False) -> Query:
 def _check_syntax(match: str) -> None:
     probe = sqlite3.connect(":memory:")
     try:
-        probe.execute("CREATE VIRTUAL TABLE probe USING fts5(body, parts)")
+        probe.execute("CREATE VIRTUAL TABLE probe USING fts5(body, parts, pairs)")
         probe.execute("SELECT rowid FROM probe WHERE probe MATCH ?", (match,)).fetchall()
     except sqlite3.Error as exc:
         raise UsageError(f"--raw query: {exc}") from None

@@ -11,13 +11,14 @@ group scores at most ``SCORED`` passages, the newest that match.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from dataclasses import dataclass, replace
 
 from memoryd.search.query import Query
 from memoryd.search.schema import PASSAGE_BITS
-from memoryd.search.text import identifier_snippet
+from memoryd.search.text import cjk_snippet, identifier_snippet
 
 SCORED = 40_000
 """Passages a group scores at most: the newest that match (all of them below that)."""
@@ -68,11 +69,13 @@ def rank(
     limit: int,
     *,
     scored: int = SCORED,
+    archives: list[int] | None = None,
 ) -> list[Ranked]:
     """The best ``limit`` messages for ``query`` in the index behind ``conn``, best first:
     the all-word group, then (for a plain query of several terms) the any-word group; each
-    group scores at most the newest ``scored`` passages that match."""
-    found = _group(conn, query, query.all_words, role, limit, scored, all_words=True)
+    group scores at most the newest ``scored`` passages that match. ``archives`` keeps the
+    messages of those archives (files) only."""
+    found = _group(conn, query, query.all_words, role, limit, scored, archives, all_words=True)
     if not (query.raw or len(query.terms) == 1 or len(found) >= limit):
         total = conn.execute("SELECT coalesce(sum(passages), 0) FROM archives").fetchone()[0]
         counts = [_count(conn, term, total // 2 + 1) for term in query.terms]
@@ -80,7 +83,14 @@ def rank(
         seen = {ranked.message for ranked in found}
         if terms:
             others = _group(
-                conn, query, query.any_word(terms), role, limit + len(seen), scored, all_words=False
+                conn,
+                query,
+                query.any_word(terms),
+                role,
+                limit + len(seen),
+                scored,
+                archives,
+                all_words=False,
             )
             found += [ranked for ranked in others if ranked.message not in seen]
     return _with_snippets(conn, found[:limit])
@@ -102,14 +112,19 @@ def _group(
     role: str | None,
     limit: int,
     scored: int,
+    archives: list[int] | None = None,
     *,
     all_words: bool,
 ) -> list[Ranked]:
     """The best messages among the newest ``scored`` passages ``match`` finds: BM25's best
     ``limit`` (``CANDIDATES`` when the query has identifiers), exact identifiers first."""
-    join = f"JOIN messages m ON m.rowid = passages.rowid >> {PASSAGE_BITS} " if role else ""
+    narrowed = role is not None or archives is not None
+    join = f"JOIN messages m ON m.rowid = passages.rowid >> {PASSAGE_BITS} " if narrowed else ""
     where = "passages MATCH ?" + (" AND m.role = ?" if role else "")
     params: list[object] = [match, *([role] if role else [])]
+    if archives is not None:
+        where += " AND m.archive_id IN (SELECT value FROM json_each(?))"
+        params.append(json.dumps(archives))
     wanted = max(limit, CANDIDATES) if query.exact else limit
     rows = conn.execute(
         f"SELECT rowid >> {PASSAGE_BITS} AS message, rowid, min(score) FROM ("
@@ -148,14 +163,19 @@ def _with_snippets(conn: sqlite3.Connection, found: list[Ranked]) -> list[Ranked
         wanted = [ranked.passage for ranked in found if ranked.match == match]
         marks = ", ".join("?" * len(wanted))
         rows = conn.execute(
-            f"SELECT rowid, snippet(passages, 0, '**', '**', '…', {SNIPPET_TOKENS}), "
-            "snippet(passages, 1, char(2), char(3), '…', 64), body FROM passages "
+            f"SELECT rowid, snippet(passages, 0, char(2), char(3), '…', {SNIPPET_TOKENS}), "
+            "snippet(passages, 1, char(2), char(3), '…', 64), "
+            "snippet(passages, 2, char(2), char(3), '…', 64), body FROM passages "
             f"WHERE passages MATCH ? AND rowid IN ({marks})",
             [match, *wanted],
         ).fetchall()
-        for rowid, text, parts, body in rows:
-            text, parts, body = str(text), str(parts), str(body)
-            if "**" not in text and "\x02" in parts:
+        for rowid, text, parts, pairs, body in rows:
+            text, parts, pairs, body = str(text), str(parts), str(pairs), str(body)
+            marked = "\x02" in text
+            text = text.replace("\x02", "**").replace("\x03", "**")
+            if not marked and "\x02" in parts:
                 text = identifier_snippet(body, parts, SNIPPET_TOKENS) or text
+            elif not marked and "\x02" in pairs:
+                text = cjk_snippet(body, pairs) or text
             snippets[int(rowid)] = text
     return [replace(ranked, snippet=str(snippets.get(ranked.passage, ""))) for ranked in found]

@@ -2,7 +2,8 @@
 
 Each archived message is one row of ``messages`` (where its line is) and one or more
 passages in the FTS5 table ``passages`` (its text cut by :func:`memoryd.search.text.
-passages`, stemmed by the porter tokenizer, camelCase identifiers also by their parts).
+passages`, stemmed by the porter tokenizer, camelCase identifiers also by their parts, and
+runs of scripts written without spaces also by their overlapping character pairs).
 A passage's rowid is its message's rowid shifted left by ``PASSAGE_BITS``, plus its
 number: the message of a passage is one shift away, with no table to join
 (docs/design.md#recall).
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from memoryd.search.text import identifier_parts, passages
+from memoryd.search.text import cjk_bigrams, identifier_parts, passages
 
 APPLICATION_ID = 0x6D656D72
 """``PRAGMA application_id`` of memoryd's index ("memr"); anything else is not ours."""
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """``PRAGMA user_version``: 1 held whole messages, unstemmed; 2 stemmed passages; 3 adds
-the prefix index of 2 and 3 characters (docs/design.md#recall-cost)."""
+the prefix index of 2 and 3 characters (docs/design.md#recall-cost); 4 the character pairs
+of scripts written without spaces (docs/design.md#recall-scripts)."""
 PASSAGE_BITS = 16
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 PREFIX_INDEX = "2 3"
@@ -33,7 +35,7 @@ CREATE TABLE messages(
     archive_id INTEGER NOT NULL, byte_offset INTEGER NOT NULL, byte_length INTEGER NOT NULL);
 CREATE INDEX messages_by_id ON messages(message_id);
 CREATE VIRTUAL TABLE passages USING fts5(
-    body, parts, tokenize = '{TOKENIZER}', prefix = '{PREFIX_INDEX}');
+    body, parts, pairs, tokenize = '{TOKENIZER}', prefix = '{PREFIX_INDEX}');
 """
 
 
@@ -63,9 +65,14 @@ def schema_problem(conn: sqlite3.Connection) -> str | None:
     return "foreign schema" if app_id or version or tables else ""
 
 
-def passage_rows(message_rowid: int, text: str) -> list[tuple[int, str, str]]:
-    """The rows of ``passages`` for one message: (rowid, body, identifier parts) (pure)."""
+INSERT_PASSAGES = "INSERT INTO passages(rowid, body, parts, pairs) VALUES (?, ?, ?, ?)"
+
+
+def passage_rows(message_rowid: int, text: str) -> list[tuple[int, str, str, str]]:
+    """The rows of ``passages`` for one message: (rowid, body, identifier parts, character
+    pairs of its CJK runs) (pure)."""
     base = message_rowid << PASSAGE_BITS
     return [
-        (base + number, body, identifier_parts(body)) for number, body in enumerate(passages(text))
+        (base + number, body, identifier_parts(body), cjk_bigrams(body))
+        for number, body in enumerate(passages(text))
     ]

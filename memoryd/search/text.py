@@ -23,6 +23,13 @@ _HAS_CAMEL = re.compile(r"[A-Z](?:(?<=[a-z0-9][A-Z])|(?=[a-z])(?<=[A-Z]{3}))")
 word after an acronym (HTTPServer). Written to find an upper-case letter first: several
 times faster than the plain alternation on text that has none."""
 _WORD = re.compile(r"\w+")
+CJK_RUN = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003134f]+"
+)
+"""A run of characters of a script written without spaces between words: Thai, Lao,
+Myanmar, Khmer, Japanese kana, CJK ideographs, Hangul (whose words carry their particles)."""
 _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -66,6 +73,54 @@ def _word_start(text: str, at: int, limit: int) -> int:
         if text[index].isspace():
             return index + 1
     return limit
+
+
+def has_cjk(text: str) -> bool:
+    """True when ``text`` holds a character of a script written without spaces (pure)."""
+    return not text.isascii() and CJK_RUN.search(text) is not None
+
+
+def cjk_bigrams(text: str) -> str:
+    """The overlapping character pairs of every run of :data:`CJK_RUN` in ``text``, then
+    the run's last character, space-separated, a run a line ("保持只读" → ``保持 持只 只读
+    读``); "" when there is none (pure). A word inside a run is then found as the phrase
+    of its pairs (docs/design.md#recall-scripts)."""
+    if text.isascii():
+        return ""
+    runs = []
+    for found in CJK_RUN.finditer(text):
+        run = found.group()
+        runs.append(" ".join([*(run[i : i + 2] for i in range(len(run) - 1)), run[-1]]))
+    return "\n".join(runs)
+
+
+def cjk_phrase(word: str) -> str:
+    """The phrase of pairs a CJK ``word`` is indexed as ("只读" → ``只读``; "配置文件" →
+    ``配置 置文 文件``); a single character stays itself (pure)."""
+    if len(word) == 1:
+        return word
+    return " ".join(word[i : i + 2] for i in range(len(word) - 1))
+
+
+def cjk_snippet(body: str, marked: str, width: int = 24) -> str:
+    """A snippet of ``body`` around the first CJK word a query matched by its pairs, the
+    word between ``**``; "" when none is found (pure). ``marked`` is FTS5's snippet of the
+    pairs column with the matched pairs between ``\x02`` and ``\x03``."""
+    spans = re.findall("\x02([^\x03]*)\x03", marked)
+    tokens = [token for span in spans for token in span.split()]
+    if not tokens:
+        return ""
+    word = tokens[0]
+    for token in tokens[1:]:
+        if len(token) != 2 or token[0] != word[-1]:
+            break
+        word += token[1]
+    at = body.find(word)
+    if at < 0:
+        return ""
+    start, end = max(0, at - width), min(len(body), at + len(word) + width)
+    text = body[start:at] + f"**{word}**" + body[at + len(word) : end]
+    return ("…" if start else "") + " ".join(text.split()) + ("…" if end < len(body) else "")
 
 
 def camel_parts(word: str) -> list[str]:

@@ -34,8 +34,9 @@ LINE_TYPES = frozenset(
 
 
 def looks_like(value: object) -> bool:
-    """True when a parsed first line is one of Claude Code's (pure)."""
-    if not isinstance(value, dict) or value.get("type") not in LINE_TYPES:
+    """True when a parsed first line is one of Claude Code's (pure): a ``type`` (one of
+    those known, or a later version's) beside an id of Claude Code's."""
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
         return False
     return any(key in value for key in ("uuid", "sessionId", "leafUuid", "messageId"))
 

@@ -8,7 +8,10 @@ id and cwd), ``turn_context`` (cwd, model), ``response_item`` (what the model sa
 the UI showed: copies of the messages, token counts; not indexed, it would double every
 hit) and ``compacted`` (a compaction summary). Earlier rollouts wrote a bare first line
 ``{id, timestamp, instructions}`` and then bare items, with ``record_type: state`` lines
-between them (docs/design.md#sources).
+between them. Codex CLI 0.1.x wrote ``sessions/rollout-YYYY-MM-DD-<uuid>.json``: one JSON
+document ``{"session": {timestamp, id, instructions}, "items": [...]}``, rewritten whole,
+whose items are those of the Responses API or chat messages (``role``, ``content``,
+``tool_calls``; a tool's output with ``role: tool``) (docs/design.md#sources).
 """
 
 from __future__ import annotations
@@ -42,12 +45,26 @@ ITEM_TYPES = frozenset(
 OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 
 
+LINE_TYPES = ("session_meta", "response_item", "turn_context", "event_msg", "compacted")
+
+
+def is_document(value: object) -> bool:
+    """True for a Codex CLI 0.1.x rollout: ``{"session": {...}, "items": [...]}`` (pure)."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("session"), dict)
+        and isinstance(value.get("items"), list)
+    )
+
+
 def looks_like(value: object) -> bool:
-    """True when a parsed first line is one of Codex CLI's (pure)."""
+    """True when a parsed first line (or a 0.1.x document) is one of Codex CLI's (pure)."""
     if not isinstance(value, dict):
         return False
-    if value.get("type") in ("session_meta", "response_item", "turn_context", "event_msg"):
+    if value.get("type") in LINE_TYPES:
         return isinstance(value.get("payload"), dict)
+    if is_document(value) or value.get("type") in ITEM_TYPES or "record_type" in value:
+        return True
     return "instructions" in value and isinstance(value.get("id"), str)
 
 
@@ -71,9 +88,22 @@ def _output(output: object) -> list[str]:
     return _parts_text(output)
 
 
+def _chat(item: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """The role and text parts of a chat message (``role``, ``content``, ``tool_calls``)."""
+    role = item.get("role")
+    parts = _parts_text(item.get("content"))
+    for call in item.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            parts += [str(function.get("name") or ""), *arguments(function.get("arguments"))]
+    return (role if isinstance(role, str) else None), parts
+
+
 def _item(item: dict[str, Any]) -> tuple[str | None, list[str]]:
-    """The role and text parts of one response item."""
+    """The role and text parts of one response item (or chat message)."""
     kind = item.get("type")
+    if kind is None and "role" in item:
+        return _chat(item)
     if kind == "message":
         role = item.get("role")
         return (role if isinstance(role, str) else None), _parts_text(item.get("content"))
@@ -95,10 +125,27 @@ def _item(item: dict[str, Any]) -> tuple[str | None, list[str]]:
 
 
 def _ident(item: dict[str, Any]) -> str | None:
-    call = string(item.get("call_id"))
-    if item.get("type") in OUTPUTS and call:
+    call = string(item.get("call_id")) or string(item.get("tool_call_id"))
+    if (item.get("type") in OUTPUTS or item.get("role") == "tool") and call:
         return f"{call}:output"
+    calls = item.get("tool_calls")
+    if not call and isinstance(calls, list) and calls and isinstance(calls[0], dict):
+        call = string(calls[0].get("id"))  # a chat message's first tool call
     return string(item.get("id")) or call
+
+
+def _document(value: dict[str, Any]) -> Record:
+    """Every item of a Codex CLI 0.1.x rollout, each a message numbered by its place."""
+    session = value["session"]
+    stamp = millis(session.get("timestamp"))
+    found = []
+    for number, item in enumerate(value["items"]):
+        if isinstance(item, dict):
+            role, parts = _item(item)
+            text = joined(parts)
+            if text:
+                found.append(Message(_ident(item), role, stamp, text, number))
+    return Record(tuple(found), string(session.get("id")), string(session.get("cwd")))
 
 
 def parse(data: bytes) -> Record:
@@ -106,10 +153,12 @@ def parse(data: bytes) -> Record:
     line, problem = load(data)
     if problem is not None or not isinstance(line, dict):
         return Record(problem=problem or "not a JSON object")
+    if is_document(line):
+        return _document(line)
     stamp = millis(line.get("timestamp"))
     kind, payload = line.get("type"), line.get("payload")
     if not isinstance(payload, dict):
-        if kind in ITEM_TYPES:  # an earlier rollout: the item is the line
+        if kind in ITEM_TYPES or (kind is None and "role" in line):  # the item is the line
             kind, payload = "response_item", line
         elif "instructions" in line or ("record_type" not in line and "id" in line):
             return Record(session=string(line.get("id")))

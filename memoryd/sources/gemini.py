@@ -37,6 +37,8 @@ def looks_like(value: object) -> bool:
         return False
     if "projectHash" in value or "$set" in value or "$rewindTo" in value:
         return True
+    if isinstance(value.get("sessionId"), str) and "type" not in value and "uuid" not in value:
+        return True  # the metadata line of a session, whatever else it holds
     return value.get("type") in MESSAGE_TYPES and "id" in value and "content" in value
 
 

@@ -20,31 +20,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import structlog
-
-from memoryd.search.schema import PASSAGE_BITS, passage_rows
+from memoryd.search.lazylog import LazyLog
 from memoryd.sources import claude, codex, gemini
 from memoryd.sources.layout import (
     LINES,
+    SNIFF_BYTES,
     SPILL,
+    UNKNOWN,
+    WHOLE,
     SessionFile,
     changed_file,
     session_files,
     session_name,
+    storable,
 )
+from memoryd.sources.listing import list_changes
 from memoryd.sources.reader import Changed, lines_from, open_regular
-from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, safe_text
-from memoryd.sources.store import Batch
+from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, load, safe_text
+from memoryd.sources.rows import FileRow, Pass, drop_file
+from memoryd.sources.store import Batch, Progress
 
-log = structlog.get_logger()
+log = LazyLog()
 
 PARSERS: dict[str, Callable[[bytes], Record]] = {
     claude.SOURCE: claude.parse,
     codex.SOURCE: codex.parse,
     gemini.SOURCE: gemini.parse,
 }
+LOOKS_LIKE: dict[str, Callable[[object], bool]] = {
+    claude.SOURCE: claude.looks_like,
+    codex.SOURCE: codex.looks_like,
+    gemini.SOURCE: gemini.looks_like,
+}
 HEAD_BYTES = 4096
-BATCH = 2000
 COMMIT_BYTES = 64 << 20
 """A long first pass commits every this many bytes, so a reader sees it grow."""
 
@@ -58,6 +66,8 @@ class SyncResult:
     added: int = 0
     removed: int = 0
     problems: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    """Files of this pass in no format the source writes (skipped until they change)."""
 
 
 class Known(NamedTuple):
@@ -74,142 +84,14 @@ class Known(NamedTuple):
     session: str | None
     project: str | None
     lines: int
+    shape: str
 
 
-KNOWN_COLUMNS = "id, name, size, dev, ino, mtime_ns, head, session, project, lines"
-
-
-@dataclass(slots=True)
-class _File:
-    """The row of a session file being read, and what is pending for it."""
-
-    id: int
-    name: str
-    session: str | None
-    project: str | None
-    offset: int
-    lines: int = 0
-    rows: list[tuple[object, ...]] = field(default_factory=list)
-    texts: list[tuple[int, str]] = field(default_factory=list)
-    ids: dict[str, tuple[int, int]] | None = None
-    """Gemini CLI: message id -> (rowid, seq) of the live copy, loaded when first needed."""
+KNOWN_COLUMNS = "id, name, size, dev, ino, mtime_ns, head, session, project, lines, shape"
 
 
 def _head(fd: int, size: int) -> bytes:
     return hashlib.sha256(os.pread(fd, min(size, HEAD_BYTES), 0)).digest()
-
-
-def _drop_rows(conn: sqlite3.Connection, rowids: list[int], *, count: bool = False) -> int:
-    """Delete messages and their passages; with ``count``, returns how many passages went
-    (FTS5's own bookkeeping makes ``total_changes`` say more)."""
-    spans = [(r << PASSAGE_BITS, (r + 1) << PASSAGE_BITS) for r in rowids]
-    passages = 0
-    if count:
-        query = "SELECT count(*) FROM passages WHERE rowid >= ? AND rowid < ?"
-        passages = sum(conn.execute(query, span).fetchone()[0] for span in spans)
-    conn.executemany("DELETE FROM messages WHERE rowid = ?", [(r,) for r in rowids])
-    conn.executemany("DELETE FROM passages WHERE rowid >= ? AND rowid < ?", spans)
-    return passages
-
-
-def drop_file(conn: sqlite3.Connection, file_id: int) -> int:
-    """Remove a session file and its messages from the index (in the caller's transaction)."""
-    rowids = [
-        r for (r,) in conn.execute("SELECT rowid FROM messages WHERE archive_id = ?", (file_id,))
-    ]
-    _drop_rows(conn, rowids)
-    conn.execute("DELETE FROM archives WHERE id = ?", (file_id,))
-    return len(rowids)
-
-
-class _Pass:
-    """One pass over one file: rows are batched, Gemini's updates applied in order."""
-
-    def __init__(self, conn: sqlite3.Connection, source: str, row: _File, next_rowid: int) -> None:
-        self.conn, self.source, self.row, self.next_rowid = conn, source, row, next_rowid
-        self.added = self.removed = 0
-        self.stem = Path(row.name).stem or "session"
-
-    def flush(self) -> None:
-        row = self.row
-        if row.rows:
-            self.conn.executemany(
-                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row.rows
-            )
-            cut = [part for rowid, text in row.texts for part in passage_rows(rowid, text)]
-            self.conn.executemany("INSERT INTO passages(rowid, body, parts) VALUES (?, ?, ?)", cut)
-            self.conn.execute(
-                "UPDATE archives SET messages = messages + ?, passages = passages + ? WHERE id = ?",
-                (len(row.rows), len(cut), row.id),
-            )
-            row.rows, row.texts = [], []
-
-    def _live_ids(self) -> dict[str, tuple[int, int]]:
-        if self.row.ids is None:
-            self.flush()
-            self.row.ids = {
-                ident: (rowid, seq)
-                for ident, rowid, seq in self.conn.execute(
-                    "SELECT message_id, rowid, seq FROM messages WHERE archive_id = ?",
-                    (self.row.id,),
-                )
-            }
-        return self.row.ids
-
-    def _remove(self, rowids: list[int]) -> None:
-        self.flush()
-        passages = _drop_rows(self.conn, rowids, count=True)
-        self.conn.execute(
-            "UPDATE archives SET messages = messages - ?, passages = passages - ? WHERE id = ?",
-            (len(rowids), passages, self.row.id),
-        )
-        self.removed += len(rowids)
-
-    def rewind(self, ident: str | None) -> None:
-        """Remove ``ident`` and every later message (all of them when ``ident`` is unknown
-        or None)."""
-        live = self._live_ids()
-        cut = live[ident][1] if ident in live else -1
-        gone = [key for key, (_, seq) in live.items() if seq >= cut]
-        self._remove([live.pop(key)[0] for key in gone])
-
-    def add(self, message: Message, offset: int, length: int) -> None:
-        seq = (offset << 16) | (message.item + 1)
-        ident = message.id or f"{self.stem}@{offset}"
-        if self.source == gemini.SOURCE:
-            live = self._live_ids()
-            if ident in live:
-                old_rowid, seq = live[ident]
-                self._remove([old_rowid])
-            live[ident] = (self.next_rowid, seq)
-        row = self.row
-        row.rows.append(
-            (
-                self.next_rowid,
-                ident,
-                message.role,
-                message.timestamp,
-                row.id,
-                offset,
-                length,
-                seq,
-                message.item,
-            )
-        )
-        row.texts.append((self.next_rowid, message.text))
-        self.next_rowid += 1
-        self.added += 1
-        if len(row.rows) >= BATCH:
-            self.flush()
-
-    def take(self, record: Record, offset: int, length: int) -> None:
-        row = self.row
-        row.session = row.session or record.session
-        row.project = row.project or record.project
-        if record.reset or record.rewind_to is not None:
-            self.rewind(record.rewind_to)
-        for message in record.messages:
-            self.add(message, offset, length)
 
 
 def _spilled(fd: int, size: int, name: str) -> Record:
@@ -222,7 +104,7 @@ def _read(
     conn: sqlite3.Connection,
     source: str,
     file: SessionFile,
-    row: _File,
+    row: FileRow,
     fd: int,
     result: SyncResult,
     batch: Batch,
@@ -230,11 +112,12 @@ def _read(
     """Index what ``file`` holds past ``row.offset``; returns the new offset."""
     parse = PARSERS[source]
     start = row.offset
-    work = _Pass(
+    work = Pass(
         conn,
         source,
         row,
         conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM messages").fetchone()[0],
+        storable(Path(file.name).stem if file.name else file.path.stem) or "session",
     )
     problem: str | None = None
     end = committed = start
@@ -266,11 +149,11 @@ def _read(
     result.removed += work.removed
     result.bytes += end - start
     if problem is not None:
-        result.problems.append(f"{file.name or file.path.name}: {problem}")
+        result.problems.append(f"{storable(file.name or file.path.name)}: {problem}")
     return end
 
 
-def _save(conn: sqlite3.Connection, work: _Pass, fd: int, end: int) -> None:
+def _save(conn: sqlite3.Connection, work: Pass, fd: int, end: int) -> None:
     work.flush()
     row = work.row
     row.offset = end
@@ -293,13 +176,71 @@ def _unchanged(file: SessionFile, known: Known, fd: int) -> bool | None:
     return file.size == known.size
 
 
-def _new_row(conn: sqlite3.Connection, file: SessionFile) -> _File:
+def _same_stat(file: SessionFile, known: Known) -> bool:
+    """True when the listing says the file is as the index left it: the same inode, time
+    and size (what was read of it: a torn last line makes it differ)."""
+    return (known.dev, known.ino) == file.inode and (known.mtime_ns, known.size) == (
+        file.mtime_ns,
+        file.size,
+    )
+
+
+def _known_rows(conn: sqlite3.Connection, names: list[str]) -> dict[str, Known]:
+    """The index's rows of the files named, by name."""
+    known: dict[str, Known] = {}
+    for at in range(0, len(names), 500):
+        chunk = names[at : at + 500]
+        rows = conn.execute(
+            f"SELECT {KNOWN_COLUMNS} FROM archives WHERE name IN ({', '.join('?' * len(chunk))})",
+            chunk,
+        )
+        known.update((row.name, row) for row in map(Known._make, rows))
+    return known
+
+
+def _keep_folders(conn: sqlite3.Connection, folders: dict[str, int]) -> None:
+    """Remember the folders' times for the next pass's cached listing."""
+    held = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
+    if held == folders:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        "DELETE FROM folders WHERE name = ?", [(name,) for name in held if name not in folders]
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO folders VALUES (?, ?)",
+        [item for item in folders.items() if held.get(item[0]) != item[1]],
+    )
+    conn.execute("COMMIT")
+
+
+def _known_format(source: str, file: SessionFile, fd: int) -> bool:
+    """True unless the first line (or document) of a new file is in no format ``source``
+    writes; an empty file, or a first line still being written, is given the benefit of
+    the doubt."""
+    if file.shape == SPILL:
+        return True
+    head = os.pread(fd, min(file.size, SNIFF_BYTES), 0).lstrip()
+    if not head:
+        return True
+    if file.shape == WHOLE:
+        return head.startswith(b"{")
+    first, newline, _ = head.partition(b"\n")
+    if not newline:
+        return True
+    value, _ = load(first)
+    return bool(LOOKS_LIKE[source](value))
+
+
+def _new_row(conn: sqlite3.Connection, file: SessionFile) -> FileRow:
+    name = storable(file.name)
+    raw = os.fsencode(file.name) if name != file.name else None
     file_id = conn.execute(
-        "INSERT INTO archives(name, size, messages, passages, lines, shape, dev, ino, mtime_ns) "
-        "VALUES (?, 0, 0, 0, 0, ?, ?, ?, ?)",
-        (file.name, file.shape, *file.inode, file.mtime_ns),
+        "INSERT INTO archives(name, size, messages, passages, lines, shape, dev, ino, mtime_ns, "
+        "raw) VALUES (?, 0, 0, 0, 0, ?, ?, ?, ?, ?)",
+        (name, file.shape, *file.inode, file.mtime_ns, raw),
     ).lastrowid
-    return _File(int(file_id or 0), file.name, None, None, 0)
+    return FileRow(int(file_id or 0), name, None, None, 0)
 
 
 def _index_one(
@@ -311,12 +252,14 @@ def _index_one(
     batch: Batch,
 ) -> None:
     """Index what is new in one file, in ``batch``'s transaction."""
+    if known is not None and _same_stat(file, known):
+        return  # its size and time are those it had when read: nothing to open
     try:
         fd = open_regular(file.path, file.inode)
     except (OSError, Changed):
         return  # gone or replaced since it was listed: the next pass sees what is there
     try:
-        state = None if known is None else _unchanged(file, known, fd)
+        state = None if known is None or known.shape == UNKNOWN else _unchanged(file, known, fd)
         if state is True:
             return
         batch.begin_file()
@@ -325,9 +268,17 @@ def _index_one(
                 if known is not None:
                     result.removed += drop_file(conn, known.id)
                 row = _new_row(conn, file)
+                if not _known_format(source, file, fd):
+                    conn.execute(
+                        "UPDATE archives SET shape = ?, size = ? WHERE id = ?",
+                        (UNKNOWN, file.size, row.id),
+                    )
+                    result.unknown.append(row.name)
+                    batch.end_file(ok=True)
+                    return
             else:
-                row = _File(
-                    known.id, file.name, known.session, known.project, known.size, known.lines
+                row = FileRow(
+                    known.id, known.name, known.session, known.project, known.size, known.lines
                 )
             _read(conn, source, file, row, fd, result, batch)
             conn.execute(
@@ -344,7 +295,11 @@ def _index_one(
 
 
 def sync(
-    conn: sqlite3.Connection, root: Path, source: str, changed: Iterable[Path] | None = None
+    conn: sqlite3.Connection,
+    root: Path,
+    source: str,
+    changed: Iterable[Path] | None = None,
+    progress: Callable[[Progress], None] | None = None,
 ) -> SyncResult:
     """Bring the index behind ``conn`` up to date with the session files below ``root``:
     all of them, or only the ``changed`` paths (what a watcher saw; a folder among them
@@ -355,20 +310,41 @@ def sync(
     """
     result = SyncResult()
     paths = None if changed is None else list(changed)
+    listing = None
+    first = False
     if paths is None or any(path.is_dir() and not path.is_symlink() for path in paths):
-        files = session_files(root, source)
-        names = {file.name for file in files}
-        rows = conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives")
+        if root.is_dir():
+            held = {
+                name: (dev, ino, mtime_ns, size)
+                for name, dev, ino, mtime_ns, size in conn.execute(
+                    "SELECT name, dev, ino, mtime_ns, size FROM archives"
+                )
+            }
+            folders = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
+            listing = list_changes(
+                root,
+                source,
+                folders,
+                held,
+                lambda name, st: (
+                    held.get(name) == (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+                ),
+            )
+            files, names = listing.changed, listing.names
+            wanted = [storable(file.name) for file in files]
+            wanted += [name for name in held if name not in names]
+            known = _known_rows(conn, wanted)
+            first = not held
+        else:
+            rows = conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives")
+            known = {row.name: row for row in map(Known._make, rows)}
+            files = session_files(root, source)
+            names = {storable(file.name) for file in files}
     else:
         found = {hit for path in paths if (hit := changed_file(root, source, path)) is not None}
         files = sorted((file for _, file in found if file is not None), key=lambda f: f.name)
-        names = {file.name for file in files}
-        asked = sorted({name for name, _ in found})
-        rows = conn.execute(
-            f"SELECT {KNOWN_COLUMNS} FROM archives WHERE name IN ({', '.join('?' * len(asked))})",
-            asked,
-        )
-    known = {row.name: row for row in map(Known._make, rows)}
+        names = {storable(file.name) for file in files}
+        known = _known_rows(conn, sorted({storable(name) for name, _ in found}))
     gone = [row for name, row in known.items() if name not in names]
     if gone:
         conn.execute("BEGIN IMMEDIATE")
@@ -376,16 +352,34 @@ def sync(
             result.removed += drop_file(conn, row.id)
         conn.execute("COMMIT")
     batch = Batch(conn, COMMIT_BYTES)
+    started = time.monotonic()
+    first = first or (listing is None and not known)
+    todo: list[tuple[SessionFile, Known | None]] = []
+    for file in files:
+        seen = known.get(storable(file.name))
+        if seen is None or not _same_stat(file, seen):
+            todo.append((file, seen))
+    total = sum(file.size for file, _ in todo)
+    done = 0
+    if progress is not None:
+        progress(Progress(first, 0, len(todo), 0, total, 0.0))
     try:
-        for file in files:
+        for number, (file, seen) in enumerate(todo, 1):
             try:
-                _index_one(conn, source, file, known.get(file.name), result, batch)
+                _index_one(conn, source, file, seen, result, batch)
             except OSError as exc:
-                result.problems.append(f"{file.name or file.path.name}: {exc.strerror or exc}")
+                name = storable(file.name or file.path.name)
+                result.problems.append(f"{name}: {exc.strerror or exc}")
+            done += file.size
+            if progress is not None:
+                seconds = time.monotonic() - started
+                progress(Progress(first, number, len(todo), done, total, seconds))
         batch.commit()
     except BaseException:
         batch.rollback()
         raise
+    if listing is not None:
+        _keep_folders(conn, listing.folders)
     for problem in result.problems[:1]:
         log.warning(
             "source_file_problem",

@@ -9,6 +9,7 @@ regular file (a FIFO would block the reader); this module imports no SQLite, so 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,12 +23,30 @@ MAX_DEPTH = 8
 SNIFF_BYTES = 1 << 16
 SNIFF_FILES = 20
 """Files read to recognise a folder whose layout does not say what it is."""
+AGENT_HOMES = {
+    "claude-code": (("projects",), ".claude", ("history.jsonl", "settings.json", "todos")),
+    "codex": (
+        ("sessions", "archived_sessions"),
+        ".codex",
+        ("config.toml", "history.jsonl", "version.json", "auth.json"),
+    ),
+    "gemini": (("tmp",), ".gemini", ("settings.json", "installation_id", "google_accounts.json")),
+}
+"""Per source: the folders of its home that hold sessions, the home's usual name, and
+files only its home holds (a home moved by ``CLAUDE_CONFIG_DIR`` or ``CODEX_HOME``)."""
+SCAN_ENTRIES = 1000
+"""Entries of a folder looked at to find agents' folders in it."""
 WHOLE = "document"
-"""A file rewritten whole (a Gemini CLI ``.json`` session): indexed again when it changes."""
+"""A file rewritten whole (a Gemini CLI ``.json`` session, a Codex CLI 0.1.x rollout):
+indexed again when it changes."""
 SPILL = "spill"
-"""A tool's output Claude Code spilled to ``<session>/tool-results/``: one message."""
+"""A tool's output spilled to a file of its own (Claude Code's ``<session>/tool-results/``,
+Gemini CLI's ``tool-outputs/session-<id>/``): one message."""
 LINES = "lines"
 """An append-only JSONL session file."""
+UNKNOWN = "unknown"
+"""A file where sessions are whose first line is in no format its agent writes: skipped
+(and said) until it changes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,16 +85,61 @@ def _sniff(path: Path) -> str | None:
     for module in (codex, claude, gemini):
         if module.looks_like(value):
             return str(module.SOURCE)
-    if path.suffix == ".json" and head.lstrip().startswith(b"{") and b'"projectHash"' in head:
-        return gemini.SOURCE  # a legacy document longer than the sniff
+    if path.suffix == ".json" and head.lstrip().startswith(b"{"):  # longer than the sniff
+        if b'"projectHash"' in head:
+            return gemini.SOURCE
+        if re.match(rb'\{\s*"session"\s*:\s*\{', head):
+            return codex.SOURCE
     return None
 
 
 def _by_name(path: Path) -> str | None:
     name = path.name
-    if name.startswith("rollout-") and name.endswith(".jsonl"):
+    if name.startswith("rollout-") and name.endswith((".jsonl", ".json")):
         return "codex"
     if "chats" in path.parts[-3:-1] and name.endswith((".json", ".jsonl")):
+        return "gemini"
+    return None
+
+
+def _gemini_tmp(folder: Path) -> bool:
+    """True when ``folder/tmp`` holds a Gemini CLI project (``tmp/<hash>/chats``); a
+    system's ``/tmp`` is not one."""
+    try:
+        with os.scandir(folder / "tmp") as entries:
+            for count, entry in enumerate(entries):
+                if count >= SCAN_ENTRIES:
+                    break
+                if entry.is_dir(follow_symlinks=False) and os.path.isdir(
+                    os.path.join(entry.path, "chats")
+                ):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def by_layout(path: Path) -> str | None:
+    """The source a folder is by its layout alone (``projects/``, ``sessions/``,
+    ``tmp/*/chats/``, ``chats/``), or a file by its name; None when that does not say.
+    A memoryd workspace is never a source."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return _by_name(path)
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    if os.path.lexists(path / "conversation.jsonl") or os.path.lexists(path / ".memoryd"):
+        return None
+    if (path / "projects").is_dir() and path.name != "tmp":
+        return "claude-code"
+    if (path / "sessions").is_dir() or (path / "archived_sessions").is_dir():
+        return "codex"
+    if (path / "chats").is_dir() or path.name == "chats" or path.parent.name == "tool-outputs":
+        return "gemini"
+    if path.name == ".gemini" or ((path / "tmp").is_dir() and _gemini_tmp(path)):
         return "gemini"
     return None
 
@@ -85,31 +149,29 @@ def recognise(path: Path) -> str | None:
 
     A file by its name or its first line; a folder by its layout (``projects/``,
     ``sessions/``, ``tmp/*/chats/``, ``chats/``) or else by the first session-like files
-    below it. A memoryd workspace is never a source, nor the filesystem's root or the
-    home folder: sessions somewhere below them do not make every file there one.
+    below it. A memoryd workspace is never a source, and the filesystem's root and the
+    home folder are never walked: sessions somewhere below them do not make every file
+    there one.
     """
+    found = by_layout(path)
+    if found is not None:
+        return found
     try:
         st = os.stat(path)
     except OSError:
         return None
     if stat.S_ISREG(st.st_mode):
-        return _by_name(path) or _sniff(path)
+        return _sniff(path)
     if not stat.S_ISDIR(st.st_mode):
         return None
     if os.path.lexists(path / "conversation.jsonl") or os.path.lexists(path / ".memoryd"):
         return None
     if _too_wide(path):
         return None
-    if (path / "projects").is_dir() and path.name != "tmp":
-        return "claude-code"
-    if (path / "sessions").is_dir() or (path / "archived_sessions").is_dir():
-        return "codex"
-    if (path / "chats").is_dir() or path.name == "chats" or _gemini_tmp(path / "tmp"):
-        return "gemini"
-    for count, (found, _) in enumerate(_walk(path, max_depth=4)):
+    for count, (found_file, _) in enumerate(_walk(path, max_depth=4)):
         if count >= SNIFF_FILES:
             break
-        kind = _by_name(found) or _sniff(found)
+        kind = _by_name(found_file) or _sniff(found_file)
         if kind is not None:
             return kind
     return None
@@ -123,28 +185,44 @@ def _too_wide(path: Path) -> bool:
         return False
 
 
-GEMINI_TMP_LOOK = 256
-"""Entries of a ``tmp`` folder looked at for a Gemini CLI project (``<hash>/chats/``)."""
-
-
-def _gemini_tmp(tmp: Path) -> bool:
-    """True when ``tmp`` holds a Gemini CLI project folder (``<hash>/chats/``) among its
-    first entries: any folder with a ``tmp`` in it (``/`` has ``/tmp``) is not a home."""
+def sources_in(folder: Path) -> list[tuple[Path, str]]:
+    """The agents' folders directly in ``folder`` (``~`` holds ``.claude``, ``.codex`` and
+    ``.gemini``; a backup may hold several), recognised by their layout, by name."""
+    found = []
     try:
-        with os.scandir(tmp) as entries:
-            for count, entry in enumerate(entries):
-                if count >= GEMINI_TMP_LOOK:
-                    return False
-                if entry.is_dir(follow_symlinks=False) and (Path(entry.path) / "chats").is_dir():
-                    return True
+        with os.scandir(folder) as scan:
+            entries = sorted(
+                (entry for _, entry in zip(range(SCAN_ENTRIES), scan, strict=False)),
+                key=lambda entry: entry.name,
+            )
     except OSError:
-        return False
-    return False
+        return []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            kind = by_layout(Path(entry.path))
+            if kind is not None:
+                found.append((Path(entry.path), kind))
+    return found
+
+
+def agent_root(path: Path, source: str) -> Path:
+    """The agent's folder ``path`` lies in (``~/.claude`` for a project or a session file
+    of it), so that every path inside one folder is searched in that folder's one index;
+    ``path`` itself when it lies in none (a copy of some session files)."""
+    inner, home, markers = AGENT_HOMES[source]
+    for parent in path.parents:
+        rest = path.relative_to(parent).parts
+        if rest[0] not in inner or (source == "gemini" and not _gemini_tmp(parent)):
+            continue
+        if parent.name == home or any(os.path.lexists(parent / name) for name in markers):
+            return parent
+    return path
 
 
 def _walk(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Path, os.stat_result]]:
-    """Every regular ``*.json``/``*.jsonl`` file below ``root`` and every file in a
-    ``tool-results`` folder, never through a symlink; unreadable folders are skipped."""
+    """Every regular ``*.json``/``*.jsonl`` file below ``root`` and every file where a
+    tool's output is spilled (``tool-results/``, ``tool-outputs/…/``), never through a
+    symlink; unreadable folders are skipped."""
     stack = [(root, 0)]
     while stack:
         folder, depth = stack.pop()
@@ -161,12 +239,12 @@ def _walk(root: Path, max_depth: int = MAX_DEPTH) -> Iterator[tuple[Path, os.sta
                 if depth < max_depth and entry.name not in (".memoryd", ".git"):
                     stack.append((Path(entry.path), depth + 1))
             elif stat.S_ISREG(st.st_mode) and (
-                entry.name.endswith((".jsonl", ".json")) or folder.name == "tool-results"
+                entry.name.endswith((".jsonl", ".json")) or spill_folder(folder)
             ):
                 yield Path(entry.path), st
 
 
-def _subroots(root: Path, source: str) -> list[Path]:
+def subroots(root: Path, source: str) -> list[Path]:
     """The folders of ``root`` that hold sessions (``~/.claude`` holds much else)."""
     inner = {"claude-code": ("projects",), "codex": ("sessions", "archived_sessions")}
     found = [root / name for name in inner.get(source, ()) if (root / name).is_dir()]
@@ -175,17 +253,27 @@ def _subroots(root: Path, source: str) -> list[Path]:
     return found or [root]
 
 
+def spill_folder(folder: Path) -> bool:
+    """True for a folder of spilled tool outputs: Claude Code's ``<session>/tool-results``,
+    Gemini CLI's ``tool-outputs`` and its ``tool-outputs/session-<id>``."""
+    return folder.name in ("tool-results", "tool-outputs") or folder.parent.name == "tool-outputs"
+
+
 def _shape(source: str, path: Path) -> str | None:
     if path.parent.name == "tool-results":
         return SPILL if source == "claude-code" else None
+    if source == "gemini" and "tool-outputs" in path.parts[-3:-1]:
+        return SPILL
     if source == "gemini":
         if "chats" not in path.parts:
             return None
         return WHOLE if path.suffix == ".json" else LINES
+    if source == "codex" and path.suffix == ".json" and path.name.startswith("rollout-"):
+        return WHOLE  # a Codex CLI 0.1.x rollout
     return LINES if path.suffix == ".jsonl" else None
 
 
-def _entry(root: Path, source: str, path: Path, found: os.stat_result) -> SessionFile | None:
+def entry_of(root: Path, source: str, path: Path, found: os.stat_result) -> SessionFile | None:
     shape = _shape(source, path) if path != root else (WHOLE if path.suffix == ".json" else LINES)
     if shape is None:
         return None
@@ -203,10 +291,10 @@ def session_files(root: Path, source: str) -> list[SessionFile]:
     if stat.S_ISREG(st.st_mode):
         walked = [(root, st)]
     elif stat.S_ISDIR(st.st_mode):
-        walked = [found for sub in _subroots(root, source) for found in _walk(sub)]
+        walked = [found for sub in subroots(root, source) for found in _walk(sub)]
     else:
         raise InputError(f"{root}: is not a regular file or a folder")
-    files = [entry for path, found in walked if (entry := _entry(root, source, path, found))]
+    files = [entry for path, found in walked if (entry := entry_of(root, source, path, found))]
     return sorted(files, key=lambda file: file.name)
 
 
@@ -217,7 +305,7 @@ def changed_file(root: Path, source: str, path: Path) -> tuple[str, SessionFile 
     if path == root:
         name = ""
     else:
-        subroot = next((sub for sub in _subroots(root, source) if path.is_relative_to(sub)), None)
+        subroot = next((sub for sub in subroots(root, source) if path.is_relative_to(sub)), None)
         if subroot is None or len(path.relative_to(subroot).parts) > MAX_DEPTH + 1:
             return None
         name = path.relative_to(root).as_posix()
@@ -228,7 +316,18 @@ def changed_file(root: Path, source: str, path: Path) -> tuple[str, SessionFile 
         found = os.lstat(path)
     except OSError:
         return name, None
-    return name, _entry(root, source, path, found) if stat.S_ISREG(found.st_mode) else None
+    return name, entry_of(root, source, path, found) if stat.S_ISREG(found.st_mode) else None
+
+
+def storable(name: str) -> str:
+    """``name`` as the index keeps and shows it: itself when it is UTF-8, else with each
+    byte that is not UTF-8 written as ``\\xNN`` (a file name is any bytes on Linux; SQLite
+    text and JSON output take UTF-8 only). The bytes themselves are kept beside it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
 
 
 def session_name(file: SessionFile) -> str:
@@ -239,5 +338,7 @@ def session_name(file: SessionFile) -> str:
         if marker in parts[:-1]:
             at = parts.index(marker)
             if at > 0:
-                return parts[at - 1]
-    return file.path.stem
+                return storable(parts[at - 1])
+    if "tool-outputs" in parts[:-2]:  # Gemini CLI: tool-outputs/session-<id>/<file>
+        return storable(parts[-2].removeprefix("session-"))
+    return storable(file.path.stem)

@@ -80,8 +80,8 @@ def safe_text(text: str) -> str:
 
 
 def string(value: object) -> str | None:
-    """``value`` when it is a non-empty string, else None."""
-    return value if isinstance(value, str) and value else None
+    """``value`` when it is a non-empty string (made safe for SQLite), else None."""
+    return safe_text(value) if isinstance(value, str) and value else None
 
 
 def millis(value: object) -> int | None:

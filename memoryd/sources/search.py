@@ -1,24 +1,21 @@
-"""``recall`` and ``expand`` over a source: the index brought up to date, then the same
-query language, cost bound and ranking as a workspace's archive (docs/design.md#sources,
-docs/design.md#recall-cost)."""
+"""``recall`` over a source: the index brought up to date, then the same query language,
+cost bound and ranking as a workspace's archive, a line repeated by subagents' files one hit
+(docs/design.md#sources, docs/design.md#recall-cost).
+``expand`` is :mod:`~memoryd.sources.expand`."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
 
-import structlog
-
-from memoryd import strict_json
-from memoryd.errors import InputError, MemorydError, UsageError
+from memoryd.errors import MemorydError, UsageError
 from memoryd.search.cost import check_cost
 from memoryd.search.query import (
     QUERY_SECONDS,
-    ROLES,
     QueryStopped,
     budget,
     check_limit,
@@ -27,19 +24,44 @@ from memoryd.search.query import (
 )
 from memoryd.search.rank import rank
 from memoryd.sources import store
-from memoryd.sources.indexer import SyncResult, sync
-from memoryd.sources.layout import SPILL, WHOLE, recognise
-from memoryd.sources.reader import read_range
+from memoryd.sources.access import (
+    Target,
+    archives_within,
+    figures,
+    resolve,
+    skipped,
+    skipped_note,
+    update,
+    with_source,
+)
+from memoryd.sources.expand import Pick, expand_source
+from memoryd.sources.layout import storable
+from memoryd.sources.reader import Changed, read_range
+from memoryd.sources.store import Progress
 
-log = structlog.get_logger()
-T = TypeVar("T")
+__all__ = [
+    "ROLES",
+    "Pick",
+    "SourceHit",
+    "Target",
+    "expand_source",
+    "figures",
+    "one_hit_per_line",
+    "recall_source",
+    "resolve",
+    "update",
+    "with_source",
+]
+
 SCORED = 10_000
 """Passages a group of hits scores at most, the newest that match: a source is often a
 gigabyte of sessions, and BM25 costs about 3 µs a passage, so a query of words in most
 messages costs ~30 ms of scoring at any size (a workspace's archive scores 40,000)."""
-CHECKPOINT_BYTES = 16 << 20
-"""A pass that read this much folds the WAL back into the index (SQLite also does it on
-its own every 1,000 pages)."""
+ROLES = ("user", "assistant", "tool", "summary", "info")
+"""The roles of a source's messages: ``tool`` is a tool's output, ``summary`` a compaction
+summary, ``info`` what the agent showed beside the conversation (Gemini CLI)."""
+OVERFETCH = 2
+"""Hits ranked per hit asked for: a line a subagent's file repeats is one hit of two."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +83,9 @@ class SourceHit:
     score: float
     all_words: bool = True
     identifiers: int = 0
+    copies: tuple[Path, ...] = ()
+    """Other files that hold the same line (same id, same bytes): a subagent's copy of the
+    main session's line, say. ``file`` is where it was said first."""
 
     def as_dict(self) -> dict[str, object]:
         """The JSON form ``memoryd recall --json`` prints."""
@@ -71,124 +96,96 @@ class SourceHit:
             "id": self.id,
             "role": self.role,
             "timestamp": self.timestamp,
-            "file": str(self.file),
+            "file": storable(str(self.file)),
             "offset": self.offset,
             "length": self.length,
             "snippet": self.snippet,
             "score": self.score,
             "all_words": self.all_words,
+            "copies": [storable(str(copy)) for copy in self.copies],
         }
 
 
-def resolve(path: Path | str, source: str | None = None) -> tuple[Path, str]:
-    """The absolute root and the source of ``path``; InputError when it is none of them."""
-    root = Path(path).expanduser()
-    if not root.exists():
-        raise InputError(f"{root}: no such file or folder")
-    root = root.resolve()
-    found = recognise(root)
-    if source is not None and found not in (None, source):
-        raise InputError(f"{root}: holds {found} sessions, not {source}")
-    found = found or source
-    if found is None:
-        raise InputError(f"{root}: not a Claude Code, Codex or Gemini CLI session folder or file")
-    return root, found
+def _said_first(hit: SourceHit) -> tuple[bool, int, bool, str]:
+    """The order in which copies of one line were said: by time, a session's own file
+    before a subagent's copy, then by file."""
+    return (
+        hit.timestamp is None,
+        hit.timestamp or 0,
+        "subagents" in hit.file.parts,
+        str(hit.file),
+    )
 
 
-def update(
-    root: Path, source: str, *, wait: bool = True, changed: Iterable[Path] | None = None
-) -> SyncResult | None:
-    """Bring the index of ``root`` up to date (only the ``changed`` paths, when given: what
-    a watcher saw); None when another process is doing it and ``wait`` is False. A
-    damaged index is removed and built again once."""
-    path = store.index_path(root, source)
-    with store.writer_lock(path, blocking=wait) as held:
-        if not held:
-            return None
-        for attempt in (1, 2):
+def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
+    """``hits`` with the copies of a line (same id, same bytes: a subagent's file repeats
+    its main session's lines) made one hit, where it was said first, naming the copies;
+    lines that only share an id stay apart."""
+    by_id: dict[str, list[SourceHit]] = {}
+    for hit in hits:
+        by_id.setdefault(hit.id, []).append(hit)
+    kept: dict[int, SourceHit] = {}
+    for same in by_id.values():
+        if len(same) == 1:
+            kept[id(same[0])] = same[0]
+            continue
+        groups: dict[bytes, list[SourceHit]] = {}
+        for hit in same:
             try:
-                store.create_file(path)
-                conn = store.connect(path)
-                try:
-                    store.for_writing(conn)
-                    if store.ensure_schema(conn, root, source):
-                        result = sync(conn, root, source, changed)
-                        if result.bytes >= CHECKPOINT_BYTES:
-                            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                        return result
-                    reason = "not this source's index"
-                finally:
-                    conn.close()
-            except sqlite3.DatabaseError as exc:
-                if not store.damaged(exc) or attempt == 2:
-                    raise MemorydError(f"{path}: {exc}") from None
-                reason = f"damaged: {exc}"
-            log.info("source_index_rebuilding", path=str(path), reason=reason)
-            store.remove(path)
-    raise MemorydError(f"{path}: cannot be rebuilt")
+                data = read_range(hit.file, hit.offset, hit.length)
+            except (OSError, Changed):
+                data = f"{hit.file}".encode("utf-8", "surrogateescape")
+            groups.setdefault(data, []).append(hit)
+        for copies in groups.values():
+            first = min(copies, key=_said_first)
+            others = tuple(hit.file for hit in copies if hit is not first)
+            kept[id(first)] = replace(first, copies=others) if others else first
+    return [kept[id(hit)] for hit in hits if id(hit) in kept]
 
 
-FIGURES = ("sessions", "files", "lines", "messages", "bytes_indexed")
-
-
-def figures(root: Path, source: str) -> dict[str, int]:
-    """What the index of a source holds: sessions, files, lines read, messages indexed,
-    bytes read; all 0 when there is no index yet."""
-    path = store.index_path(root, source)
-    if not path.exists():
-        return dict.fromkeys(FIGURES, 0)
-    conn = store.connect(path)
-    try:
-        row = conn.execute(
-            "SELECT count(DISTINCT session), count(*), coalesce(sum(lines), 0), "
-            "coalesce(sum(messages), 0), coalesce(sum(size), 0) FROM archives"
-        ).fetchone()
-    finally:
-        conn.close()
-    return dict(zip(FIGURES, map(int, row), strict=True))
-
-
-def with_source(root: Path, source: str, use: Callable[[sqlite3.Connection], T]) -> T:
-    """``use`` on the up-to-date index of a source (what is indexed, when another process
-    holds the writer's lock: the reader never waits for a long first pass)."""
-    path = store.index_path(root, source)
-    if update(root, source, wait=not path.exists()) is None:
-        log.info("source_index_busy", path=str(path))
-    conn = store.connect(path)
-    try:
-        if store.is_current(conn, root, source):
-            return use(conn)
-    finally:
-        conn.close()
-    update(root, source)  # made by the other process a moment ago: wait for its pass
-    conn = store.connect(path)
-    try:
-        return use(conn)
-    finally:
-        conn.close()
+def _search(
+    target: Target,
+    query: str,
+    limit: int,
+    role: str | None,
+    raw: bool,
+    timeout: float,
+    cancelled: Callable[[], bool] | None,
+    notes: list[str],
+    conn: sqlite3.Connection,
+) -> list[SourceHit]:
+    deadline = time.monotonic() + timeout  # the query's budget, not the index's pass
+    return _hits(conn, target, query, limit, role, raw, deadline, cancelled, notes)
 
 
 def _hits(
     conn: sqlite3.Connection,
-    root: Path,
-    source: str,
+    target: Target,
     query: str,
     limit: int,
     role: str | None,
     raw: bool,
     deadline: float,
     cancelled: Callable[[], bool] | None,
+    notes: list[str],
 ) -> list[SourceHit]:
+    root, source = target.root, target.source
     parsed = to_match(query, raw)
+    names = skipped(conn)
+    if target.within is not None:
+        names = [name for name in names if name.startswith(target.within)]
+    if note := skipped_note(names):
+        notes.append(note)
     with budget(conn, deadline, cancelled):
         check_cost(conn, parsed)
-        ranked = rank(conn, parsed, role, limit, scored=SCORED)
+        archives = archives_within(conn, target.within)
+        ranked = rank(conn, parsed, role, limit * OVERFETCH, scored=SCORED, archives=archives)
         where = {
             row[0]: row[1:]
             for row in conn.execute(
                 "SELECT m.rowid, m.message_id, m.role, m.timestamp, a.name, a.session, "
                 "coalesce(a.project, (SELECT b.project FROM archives b WHERE b.session = a.session "
-                "AND b.project IS NOT NULL LIMIT 1)), m.byte_offset, m.byte_length "
+                "AND b.project IS NOT NULL LIMIT 1)), m.byte_offset, m.byte_length, a.raw "
                 "FROM messages m JOIN archives a ON a.id = m.archive_id "
                 f"WHERE m.rowid IN ({', '.join('?' * len(ranked))})",
                 [found.message for found in ranked],
@@ -196,7 +193,7 @@ def _hits(
         }
     hits = []
     for found in ranked:
-        ident, who, stamp, name, session, project, offset, length = where[found.message]
+        ident, who, stamp, name, session, project, offset, length, bytes_name = where[found.message]
         hits.append(
             SourceHit(
                 source,
@@ -205,7 +202,7 @@ def _hits(
                 ident,
                 who,
                 stamp,
-                root / name if name else root,
+                store.file_path(root, name, bytes_name),
                 offset,
                 length,
                 found.snippet,
@@ -214,7 +211,7 @@ def _hits(
                 found.identifiers,
             )
         )
-    return hits
+    return one_hit_per_line(hits)[:limit]
 
 
 def recall_source(
@@ -227,92 +224,32 @@ def recall_source(
     source: str | None = None,
     timeout: float = QUERY_SECONDS,
     cancelled: Callable[[], bool] | None = None,
+    notes: list[str] | None = None,
+    progress: Callable[[Progress], None] | None = None,
 ) -> list[SourceHit]:
     """The messages of the sessions at ``path`` that match ``query``, best first, as
-    :func:`memoryd.search.recall.recall` ranks them; the same refusals."""
+    :func:`memoryd.search.recall.recall` ranks them; the same refusals. A folder of
+    several agents' folders is searched as all of them. What the caller should know
+    beside the hits (files skipped, an index still being built) is added to ``notes``;
+    ``progress`` is told how far a first index is (see :func:`with_source`)."""
     if role is not None and role not in ROLES:
         raise UsageError(f"role {role!r} is not one of {', '.join(ROLES)}")
     check_limit(limit)
     check_timeout(timeout)
     to_match(query, raw)  # a bad query is refused before any indexing
-    deadline = time.monotonic() + timeout
-    root, kind = resolve(path, source)
-    try:
-        return with_source(
-            root,
-            kind,
-            lambda conn: _hits(conn, root, kind, query, limit, role, raw, deadline, cancelled),
+    said = notes if notes is not None else []
+    hits: list[SourceHit] = []
+    for target in resolve(path, source):
+        search = functools.partial(
+            _search, target, query, limit, role, raw, timeout, cancelled, said
         )
-    except QueryStopped:
-        raise
-    except OSError as exc:
-        raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
-    except sqlite3.Error as exc:
-        raise MemorydError(f"the index of {root}: {exc}") from None
-
-
-def _original(root: Path, row: tuple[str, int, int, int, str]) -> bytes:
-    """The bytes of one message as its file holds them."""
-    name, offset, length, item, shape = row
-    data = read_range(root / name if name else root, offset, length)
-    if shape == SPILL:
-        return data if data.endswith(b"\n") else data + b"\n"
-    if item < 0 or shape not in (WHOLE, "lines"):
-        return data
-    try:
-        value = strict_json.loads(data)
-    except strict_json.JSONProblem:
-        return data
-    messages = value.get("messages") if isinstance(value, dict) else None
-    if isinstance(value, dict) and isinstance(value.get("$set"), dict):
-        messages = value["$set"].get("messages")
-    if isinstance(messages, list) and 0 <= item < len(messages):
-        return strict_json.dumps_line(messages[item])
-    return data
-
-
-def _lines(
-    conn: sqlite3.Connection, root: Path, ident: str, before: int, after: int
-) -> list[bytes] | None:
-    found = conn.execute(
-        "SELECT archive_id, seq FROM messages WHERE message_id = ? ORDER BY rowid DESC LIMIT 1",
-        (ident,),
-    ).fetchone()
-    if found is None:
-        return None
-    file_id, seq = found
-    columns = (
-        "a.name, m.byte_offset, m.byte_length, m.item, a.shape "
-        "FROM messages m JOIN archives a ON a.id = m.archive_id"
-    )
-    earlier = conn.execute(
-        f"SELECT {columns} WHERE m.archive_id = ? AND m.seq < ? ORDER BY m.seq DESC LIMIT ?",
-        (file_id, seq, before),
-    ).fetchall()
-    rest = conn.execute(
-        f"SELECT {columns} WHERE m.archive_id = ? AND m.seq >= ? ORDER BY m.seq LIMIT ?",
-        (file_id, seq, after + 1),
-    ).fetchall()
-    return [_original(root, row) for row in (*reversed(earlier), *rest)]
-
-
-def expand_source(
-    path: Path | str, id: str, before: int = 0, after: int = 0, *, source: str | None = None
-) -> list[bytes]:
-    """The original line of message ``id`` with up to ``before``/``after`` messages of its
-    session around it, in the session's order, byte for byte as the file holds them (a
-    message of a line that holds several, as its own JSON line; a spilled tool output,
-    whole). InputError (exit 2) for an unknown id."""
-    for name, value in (("before", before), ("after", after)):
-        if not isinstance(value, int) or value < 0:
-            raise UsageError(f"--{name} must be 0 or more (got {value})")
-    root, kind = resolve(path, source)
-    try:
-        lines = with_source(root, kind, lambda conn: _lines(conn, root, id, before, after))
-    except OSError as exc:
-        raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
-    except sqlite3.Error as exc:
-        raise MemorydError(f"the index of {root}: {exc}") from None
-    if lines is None:
-        raise InputError(f"{id}: no message with this id in {root}")
-    return lines
+        try:
+            hits += with_source(target.root, target.source, search, said, progress)
+        except QueryStopped:
+            raise
+        except OSError as exc:
+            raise MemorydError(f"{exc.filename or target.root}: {exc.strerror or exc}") from None
+        except sqlite3.Error as exc:
+            raise MemorydError(f"the index of {target.root}: {exc}") from None
+    hits.sort(key=lambda hit: (not hit.all_words, -hit.identifiers, -hit.score))
+    return hits[:limit]

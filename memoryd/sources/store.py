@@ -4,7 +4,9 @@ One SQLite file per source path under ``$XDG_STATE_HOME/memoryd/sources/`` (by d
 ``~/.local/state``), mode 0600 in a 0700 folder: it holds message text. Nothing is ever
 written under the source's own folder. The tables are those of a workspace's index
 (:mod:`memoryd.search.schema`), so that the same ranking reads them: ``archives`` holds one
-row per session file (how far it was read, and what it was when read), ``messages`` one row
+row per session file (how far it was read, and what it was when read; ``name`` as
+:func:`~memoryd.sources.layout.storable` writes it, ``raw`` its bytes when they are not
+UTF-8), ``messages`` one row
 per message with its place in the file, ``passages`` the text. :class:`Batch` is the
 transaction a pass indexes its files in.
 """
@@ -16,18 +18,22 @@ import fcntl
 import hashlib
 import os
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from memoryd import strict_json
 from memoryd.search.index import connect_wal
 from memoryd.search.schema import PREFIX_INDEX, TOKENIZER
 from memoryd.sources.places import state_dir
 
 APPLICATION_ID = 0x6D656D73
 """``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
-SCHEMA_VERSION = 2
-"""1 had no prefix index; 2 keeps the prefixes of 2 and 3 characters whole, as a
-workspace's index does (docs/design.md#recall-cost)."""
+SCHEMA_VERSION = 5
+"""``PRAGMA user_version``: 2 keeps the bytes of a file name that is not UTF-8; 3 indexes
+the character pairs of scripts written without spaces; 4 keeps the folders' times (the
+cached listing)."""
 SIDE_FILES = ("-wal", "-shm", "-journal")
 WRITER_CACHE_KIB = 64 << 10
 FTS_HASH_BYTES = 16 << 20
@@ -38,7 +44,7 @@ CREATE TABLE archives(
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL,
     messages INTEGER NOT NULL, passages INTEGER NOT NULL, lines INTEGER NOT NULL,
     shape TEXT NOT NULL, dev INTEGER, ino INTEGER, mtime_ns INTEGER, head BLOB,
-    session TEXT, project TEXT, indexed_at REAL);
+    session TEXT, project TEXT, indexed_at REAL, raw BLOB);
 CREATE TABLE messages(
     rowid INTEGER PRIMARY KEY, message_id TEXT, role TEXT, timestamp INTEGER,
     archive_id INTEGER NOT NULL, byte_offset INTEGER NOT NULL, byte_length INTEGER NOT NULL,
@@ -46,8 +52,9 @@ CREATE TABLE messages(
 CREATE INDEX messages_by_id ON messages(message_id);
 CREATE INDEX messages_by_file ON messages(archive_id, seq);
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE folders(name TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL);
 CREATE VIRTUAL TABLE passages USING fts5(
-    body, parts, tokenize = '{TOKENIZER}', prefix = '{PREFIX_INDEX}');
+    body, parts, pairs, tokenize = '{TOKENIZER}', prefix = '{PREFIX_INDEX}');
 """
 
 
@@ -55,6 +62,109 @@ def index_path(root: Path, source: str) -> Path:
     """The index file of the source at ``root`` (an absolute, resolved path)."""
     digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:20]
     return state_dir() / f"{source}-{digest}.sqlite"
+
+
+PROGRESS_SECONDS = 0.5
+"""A pass says how far it is at most this often, and only once it has lasted this long."""
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a pass over a source's files is (docs/design.md#sources)."""
+
+    first: bool
+    """The index held nothing when the pass began: it is being built."""
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+    seconds: float
+    """Since the pass began."""
+    pid: int = 0
+
+    @property
+    def percent(self) -> int:
+        """Bytes done, in whole percent (100 only when done)."""
+        if self.bytes_total <= 0 or self.bytes_done >= self.bytes_total:
+            return 100 if self.files_done >= self.files_total else 99
+        return min(99, self.bytes_done * 100 // self.bytes_total)
+
+    def line(self) -> str:
+        """One line for a terminal: files, MB, rate, time left."""
+        rate = self.bytes_done / self.seconds if self.seconds > 0 else 0.0
+        left = (self.bytes_total - self.bytes_done) / rate if rate > 0 else None
+        eta = f", about {left:.0f} s left" if left is not None else ""
+        return (
+            f"indexing: {self.files_done:,} of {self.files_total:,} files, "
+            f"{self.bytes_done / 1e6:,.0f} of {self.bytes_total / 1e6:,.0f} MB "
+            f"({self.percent}%), {rate / 1e6:.1f} MB/s{eta}"
+        )
+
+
+def progress_path(path: Path) -> Path:
+    """The file where a long pass over the index at ``path`` says how far it is."""
+    return Path(f"{path}.progress")
+
+
+@contextlib.contextmanager
+def progress_file(
+    path: Path, tell: Callable[[Progress], None] | None
+) -> Iterator[Callable[[Progress], None]]:
+    """A function a pass calls as it goes: past :data:`PROGRESS_SECONDS` it writes the
+    progress file (atomically, for other processes) and tells ``tell``; a first index
+    writes it at once. The file is removed when the pass ends."""
+    target = progress_path(path)
+    last = [-PROGRESS_SECONDS]
+
+    def told(progress: Progress) -> None:
+        done = progress.files_done >= progress.files_total
+        now = time.monotonic()
+        if progress.first and last[0] < 0:
+            last[0] = 0.0  # a first index says so at once: others must not read it as empty
+        elif progress.seconds < PROGRESS_SECONDS or (now - last[0] < PROGRESS_SECONDS and not done):
+            return
+        else:
+            last[0] = now
+            if tell is not None:
+                tell(progress)
+        temp = Path(f"{target}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as file:
+                file.write(strict_json.dumps_line({**asdict(progress), "pid": os.getpid()}))
+            os.replace(temp, target)
+        except OSError:
+            pass  # other processes then read what is indexed without knowing how far
+
+    try:
+        yield told
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
+
+
+def read_progress(path: Path) -> Progress | None:
+    """What the progress file of the index at ``path`` says (None when there is none, or
+    its writer is gone)."""
+    try:
+        data = progress_path(path).read_bytes()
+        value = strict_json.loads(data)
+        progress = Progress(**value)
+        os.kill(progress.pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return progress
+    except (OSError, strict_json.JSONProblem, TypeError):
+        return None
+    return progress
+
+
+def file_path(root: Path, name: str, raw: bytes | None) -> Path:
+    """The path of an indexed file: ``root`` itself for the name "", else below it."""
+    if raw is not None:
+        return root / os.fsdecode(raw)
+    return root / name if name else root
 
 
 def _make_private_dir(folder: Path) -> None:

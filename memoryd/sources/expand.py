@@ -1,0 +1,157 @@
+"""``expand`` over a source: a message's original line and its neighbours, byte for byte,
+from the copy said first or the one asked for (docs/design.md#sources)."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from memoryd import strict_json
+from memoryd.errors import InputError, MemorydError, UsageError
+from memoryd.sources import store
+from memoryd.sources.access import resolve, with_source
+from memoryd.sources.layout import SPILL, WHOLE, storable
+from memoryd.sources.reader import read_range
+
+
+def _original(root: Path, row: tuple[str, int, int, int, str, bytes | None]) -> bytes:
+    """The bytes of one message as its file holds them."""
+    name, offset, length, item, shape, raw = row
+    data = read_range(store.file_path(root, name, raw), offset, length)
+    if shape == SPILL:
+        return data if data.endswith(b"\n") else data + b"\n"
+    if item < 0 or shape not in (WHOLE, "lines"):
+        return data
+    try:
+        value = strict_json.loads(data)
+    except strict_json.JSONProblem:
+        return data
+    messages = value.get("messages") if isinstance(value, dict) else None
+    if isinstance(value, dict) and isinstance(value.get("$set"), dict):
+        messages = value["$set"].get("messages")
+    if isinstance(value, dict) and isinstance(value.get("items"), list):  # Codex CLI 0.1.x
+        messages = value["items"]
+    if isinstance(messages, list) and 0 <= item < len(messages):
+        return strict_json.dumps_line(messages[item])
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """Which copy of a message ``expand`` prints when its id is in several files."""
+
+    session: str | None = None
+    file: Path | str | None = None
+
+
+def _picked(root: Path, name: str, raw: bytes | None, session: str | None, pick: Pick) -> bool:
+    if pick.session is not None and session != pick.session:
+        return False
+    if pick.file is None:
+        return True
+    wanted = str(pick.file)
+    path = store.file_path(root, name, raw)
+    return (
+        name == wanted
+        or path == Path(wanted).expanduser().absolute()
+        or path.name == wanted
+        or storable(str(path)) == wanted
+    )
+
+
+def _lines(
+    conn: sqlite3.Connection,
+    root: Path,
+    ident: str,
+    before: int,
+    after: int,
+    pick: Pick,
+    notes: list[str],
+) -> list[bytes] | None:
+    rows = [
+        row
+        for row in conn.execute(
+            "SELECT m.archive_id, m.seq, m.timestamp, a.name, a.raw, a.session, m.byte_offset, "
+            "m.byte_length FROM messages m JOIN archives a ON a.id = m.archive_id "
+            "WHERE m.message_id = ?",
+            (ident,),
+        )
+        if _picked(root, row[3], row[4], row[5], pick)
+    ]
+    if not rows:
+        return None
+    rows.sort(key=lambda row: (row[2] is None, row[2] or 0, "subagents" in row[3], row[3]))
+    if len(rows) > 1:
+        lines = {read_range(store.file_path(root, row[3], row[4]), row[6], row[7]) for row in rows}
+        if len(lines) > 1:
+            sessions = ", ".join(dict.fromkeys(str(row[5]) for row in rows))
+            notes.append(
+                f"{ident}: {len(lines)} different lines have this id (sessions {sessions}); "
+                "this is the first said: --session or --file picks another"
+            )
+    file_id, seq = rows[0][0], rows[0][1]
+    columns = (
+        "a.name, m.byte_offset, m.byte_length, m.item, a.shape, a.raw "
+        "FROM messages m JOIN archives a ON a.id = m.archive_id"
+    )
+    earlier = conn.execute(
+        f"SELECT {columns} WHERE m.archive_id = ? AND m.seq < ? ORDER BY m.seq DESC LIMIT ?",
+        (file_id, seq, before),
+    ).fetchall()
+    rest = conn.execute(
+        f"SELECT {columns} WHERE m.archive_id = ? AND m.seq >= ? ORDER BY m.seq LIMIT ?",
+        (file_id, seq, after + 1),
+    ).fetchall()
+    return [_original(root, row) for row in (*reversed(earlier), *rest)]
+
+
+def _look(
+    root: Path,
+    ident: str,
+    before: int,
+    after: int,
+    pick: Pick,
+    notes: list[str],
+    conn: sqlite3.Connection,
+) -> list[bytes] | None:
+    return _lines(conn, root, ident, before, after, pick, notes)
+
+
+def expand_source(
+    path: Path | str,
+    id: str,
+    before: int = 0,
+    after: int = 0,
+    *,
+    source: str | None = None,
+    pick: Pick | None = None,
+    notes: list[str] | None = None,
+) -> list[bytes]:
+    """The original line of message ``id`` with up to ``before``/``after`` messages of its
+    session around it, in the session's order, byte for byte as the file holds them (a
+    message of a line that holds several, as its own JSON line; a spilled tool output,
+    whole). When the id is in several files, the line said first (a main session's, not
+    a subagent's copy), or the one ``pick`` names. InputError (exit 2) for an unknown
+    id."""
+    for name, value in (("before", before), ("after", after)):
+        if not isinstance(value, int) or value < 0:
+            raise UsageError(f"--{name} must be 0 or more (got {value})")
+    said = notes if notes is not None else []
+    targets = resolve(path, source)
+    for target in targets:
+        root = target.root
+        look = functools.partial(_look, root, id, before, after, pick or Pick(), said)
+        try:
+            lines = with_source(root, target.source, look)
+        except OSError as exc:
+            raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
+        except sqlite3.Error as exc:
+            raise MemorydError(f"the index of {root}: {exc}") from None
+        if lines is not None:
+            return lines
+    where = Path(path).expanduser()
+    if pick is not None and (pick.session or pick.file):
+        raise InputError(f"{id}: no message with this id in {where} for that --session/--file")
+    raise InputError(f"{id}: no message with this id in {where}")

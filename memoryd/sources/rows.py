@@ -1,0 +1,147 @@
+"""The rows of one session file as a pass indexes it: its messages batched into the
+index, Gemini CLI's last-wins updates, rewinds and checkpoints applied as they come
+(docs/design.md#sources)."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+from memoryd.search.schema import INSERT_PASSAGES, PASSAGE_BITS, passage_rows
+from memoryd.sources import gemini
+from memoryd.sources.record import Message, Record
+
+BATCH = 2000
+
+
+@dataclass(slots=True)
+class FileRow:
+    """The row of a session file being read, and what is pending for it."""
+
+    id: int
+    name: str
+    session: str | None
+    project: str | None
+    offset: int
+    lines: int = 0
+    rows: list[tuple[object, ...]] = field(default_factory=list)
+    texts: list[tuple[int, str]] = field(default_factory=list)
+    ids: dict[str, tuple[int, int]] | None = None
+    """Gemini CLI: message id -> (rowid, seq) of the live copy, loaded when first needed."""
+
+
+def _drop_rows(conn: sqlite3.Connection, rowids: list[int], *, count: bool = False) -> int:
+    """Delete messages and their passages; with ``count``, returns how many passages went
+    (FTS5's own bookkeeping makes ``total_changes`` say more)."""
+    spans = [(r << PASSAGE_BITS, (r + 1) << PASSAGE_BITS) for r in rowids]
+    passages = 0
+    if count:
+        query = "SELECT count(*) FROM passages WHERE rowid >= ? AND rowid < ?"
+        passages = sum(conn.execute(query, span).fetchone()[0] for span in spans)
+    conn.executemany("DELETE FROM messages WHERE rowid = ?", [(r,) for r in rowids])
+    conn.executemany("DELETE FROM passages WHERE rowid >= ? AND rowid < ?", spans)
+    return passages
+
+
+def drop_file(conn: sqlite3.Connection, file_id: int) -> int:
+    """Remove a session file and its messages from the index (in the caller's transaction)."""
+    rowids = [
+        r for (r,) in conn.execute("SELECT rowid FROM messages WHERE archive_id = ?", (file_id,))
+    ]
+    _drop_rows(conn, rowids)
+    conn.execute("DELETE FROM archives WHERE id = ?", (file_id,))
+    return len(rowids)
+
+
+class Pass:
+    """One pass over one file: rows are batched, Gemini's updates applied in order."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, source: str, row: FileRow, next_rowid: int, stem: str
+    ) -> None:
+        self.conn, self.source, self.row, self.next_rowid = conn, source, row, next_rowid
+        self.added = self.removed = 0
+        self.stem = stem
+
+    def flush(self) -> None:
+        row = self.row
+        if row.rows:
+            self.conn.executemany(
+                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row.rows
+            )
+            cut = [part for rowid, text in row.texts for part in passage_rows(rowid, text)]
+            self.conn.executemany(INSERT_PASSAGES, cut)
+            self.conn.execute(
+                "UPDATE archives SET messages = messages + ?, passages = passages + ? WHERE id = ?",
+                (len(row.rows), len(cut), row.id),
+            )
+            row.rows, row.texts = [], []
+
+    def _live_ids(self) -> dict[str, tuple[int, int]]:
+        if self.row.ids is None:
+            self.flush()
+            self.row.ids = {
+                ident: (rowid, seq)
+                for ident, rowid, seq in self.conn.execute(
+                    "SELECT message_id, rowid, seq FROM messages WHERE archive_id = ?",
+                    (self.row.id,),
+                )
+            }
+        return self.row.ids
+
+    def _remove(self, rowids: list[int]) -> None:
+        self.flush()
+        passages = _drop_rows(self.conn, rowids, count=True)
+        self.conn.execute(
+            "UPDATE archives SET messages = messages - ?, passages = passages - ? WHERE id = ?",
+            (len(rowids), passages, self.row.id),
+        )
+        self.removed += len(rowids)
+
+    def rewind(self, ident: str | None) -> None:
+        """Remove ``ident`` and every later message (all of them when ``ident`` is unknown
+        or None)."""
+        live = self._live_ids()
+        cut = live[ident][1] if ident in live else -1
+        gone = [key for key, (_, seq) in live.items() if seq >= cut]
+        self._remove([live.pop(key)[0] for key in gone])
+
+    def add(self, message: Message, offset: int, length: int) -> None:
+        seq = (offset << 16) | (message.item + 1)
+        ident = message.id or f"{self.stem}@{offset}" + (
+            f"#{message.item}" if message.item >= 0 else ""
+        )
+        if self.source == gemini.SOURCE:
+            live = self._live_ids()
+            if ident in live:
+                old_rowid, seq = live[ident]
+                self._remove([old_rowid])
+            live[ident] = (self.next_rowid, seq)
+        row = self.row
+        row.rows.append(
+            (
+                self.next_rowid,
+                ident,
+                message.role,
+                message.timestamp,
+                row.id,
+                offset,
+                length,
+                seq,
+                message.item,
+            )
+        )
+        row.texts.append((self.next_rowid, message.text))
+        self.next_rowid += 1
+        self.added += 1
+        if len(row.rows) >= BATCH:
+            self.flush()
+
+    def take(self, record: Record, offset: int, length: int) -> None:
+        row = self.row
+        row.session = row.session or record.session
+        row.project = row.project or record.project
+        if record.reset or record.rewind_to is not None:
+            self.rewind(record.rewind_to)
+        for message in record.messages:
+            self.add(message, offset, length)
