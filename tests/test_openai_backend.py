@@ -164,7 +164,7 @@ def test_500_every_time_exhausts_the_retries_and_names_the_status(
     [
         (Reply.empty(), "empty answer", 2),
         (Reply.refusal(), "refusal (the model declined to summarize)", 1),
-        (Reply.stream_error(), "stream error (server_error)", 2),
+        (Reply.stream_error(), "stream error (server_error)", 4),
         (Reply.ok("<think>Let me think about the plan.</think>  "), "empty answer", 2),
     ],
     ids=["empty", "refusal", "stream-error", "only-thinking"],
@@ -271,7 +271,9 @@ def test_a_learned_context_is_kept_for_the_next_backend_of_the_same_server(
         with pytest.raises(ContextOverflow):
             summarize(later, "word " * 4000)
         assert len(server.requests) == 1  # the second was refused before it was sent
-    assert limits.learned_limits() == {later.key: 2048}
+    [(key, learned)] = limits.learned_limits().items()
+    assert (key, learned.tokens) == (later.key, 2048)
+    assert learned.source == "the server's overflow reply named 2,048 tokens"
     assert later.key.endswith("/v1 local-model")
 
 
