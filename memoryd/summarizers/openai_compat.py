@@ -31,14 +31,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 import openai
 import structlog
 
-from memoryd import strict_json
 from memoryd.errors import ConfigError, SummarizerError
 from memoryd.summarizers import limits
 from memoryd.summarizers.completion import (
@@ -48,14 +46,13 @@ from memoryd.summarizers.completion import (
     Failure,
     backoff_wait,
     complete_with_retries,
-    not_a_stream,
-    read_bounded,
     seconds,
 )
 from memoryd.summarizers.local_client import ProcessLocalClient, check_call_limits
+from memoryd.summarizers.openai_stream import Streamed, read_stream
 from memoryd.summarizers.overflow import Overflow, find_overflow, limit_after_overflow
 from memoryd.summarizers.retries import is_retryable_status, parse_retry_after
-from memoryd.summarizers.sse import StreamStopped, sse_events
+from memoryd.summarizers.sse import StreamStopped
 from memoryd.summarizers.tls import tls_context
 from memoryd.tokens import estimate_text_tokens
 
@@ -203,7 +200,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
                 stream_options={"include_usage": True},
                 timeout=request_timeout,
             ) as response:
-                answer = _read_stream(response.http_response, guard)
+                answer = read_stream(response.http_response, guard)
         except (openai.APITimeoutError, httpx2.TimeoutException):
             return Failure(f"timed out after {seconds(request_timeout)} s", retryable=True)
         except openai.APIConnectionError as error:
@@ -243,7 +240,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         named = kind if isinstance(kind, str) and _SHORT_NAME.fullmatch(kind) else "error"
         return Failure(f"stream error ({named})", retryable=True, bad_answer=not server_side)
 
-    def _judge(self, answer: _Streamed, prompt: int, max_tokens: int) -> Completion | Failure:
+    def _judge(self, answer: Streamed, prompt: int, max_tokens: int) -> Completion | Failure:
         """The streamed answer as a summary, or why it is none."""
         if answer.refusal or answer.finish == "content_filter":
             return Failure("refusal (the model declined to summarize)", retryable=False)
@@ -265,7 +262,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             model=answer.model or self.model,
         )
 
-    def _length_failure(self, answer: _Streamed, prompt: int, max_tokens: int) -> Failure:
+    def _length_failure(self, answer: Streamed, prompt: int, max_tokens: int) -> Failure:
         """``finish_reason: "length"``: never a summary. Cut before ``max_tokens``, the
         context ended it: with no window configured that teaches the room left for the
         answer (raises ContextOverflow); with one, a shared cache ran full (retried)."""
@@ -344,77 +341,6 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
 
     def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
         return backoff_wait(attempt, retry_after, self.backoff_base, self._random)
-
-
-@dataclass(frozen=True, slots=True)
-class _Streamed:
-    """What a stream said: the text, how it finished (None: it did not say), the usage,
-    and the error event that ended it, if one did."""
-
-    text: str
-    finish: str | None
-    refusal: bool
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    model: str | None
-    error: Mapping[str, Any] | None = None
-
-
-def _read_stream(response: Any, guard: AnswerGuard) -> _Streamed | Failure:
-    """The text, usage and finish of a streamed answer, read within ``guard``'s bounds
-    (raises StreamStopped past them); a Failure naming what came back when it is no
-    stream at all, or an event that is not JSON."""
-    content_type = str(response.headers.get("content-type", ""))
-    if not content_type.startswith("text/event-stream"):
-        body, more = read_bounded(response.iter_bytes(), guard.max_chars)
-        return not_a_stream(content_type, body, more, "chat.completion")
-    texts: list[str] = []
-    refusal = False
-    finish: str | None = None
-    usage: Mapping[str, Any] = {}
-    model: str | None = None
-    for event in sse_events(response.iter_bytes(), guard):
-        if event.data.strip() == "[DONE]":
-            break
-        try:
-            chunk = strict_json.loads(event.data)
-        except ValueError:
-            return Failure("malformed answer: a stream event that is not JSON", True, True)
-        if not isinstance(chunk, Mapping):
-            return Failure("malformed answer: a stream event that is no object", True, True)
-        if event.name == "error" or "error" in chunk:
-            return _Streamed("".join(texts), finish, refusal, None, None, model, error=chunk)
-        model = chunk.get("model") if isinstance(chunk.get("model"), str) else model
-        if isinstance(chunk.get("usage"), Mapping):
-            usage = chunk["usage"]
-        added = 0
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, Mapping):
-                continue
-            delta = choice.get("delta")
-            delta = delta if isinstance(delta, Mapping) else {}
-            content = delta.get("content")
-            if isinstance(content, str):
-                texts.append(content)
-                added += len(content)
-            refusal = refusal or bool(delta.get("refusal"))
-            reason = choice.get("finish_reason")
-            finish = reason if isinstance(reason, str) and reason else finish
-        stop = guard.check(added)
-        if stop is not None:
-            return stop
-    return _Streamed(
-        text="".join(texts),
-        finish=finish,
-        refusal=refusal,
-        prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")),
-        model=model or None,
-    )
-
-
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _status_failure(error: openai.APIStatusError) -> Failure:
