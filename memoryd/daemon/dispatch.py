@@ -271,18 +271,11 @@ class JobDispatch(DaemonParts):
             self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval, checkin)
 
     def _learn_contexts(self, learned: Mapping[str, LearnedLimit]) -> None:
-        """Keep the servers' contexts a job learned, for every later job (until each
-        expires)."""
+        """Keep the servers' contexts a job learned, for every later job, until each expires."""
         known = merged(self.context_limits, learned, time.time())
         for key, limit in known.items():
             if self.context_limits.get(key) != limit:
-                log.info(
-                    "context_limit_kept",
-                    server=key,
-                    context_tokens=limit.tokens,
-                    source=limit.source,
-                    expires_at=round(limit.expires_at(), 3),
-                )
+                log.info("context_limit_kept", server=key, **limit.fields())
         self.context_limits = known
 
     def _on_job_done(self, note: JobDone, now: float) -> None:

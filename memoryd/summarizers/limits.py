@@ -32,6 +32,14 @@ class LearnedLimit:
     def expires_at(self) -> float:
         return self.learned_at + LIMIT_TTL
 
+    def fields(self) -> dict[str, object]:
+        """The limit as log fields."""
+        return {
+            "context_tokens": self.tokens,
+            "source": self.source,
+            "expires_at": round(self.expires_at(), 3),
+        }
+
 
 _learned: dict[str, LearnedLimit] = {}
 _lock = threading.Lock()
