@@ -303,7 +303,7 @@ def _large_input(tokens: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     ("flavour", "learning_requests"),
-    [("vllm", 1), ("llamacpp", 1), ("lmstudio", 1), ("generic", 2)],
+    [("vllm", 1), ("llamacpp", 1), ("lmstudio", 1), ("generic", 3)],
 )
 def test_an_overflow_re_chunks_and_every_later_request_fits(
     make_backend: BackendFactory, flavour: str, learning_requests: int
@@ -311,7 +311,7 @@ def test_an_overflow_re_chunks_and_every_later_request_fits(
     """A 40k-token input against an 8k server that nobody described: the first request
     overflows, the job learns the context and re-chunks; once it has learned, no request
     is refused, and the summary is the merge of the chunks. A server that names its
-    context takes one learning request; one that does not, a halving each (40k, 20k)."""
+    context takes one learning request; one that does not, a halving each (40k, 20k, 10k)."""
     with FakeOpenAI(flavour=flavour, n_ctx=8192, default=Reply.echo()) as server:
         summarizer = LLMSummarizer(make_backend(server, deadline=30))
         with capture_logs() as logs:

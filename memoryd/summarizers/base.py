@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-PROMPT_RESERVE = 2_000
-"""Tokens of an LLM input kept for the instructions and the previous summary."""
 CHECKPOINT_MAX_TOKENS = 4_096
 """Answer budget of a checkpoint: five lists of short items, as JSON."""
 

@@ -62,9 +62,10 @@ LABEL = "OpenAI-compatible server"
 PLACEHOLDER_KEY = "EMPTY"
 """Sent when no key is configured: the SDK refuses to run without one, and local servers
 accept any (``EMPTY`` is vLLM's own example)."""
-FIT_SHARE = 0.9
+FIT_SHARE = 0.95
 """Share of the room left in a known context that a request's estimated prompt may take:
-the estimate (characters / 4) is not the server's tokenizer."""
+the estimate (characters / 4) is not the server's tokenizer. A context learned from an
+overflow is already scaled to how the server counted."""
 MESSAGE_OVERHEAD = 8
 """Tokens a chat template adds around each message (role markers), roughly."""
 TRUNCATED_SHARE = 0.5
@@ -211,8 +212,15 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
                 f"connection error to {self.base_url} ({type(error).__name__})", retryable=True
             )
         except openai.APIStatusError as error:
-            if error.status_code in (400, 413, 422):
-                self._raise_if_overflow(error.body, error.message, prompt, max_tokens)
+            if error.status_code in (400, 413, 422) and self._raise_if_overflow(
+                error.body, error.message, prompt, max_tokens
+            ):
+                return Failure(
+                    f"HTTP {error.status_code}: the server reported a full context without "
+                    f"its size, below the configured {self._window:,} (a shared cache?)",
+                    retryable=True,
+                    status=error.status_code,
+                )
             return _status_failure(error)
         except StreamStopped as stopped:
             return stopped.failure
@@ -309,12 +317,15 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             "openai.context_window to it)"
         )
 
-    def _raise_if_overflow(self, body: object, message: str, prompt: int, max_tokens: int) -> None:
+    def _raise_if_overflow(self, body: object, message: str, prompt: int, max_tokens: int) -> bool:
         """Raise ContextOverflow when the error proves the request too large: a limit the
-        server names, or, with no window configured, an overflow without a number."""
+        server names, or, with no window configured, an overflow without a number.
+        True for an overflow that proves nothing (no number, a window configured)."""
         overflow = find_overflow(body, message)
-        if overflow is None or (overflow.limit is None and self._window is not None):
-            return
+        if overflow is None:
+            return False
+        if overflow.limit is None and self._window is not None:
+            return True
         limit = limit_after_overflow(overflow, prompt, max_tokens)
         if overflow.limit is not None:
             source = f"the server's overflow reply named {overflow.limit:,} tokens"
