@@ -96,6 +96,7 @@ class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
         self._default_headers = dict(default_headers)
         self.deadline = float(deadline)
         self.backoff_base = float(backoff_base)
+        self.requests = 0
         self._start_process_local()
 
     def __repr__(self) -> str:
@@ -143,6 +144,10 @@ class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
             wait_before_retry=self._wait_before_retry,
         )
 
+    def context_note(self) -> str | None:
+        """None: the API's context is not learned."""
+        return None
+
     def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
         """``max_input_tokens``: the API's context is far larger than what memoryd sends."""
         return max_input_tokens
@@ -151,6 +156,7 @@ class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
         self, request: _Request, max_tokens: int, request_timeout: float, ends_at: float
     ) -> Completion | Failure:
         guard = AnswerGuard(ends_at, self.deadline, max_tokens)
+        self.requests += 1
         where = self._base_url or "the Anthropic API"
         try:
             with self._sdk_client().messages.with_streaming_response.create(

@@ -81,6 +81,11 @@ class CompletionBackend(Protocol):
 
     name: str
     model: str
+    requests: int
+    """Requests sent so far (each attempt, the failed ones too)."""
+
+    def context_note(self) -> str | None:
+        """The server's context as learned, with its source, when one was learned."""
 
     def complete(
         self,

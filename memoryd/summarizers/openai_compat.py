@@ -114,6 +114,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         self.backoff_base = float(backoff_base)
         self.key = limits.server_key(base_url, model)
         self._window = context_window if context_window > 0 else None
+        self.requests = 0
         self._start_process_local()
 
     def __repr__(self) -> str:
@@ -191,6 +192,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         ends_at: float,
     ) -> Completion | Failure:
         guard = AnswerGuard(ends_at, self.deadline, max_tokens)
+        self.requests += 1
         try:
             # Plain dicts are what the SDK sends; its TypedDicts are the same shape.
             with self._sdk_client().chat.completions.with_streaming_response.create(  # type: ignore[call-overload]
