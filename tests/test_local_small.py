@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import SettingsFactory, WorkspaceFactory
+from fake_anthropic import FakeAnthropic
+from fake_anthropic import Reply as AnthropicReply
 from fake_openai import FakeOpenAI, Reply
 
 from memoryd.job.run import JobRequest, run_job
@@ -20,6 +22,7 @@ from memoryd.summarizers import limits
 from memoryd.summarizers.anthropic import AnthropicBackend
 from memoryd.summarizers.completion import CompletionBackend
 from memoryd.summarizers.openai_compat import OpenAICompatBackend
+from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 
 
@@ -117,17 +120,24 @@ def test_a_failed_job_counts_every_request_it_sent(
 
 
 def test_a_summarys_size_is_its_own_text_within_max_summary_tokens(
-    workspace: WorkspaceFactory, make_settings: SettingsFactory
+    workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
 ) -> None:
-    """The result says how big the summary is as max_summary_tokens counts it: the fixed
-    header of the summary message is not the summary."""
-    folder = workspace(80, size=600)
+    """An answer of 125 tokens under max_summary_tokens = 128: the result says 125, not
+    the size of the summary message with its fixed header."""
+    folder = workspace(30, size=400)
+    fake_anthropic.set_default(AnthropicReply.ok("- " + "detail " * 71))
     settings = make_settings(
-        token_limit=8_000,
-        **{"summarizer.backend": "extractive", "summarizer.max_summary_tokens": 128},
+        token_limit=2_000,
+        **{
+            "summarizer.backend": "anthropic",
+            "anthropic.base_url": fake_anthropic.base_url,
+            "summarizer.max_summary_tokens": 128,
+            "summarizer.min_retention": 0,
+        },
     )
-    result = run_job(JobRequest(folder, settings, force=True, env={}))
+    result = run_job(JobRequest(folder, settings, force=True, env={"ANTHROPIC_API_KEY": "k"}))
     assert result.outcome == "completed", result.reason
     found = re.search(r"with a ([\d,]+)-token summary", result.reason or "")
     assert found is not None
-    assert int(found.group(1).replace(",", "")) <= 128
+    assert int(found.group(1).replace(",", "")) == estimate_text_tokens("- " + "detail " * 71)
+    assert int(found.group(1)) <= 128
