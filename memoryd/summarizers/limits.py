@@ -70,6 +70,12 @@ def learn(limits: Mapping[str, LearnedLimit], now: float | None = None) -> None:
         _learned.update(fresh)
 
 
+def forget() -> None:
+    """Forget every context learned in this process (a benchmark's fresh start)."""
+    with _lock:
+        _learned.clear()
+
+
 def learned_limits(now: float | None = None) -> dict[str, LearnedLimit]:
     """Every context learned in this process and not yet expired (a copy)."""
     moment = time.time() if now is None else now
