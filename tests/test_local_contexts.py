@@ -11,12 +11,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import generated_messages
+from conftest import SettingsFactory, WorkspaceFactory, generated_messages
 from fake_anthropic import RecordedRequest
 from fake_openai import FakeOpenAI, Reply
 from structlog.testing import capture_logs
 
 from memoryd.errors import SummarizerError
+from memoryd.job.run import JobRequest, run_job
+from memoryd.receipts.records import read_receipts
 from memoryd.summarizers import limits
 from memoryd.summarizers.base import LLMSummarizer
 from memoryd.summarizers.chunking import instruction_tokens, summarize_messages
@@ -24,6 +26,7 @@ from memoryd.summarizers.completion import ContextOverflow
 from memoryd.summarizers.openai_compat import OpenAICompatBackend
 from memoryd.summarizers.prompts import narrative_prompt, render_transcript
 from memoryd.tokens import estimate_message_tokens
+from memoryd.workspace import Workspace
 
 BackendFactory = Callable[..., OpenAICompatBackend]
 
@@ -197,3 +200,28 @@ def test_an_under_counting_server_fails_the_job_naming_what_it_read(
     [cut] = [e for e in logs if e["event"] == "llm_prompt_cut"]
     assert cut["counted"] == 1234 and cut["sent"] > 9_000
     assert time.monotonic() - started < 60
+
+
+def test_an_under_count_reaches_the_receipt_and_heartbeat_and_nothing_is_summarized(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    folder = workspace(60, size=800)
+    before = (folder / "conversation.jsonl").read_bytes()
+    with FakeOpenAI(flavour="ollama", reports_prompt_tokens=1234) as server:
+        settings = make_settings(
+            token_limit=4_000,
+            **{
+                "summarizer.backend": "openai",
+                "openai.base_url": server.base_url,
+                "openai.model": "local-model",
+                "openai.context_window": 32_768,
+                "openai.max_retries": 0,
+            },
+        )
+        result = run_job(JobRequest(folder, settings, force=True, env={}))
+    assert result.outcome == "failed"
+    said = "the server read 1,234 of ~"
+    [receipt] = read_receipts(Workspace(folder))
+    assert said in receipt.reason and "OLLAMA_CONTEXT_LENGTH" in receipt.reason
+    assert said in (folder / "HEARTBEAT.md").read_text()
+    assert (folder / "conversation.jsonl").read_bytes() == before

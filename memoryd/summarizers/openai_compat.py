@@ -5,8 +5,10 @@
 The same retry loop as the Anthropic backend
 (:func:`~memoryd.summarizers.completion.complete_with_retries`; the SDK's own retries are
 off): 408, 409, 429 and 5xx (llama.cpp's 503 while the model loads) are retried with
-backoff, ``retry-after`` honoured; an empty answer or a stream error is retried once; a
-refusal (``refusal`` text, or ``finish_reason: content_filter``) is not.
+backoff, ``retry-after`` honoured, and so is an error event the server names its own
+(a 5xx code or ``server_error``); an empty, malformed or runaway answer, or another error
+event, is retried once; a refusal (``refusal`` text, or ``finish_reason:
+content_filter``) is not.
 
 Answers are streamed (``stream_options.include_usage`` for the token counts) and read
 by :mod:`~memoryd.summarizers.sse` within the call's deadline and a bound on the answer's
