@@ -8,12 +8,12 @@ foreground jobs (``run_job``, what ``memoryd summarize`` runs) through
 every line of the conversation is still in the file or its archive (lossless):
 
 1. ``summary``: one summary end to end, ``-c 4096``, 1 slot, ``context_window = 4096``.
-2. ``learned-overflow``: ``-c 1024``, no ``context_window``: the first request overflows,
+2. ``learned-overflow``: ``-c 2048``, no ``context_window``: the first request overflows,
    the context is learned from llama.cpp's ``n_ctx`` and the input re-chunked.
 3. ``shared-cache``: three workspaces at once on ``-c 4096`` shared by 4 slots
    (``--kv-unified``) with ``context_window = 4096``: a full cache is retried, never
    learned as a small context.
-4. ``length-cut``: ``-c 1024``, ``max_summary_tokens = 24``: an answer cut at
+4. ``length-cut``: ``-c 2048``, ``max_summary_tokens = 24``: an answer cut at
    ``max_tokens`` (or by the context) is a failed attempt, never a summary.
 5. ``restart``: the server killed after the job's first request and started again 3 s
    later: the job's retries carry it through.
@@ -239,7 +239,7 @@ def run_summary(binary: Path, gguf: Path, work: Path) -> Row:
 
 
 def run_learned_overflow(binary: Path, gguf: Path, work: Path) -> Row:
-    row, server = scenario("learned-overflow", binary, gguf, work, 1024, 1)
+    row, server = scenario("learned-overflow", binary, gguf, work, 2048, 1)
     original = conversation(24, 700)
     with running(server), RequestCount() as counted:
         started = time.monotonic()
@@ -282,7 +282,7 @@ def run_shared_cache(binary: Path, gguf: Path, work: Path) -> Row:
 
 
 def run_length_cut(binary: Path, gguf: Path, work: Path) -> Row:
-    row, server = scenario("length-cut", binary, gguf, work, 1024, 1)
+    row, server = scenario("length-cut", binary, gguf, work, 2048, 1)
     original = conversation(24, 700)
     with running(server), RequestCount() as counted:
         started = time.monotonic()
