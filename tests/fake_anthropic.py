@@ -1,7 +1,8 @@
 """A fake Anthropic Messages API server on 127.0.0.1, scripted reply by reply.
 
 It speaks enough of the real wire format for the official SDK to talk to it:
-``POST /v1/messages`` answers a Message (or an error in the API's error shape) and
+``POST /v1/messages`` answers a Message (streamed as the API's events when the request
+asks for ``stream``; or an error in the API's error shape) and
 ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": n}``. Every request is
 recorded (path, lower-cased headers, JSON body) for assertions. A request the real API
 refuses is refused the same way, with a 400 ``invalid_request_error`` naming the rule
@@ -171,6 +172,30 @@ class Reply:
         return cls(kind="raw", body=b'{"type": "message", "content": [{"type": "te')
 
     @classmethod
+    def plain(cls, text: str = "A fake summary.") -> Reply:
+        """A plain Message as JSON, even to a request that asked for a stream (a proxy
+        that drops ``stream`` does this)."""
+        return cls(kind="plain", text=text, stop_reason="end_turn")
+
+    @classmethod
+    def trickle(cls, interval: float) -> Reply:
+        """To a stream request: ``message_start``, then a ``ping`` every ``interval``
+        seconds, never finishing (until the client leaves or the server stops)."""
+        return cls(kind="trickle", delay=interval)
+
+    @classmethod
+    def cut(cls, text: str = "- partial summary that stops") -> Reply:
+        """To a stream request: ``text`` streamed, then the connection closed without
+        ``message_delta`` (no stop reason) and without ``message_stop``."""
+        return cls(kind="cut", text=text)
+
+    @classmethod
+    def runaway(cls, chars: int = 8_000_000) -> Reply:
+        """To a stream request: ``chars`` characters whatever ``max_tokens`` says, then
+        ``end_turn``."""
+        return cls(kind="runaway", text="runaway", body=str(chars).encode())
+
+    @classmethod
     def not_a_message(cls) -> Reply:
         """HTTP 200 with valid JSON that is not a Message."""
         return cls(kind="raw", body=b'{"hello": "world", "content": "not a list"}')
@@ -330,6 +355,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Stay quiet: tests assert on recorded requests, not on an access log."""
 
     def handle(self) -> None:
+        # Each stream event leaves at once, as from the real API (no Nagle delay).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.track(self.connection, add=True)
         try:
             super().handle()
@@ -379,6 +406,12 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.kind == "hang":
             self.close_connection = True
             return
+        if reply.kind == "trickle":
+            self._start_stream()
+            self._event("message_start", {"type": "message_start", "message": _message_shell()})
+            while not fake.wait(reply.delay):
+                self._event("ping", {"type": "ping"})
+            return
         if reply.kind == "error":
             extra = dict(reply.headers)
             if reply.retry_after is not None:
@@ -424,7 +457,70 @@ class _Handler(BaseHTTPRequestHandler):
             "stop_sequence": None,
             "usage": usage,
         }
+        if request_json.get("stream") is True and reply.kind != "plain":
+            self._stream(message, reply)
+            return
         self._send_json(200, message)
+
+    def _stream(self, message: dict[str, Any], reply: Reply) -> None:
+        """The Message as the API streams it: message_start, a content block per block
+        (text in deltas), message_delta with the stop reason and output tokens,
+        message_stop; a ``cut`` reply stops after the text, a ``runaway`` one goes on."""
+        self._start_stream()
+        usage = message["usage"]
+        start = {**message, "content": [], "stop_reason": None, "usage": {**usage}}
+        start["usage"]["output_tokens"] = 1
+        self._event("message_start", {"type": "message_start", "message": start})
+        for index, block in enumerate(message["content"]):
+            if block["type"] != "text":
+                self._event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": block},
+                )
+                self._event("content_block_stop", {"type": "content_block_stop", "index": index})
+                continue
+            self._event(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
+            text = block["text"]
+            pieces = [text[i : i + 16] for i in range(0, len(text), 16)]
+            if reply.kind == "runaway":
+                pieces = ["word " * 800] * (int(reply.body) // 4000)
+            for piece in pieces:
+                delta = {"type": "text_delta", "text": piece}
+                self._event(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": delta},
+                )
+            if reply.kind == "cut":
+                return
+            self._event("content_block_stop", {"type": "content_block_stop", "index": index})
+        self._event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+        self._event("message_stop", {"type": "message_stop"})
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _event(self, name: str, payload: object) -> None:
+        self.wfile.write(f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode())
+        self.wfile.flush()
 
     def _send_error(
         self, status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None
@@ -447,6 +543,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+
+def _message_shell() -> dict[str, Any]:
+    """The ``message`` of a ``message_start`` event before any content."""
+    return {
+        "id": "msg_fake_stream",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": "claude-fake",
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
 
 
 def _lower(items: Any) -> dict[str, str]:

@@ -12,7 +12,8 @@ turn (what open models' chat templates raise on), a field other than ``role`` an
 
 The context: ``n_ctx`` tokens (estimated as characters / 4 times ``token_ratio``, plus a
 few per message). A prompt that does not fit, with ``max_tokens`` for vLLM and without
-for the others, fails in ``flavour``'s way:
+for the others, fails in ``flavour``'s way (and a llama.cpp answer that runs into the end
+of the context stops there, HTTP 200 with ``finish_reason: "length"``):
 
 - ``vllm``: 400 ``{"error": {"message": "This model's maximum context length is N
   tokens…", "type": "BadRequestError", …}}``; ``vllm-old``: the same as ``{"object":
@@ -65,12 +66,53 @@ class Reply:
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
-    prompt_tokens: int | None = None
+    finish: str = "stop"
+    interval: float = 0.0
 
     @classmethod
     def ok(cls, text: TextSource = "A fake summary.", delay: float = 0) -> Reply:
         """An answer whose text is ``text`` (or ``text(request_json)``)."""
         return cls(kind="answer", text=text, delay=delay)
+
+    @classmethod
+    def length(cls, text: str = "A summary cut at its budget") -> Reply:
+        """An answer that ends with ``finish_reason: "length"`` (cut at ``max_tokens``)."""
+        return cls(kind="answer", text=text, finish="length")
+
+    @classmethod
+    def cache_full(cls) -> Reply:
+        """llama-server when the slots' shared cache is full: HTTP 200, then an error event
+        ``{"code": 500, "message": "Context size has been exceeded.", "type":
+        "server_error"}`` (no number: the context itself is not too small)."""
+        body = {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}
+        return cls(kind="stream_error", body=body)
+
+    @classmethod
+    def trickle(cls, interval: float) -> Reply:
+        """HTTP 200 and a stream that sends an empty chunk every ``interval`` seconds and
+        never finishes (until the client leaves or the server stops)."""
+        return cls(kind="trickle", interval=interval)
+
+    @classmethod
+    def cut(cls, text: str = "- partial summary that stops") -> Reply:
+        """A stream of ``text`` that ends (the connection closed) without a finish reason
+        and without ``[DONE]``."""
+        return cls(kind="cut", text=text)
+
+    @classmethod
+    def runaway(cls, chars: int = 8_000_000) -> Reply:
+        """A stream of ``chars`` characters whatever ``max_tokens`` says, then a finish."""
+        return cls(kind="runaway", body=chars)
+
+    @classmethod
+    def plain(cls, text: str = "A fake summary.") -> Reply:
+        """A plain JSON chat completion (not a stream), whatever the request asked."""
+        return cls(kind="plain", text=text)
+
+    @classmethod
+    def malformed(cls) -> Reply:
+        """HTTP 200, ``application/json``, with a body that is not JSON at all."""
+        return cls(kind="raw", body=b'{"id": "chatcmpl-1", "choices": [{"mess')
 
     @classmethod
     def echo(cls, delay: float = 0) -> Reply:
@@ -151,7 +193,8 @@ class FakeOpenAI:
 
     ``latency`` is added before every answer; ``default`` answers when the queue of pushed
     replies is empty; ``api_key``, when given, is required (else 401, as vLLM's
-    ``--api-key``); ``n_ctx`` 0 means no context limit.
+    ``--api-key``); ``n_ctx`` 0 means no context limit; ``reports_prompt_tokens``, when
+    given, is the ``prompt_tokens`` of every answer (a server that under-counts).
     """
 
     def __init__(
@@ -165,6 +208,7 @@ class FakeOpenAI:
         token_ratio: float = 1.0,
         host: str = "127.0.0.1",
         port: int = 0,
+        reports_prompt_tokens: int | None = None,
     ) -> None:
         if flavour not in FLAVOURS:
             raise ValueError(f"flavour must be one of {FLAVOURS}")
@@ -174,6 +218,7 @@ class FakeOpenAI:
         self.latency = latency
         self.api_key = api_key
         self.token_ratio = token_ratio
+        self.reports_prompt_tokens = reports_prompt_tokens
         self.host, self.port = host, port
         self._default = default or Reply.ok()
         self._replies: deque[Reply] = deque()
@@ -298,6 +343,12 @@ class FakeOpenAI:
             return 200, {"error": {"message": message}}
         return 400, {"error": {"message": "Input is too long: context length exceeded"}}
 
+    def answer_room(self, body: Mapping[str, Any], prompt: int) -> int | None:
+        """llama.cpp's room for the answer once the prompt fits (None: unbounded here)."""
+        if self.flavour != "llamacpp" or not self.n_ctx or prompt > self.n_ctx:
+            return None
+        return self.n_ctx - prompt
+
     def truncated(self, body: dict[str, Any], prompt: int) -> tuple[dict[str, Any], int]:
         """Ollama's silent cut: the request as the model saw it, and its prompt tokens."""
         if self.flavour != "ollama" or not self.n_ctx or prompt <= self.n_ctx:
@@ -387,7 +438,12 @@ def _handler_class() -> type:
             if reply.kind == "error":
                 self._json(reply.status, reply.body, reply.headers)
                 return
+            if reply.kind == "raw":
+                self._bytes(200, reply.body, "application/json")
+                return
             seen, prompt = fake.truncated(body, prompt)
+            if fake.reports_prompt_tokens is not None:
+                prompt = fake.reports_prompt_tokens
             text = reply.text(seen) if callable(reply.text) else reply.text
             usage = {
                 "prompt_tokens": prompt,
@@ -395,7 +451,17 @@ def _handler_class() -> type:
             }
             usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
             chunk_id = f"chatcmpl-fake-{fake.next_id()}"
-            if body.get("stream") is not True:
+            finish = reply.finish
+            if finish == "length":  # cut at max_tokens: the count says so
+                usage["completion_tokens"] = int(body.get("max_tokens") or 1)
+                usage["total_tokens"] = prompt + usage["completion_tokens"]
+            room = fake.answer_room(body, prompt)
+            if room is not None and usage["completion_tokens"] > room:
+                # llama.cpp stops an answer where the context ends: 200, finish "length".
+                text, finish = text[: room * 4], "length"
+                usage["completion_tokens"] = room
+                usage["total_tokens"] = prompt + room
+            if body.get("stream") is not True or reply.kind == "plain":
                 answer: dict[str, Any] = {"role": "assistant", "content": text or None}
                 if reply.kind == "refusal":
                     answer = {"role": "assistant", "content": None, "refusal": "I can't help."}
@@ -407,7 +473,7 @@ def _handler_class() -> type:
                         "created": int(time.time()),
                         "model": fake.model,
                         "usage": usage,
-                        "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}],
+                        "choices": [{"index": 0, "message": answer, "finish_reason": finish}],
                     },
                 )
                 return
@@ -417,6 +483,17 @@ def _handler_class() -> type:
                 self._done()
                 return
             self._event(_chunk(chunk_id, fake.model, {"role": "assistant", "content": ""}))
+            if reply.kind == "trickle":
+                while not fake.wait(reply.interval):
+                    self._event(_chunk(chunk_id, fake.model, {"content": ""}))
+                return
+            if reply.kind == "runaway":
+                piece = "word " * 800
+                for _ in range(int(reply.body) // len(piece)):
+                    self._event(_chunk(chunk_id, fake.model, {"content": piece}))
+                self._event(_chunk(chunk_id, fake.model, {}, finish="stop"))
+                self._done()
+                return
             if reply.kind == "refusal":
                 self._event(_chunk(chunk_id, fake.model, {"refusal": "I can't help with that."}))
             for start in range(0, len(text), 16):
@@ -425,7 +502,9 @@ def _handler_class() -> type:
                 self._event({"error": reply.body})
                 self._done()
                 return
-            self._event(_chunk(chunk_id, fake.model, {}, finish="stop"))
+            if reply.kind == "cut":
+                return
+            self._event(_chunk(chunk_id, fake.model, {}, finish=finish))
             options = body.get("stream_options")
             if isinstance(options, Mapping) and options.get("include_usage"):
                 self._event({**_chunk(chunk_id, fake.model, None), "choices": [], "usage": usage})
@@ -446,6 +525,14 @@ def _handler_class() -> type:
 
         def _done(self) -> None:
             self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+        def _bytes(self, status: int, data: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             self.wfile.flush()
 
         def _json(

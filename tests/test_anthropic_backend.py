@@ -251,12 +251,15 @@ def test_unexpected_stop_reason_fails_without_retry(
     assert len(fake_anthropic.requests) == 1
 
 
-def test_max_tokens_stop_reason_is_accepted(
+def test_an_answer_cut_at_max_tokens_is_a_bad_answer_retried_once(
     fake_anthropic: FakeAnthropic, make_backend: BackendFactory
 ) -> None:
-    fake_anthropic.push(Reply.ok("a summary cut at the end", stop_reason="max_tokens"))
+    fake_anthropic.set_default(Reply.ok("a summary cut at the", stop_reason="max_tokens"))
 
-    assert summarize(make_backend()).text == "a summary cut at the end"
+    error = failure(make_backend(max_retries=3))
+
+    assert "the answer was cut at max_tokens (256): no summary" in str(error)
+    assert len(fake_anthropic.requests) == 2
 
 
 def test_body_that_is_not_json_fails_malformed_after_one_retry(
@@ -266,7 +269,7 @@ def test_body_that_is_not_json_fails_malformed_after_one_retry(
 
     error = failure(make_backend(max_retries=4))
 
-    assert "malformed answer (not JSON)" in str(error)
+    assert "44 bytes of application/json that is not JSON, instead of a stream" in str(error)
     assert len(fake_anthropic.requests) == 2
 
 
@@ -277,7 +280,7 @@ def test_json_that_is_not_a_message_fails_malformed(
 
     error = failure(make_backend())
 
-    assert "malformed answer (not a Message)" in str(error)
+    assert "JSON that is no message (43 bytes) instead of a stream" in str(error)
 
 
 def test_malformed_then_good_answer_succeeds(

@@ -37,6 +37,8 @@ OWN_KINDS = {
     "anthropic.api_key": "api_key",
     "openai.default_headers": "headers",
     "openai.api_key": "api_key",
+    "anthropic.base_url": "url",
+    "openai.base_url": "url",
     "prices": "table",
     "sources": "list",
 }

@@ -164,7 +164,7 @@ def test_500_every_time_exhausts_the_retries_and_names_the_status(
     [
         (Reply.empty(), "empty answer", 2),
         (Reply.refusal(), "refusal (the model declined to summarize)", 1),
-        (Reply.stream_error(), "stream error (server_error)", 2),
+        (Reply.stream_error(), "stream error (server_error)", 4),
         (Reply.ok("<think>Let me think about the plan.</think>  "), "empty answer", 2),
     ],
     ids=["empty", "refusal", "stream-error", "only-thinking"],
@@ -271,7 +271,9 @@ def test_a_learned_context_is_kept_for_the_next_backend_of_the_same_server(
         with pytest.raises(ContextOverflow):
             summarize(later, "word " * 4000)
         assert len(server.requests) == 1  # the second was refused before it was sent
-    assert limits.learned_limits() == {later.key: 2048}
+    [(key, learned)] = limits.learned_limits().items()
+    assert (key, learned.tokens) == (later.key, 2048)
+    assert learned.source == "the server's overflow reply named 2,048 tokens"
     assert later.key.endswith("/v1 local-model")
 
 
@@ -301,7 +303,7 @@ def _large_input(tokens: int) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     ("flavour", "learning_requests"),
-    [("vllm", 1), ("llamacpp", 1), ("lmstudio", 1), ("generic", 2)],
+    [("vllm", 1), ("llamacpp", 1), ("lmstudio", 1), ("generic", 3)],
 )
 def test_an_overflow_re_chunks_and_every_later_request_fits(
     make_backend: BackendFactory, flavour: str, learning_requests: int
@@ -309,7 +311,7 @@ def test_an_overflow_re_chunks_and_every_later_request_fits(
     """A 40k-token input against an 8k server that nobody described: the first request
     overflows, the job learns the context and re-chunks; once it has learned, no request
     is refused, and the summary is the merge of the chunks. A server that names its
-    context takes one learning request; one that does not, a halving each (40k, 20k)."""
+    context takes one learning request; one that does not, a halving each (40k, 20k, 10k)."""
     with FakeOpenAI(flavour=flavour, n_ctx=8192, default=Reply.echo()) as server:
         summarizer = LLMSummarizer(make_backend(server, deadline=30))
         with capture_logs() as logs:

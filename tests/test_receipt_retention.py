@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import SettingsFactory, WorkspaceFactory, make_message
-from fake_anthropic import FakeAnthropic, Reply
+from fake_anthropic import FLUENT_SUMMARY, FakeAnthropic, Reply
 
 from memoryd.config.settings import Settings
 from memoryd.job.run import JobRequest, JobResult, run_job
@@ -94,9 +94,11 @@ def test_commands_and_exceptions_the_summary_lost_are_missing_in_the_receipt(
     assert retention.after < 1.0
 
 
-def test_the_repair_asks_for_the_lost_commands_and_the_verbatim_section_keeps_them(
+def test_the_repair_asks_for_the_lost_commands_then_the_offline_items_keep_them(
     workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
 ) -> None:
+    """Never worse than offline: a fluent summary that keeps no detail, even repaired,
+    gives way to the offline items, and the receipt and HEARTBEAT say so."""
     folder = workspace(messages=tool_loop())
     fake_anthropic.set_default(Reply.fluent())
     run(folder, settings_for(make_settings, fake_anthropic))
@@ -105,10 +107,14 @@ def test_the_repair_asks_for_the_lost_commands_and_the_verbatim_section_keeps_th
     assert all(f"`{command}`" in ask for command in COMMANDS)
     assert "ModuleNotFoundError" in ask
     text = head_text(folder)
-    assert VERBATIM_HEADER in text
+    assert VERBATIM_HEADER not in text and FLUENT_SUMMARY not in text
     assert all(f"`{command}`" in text for command in COMMANDS)
-    retention = receipt_of(folder).retention
-    assert retention is not None and retention.after == 1.0 and retention.missing == 0
+    receipt = receipt_of(folder)
+    assert receipt.retention is not None
+    assert receipt.retention.after == 1.0 and receipt.retention.missing == 0
+    note = "llm summary kept 0% of details: offline items used"
+    assert note in receipt.reason
+    assert note in (folder / "HEARTBEAT.md").read_text()
 
 
 def test_a_detail_the_kept_part_repeats_counts_as_kept(

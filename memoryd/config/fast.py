@@ -42,7 +42,7 @@ Bounds = tuple[tuple[str, float], ...]
 # "headers" (a table of strings), "api_key" (a string, empty means unset), "table" (only an
 # empty table is checked here; anything in it is for the full loader), "validated" (a
 # validator of the model checks it: only its default value is taken here, any other value
-# goes to the full loader).
+# goes to the full loader), "url" (empty, or starting with http:// or https://).
 FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "roots": ("roots", ["~/agents"], ()),
     "max_depth": ("int", 4, (("ge", 0),)),
@@ -80,13 +80,13 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "summarizer.max_cost_per_day_usd": ("float", 0.0, (("ge", 0), ("le", 1000000))),
     "summarizer.max_llm_tokens_per_day": ("int", 0, (("ge", 0),)),
     "anthropic.model": ("nonempty-str", "claude-haiku-4-5", ()),
-    "anthropic.base_url": ("str", "", ()),
+    "anthropic.base_url": ("url", "", ()),
     "anthropic.timeout": ("float", 60.0, (("gt", 0), ("le", 3600.0))),
     "anthropic.max_retries": ("int", 4, (("ge", 0),)),
     "anthropic.max_concurrent_requests": ("int", 16, (("ge", 1), ("le", 1024))),
     "anthropic.default_headers": ("headers", {}, ()),
     "anthropic.api_key": ("api_key", None, ()),
-    "openai.base_url": ("str", "", ()),
+    "openai.base_url": ("url", "", ()),
     "openai.model": ("str", "", ()),
     "openai.timeout": ("float", 120.0, (("gt", 0), ("le", 3600.0))),
     "openai.max_retries": ("int", 4, (("ge", 0),)),
@@ -291,7 +291,19 @@ def _other_value(kind: str, value: Any) -> Any:
         return []  # [[sources]] entries are the full loader's to check
     if kind == "api_key" and text is not None:
         return None  # validated; status never needs the key itself
+    if kind == "url" and text is not None and _url_with_scheme(text):
+        return text
     raise _NotSure
+
+
+def _url_with_scheme(text: str) -> bool:
+    """As the full loader checks it (config/sections.py); anything else goes to it."""
+    lowered = text.lower()
+    return not text or (
+        lowered.startswith(("http://", "https://"))
+        and len(text) > lowered.index("//") + 2
+        and text[lowered.index("//") + 2] not in "/ \t\n"
+    )
 
 
 def _roots(roots: list[str] | list[Path]) -> list[Path]:

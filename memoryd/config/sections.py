@@ -7,6 +7,7 @@ it follows.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
@@ -48,6 +49,14 @@ class SummarizerSettings(BaseModel):
     max_llm_tokens_per_day: int = Field(default=0, ge=0)
 
 
+def _with_scheme(cls: type, url: str) -> str:
+    """A server's URL names its scheme: ``127.0.0.1:8000/v1`` would fail only at the first
+    request, after every retry, as an unsupported protocol."""
+    if url and not re.match(r"https?://[^/\s]", url, re.IGNORECASE):
+        raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)")
+    return url
+
+
 class AnthropicSettings(BaseModel):
     """``[anthropic]``: the Messages API client; the key and URL fall back to the SDK's env."""
 
@@ -81,6 +90,8 @@ class AnthropicSettings(BaseModel):
         if self.api_key is not None:
             return self.api_key.get_secret_value()
         return env.get(ANTHROPIC_API_KEY_ENV) or None
+
+    _url_has_a_scheme = field_validator("base_url")(_with_scheme)
 
     def effective_base_url(self, env: Mapping[str, str]) -> str | None:
         """The URL to use: ``base_url`` if set, else ``$ANTHROPIC_BASE_URL``, else None."""
@@ -118,6 +129,8 @@ class OpenAISettings(BaseModel):
     @classmethod
     def _empty_key_is_unset(cls, api_key: SecretStr | None) -> SecretStr | None:
         return api_key if api_key is not None and api_key.get_secret_value() else None
+
+    _url_has_a_scheme = field_validator("base_url")(_with_scheme)
 
     def effective_api_key(self, env: Mapping[str, str]) -> str | None:
         """The key to use: ``api_key`` if set, else ``$OPENAI_API_KEY``, else None."""

@@ -36,7 +36,7 @@ from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.stores import disk as stores
 from memoryd.stores.compaction import CompactionReport
 from memoryd.summarizers.base import choose_backend
-from memoryd.summarizers.limits import merged
+from memoryd.summarizers.limits import LearnedLimit, merged
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()
@@ -186,7 +186,7 @@ class JobDispatch(DaemonParts):
             force=True,
             reason=kind,
             result_note=downgrade.note if downgrade is not None else None,
-            context_limits=dict(self.context_limits),
+            context_limits=merged(self.context_limits, {}, time.time()),
         )
         tracked.job_reason = kind
         if kind == "idle":
@@ -270,12 +270,12 @@ class JobDispatch(DaemonParts):
             checkin = written.last_checkin if written is not None else mine
             self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval, checkin)
 
-    def _learn_contexts(self, learned: Mapping[str, int]) -> None:
-        """Keep the servers' contexts a job learned, for every later job."""
-        known = merged(self.context_limits, learned)
+    def _learn_contexts(self, learned: Mapping[str, LearnedLimit]) -> None:
+        """Keep the servers' contexts a job learned, for every later job, until each expires."""
+        known = merged(self.context_limits, learned, time.time())
         for key, limit in known.items():
             if self.context_limits.get(key) != limit:
-                log.info("context_limit_learned", server=key, context_tokens=limit)
+                log.info("context_limit_kept", server=key, **limit.fields())
         self.context_limits = known
 
     def _on_job_done(self, note: JobDone, now: float) -> None:

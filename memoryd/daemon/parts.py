@@ -24,6 +24,7 @@ from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.telemetry import Telemetry
 from memoryd.daemon.tracked import Tracked
 from memoryd.daemon.watchers import RootWatchers
+from memoryd.summarizers.limits import LearnedLimit
 
 
 class DaemonParts(abc.ABC):
@@ -43,7 +44,7 @@ class DaemonParts(abc.ABC):
     backlog: dict[Path, tuple[str, str, float | None]]
     api_jobs: dict[Path, str]
     """Jobs in flight on an LLM backend, with the backend's name."""
-    context_limits: dict[str, int]
+    context_limits: dict[str, LearnedLimit]
     """Servers' contexts learned from overflows, kept for the daemon's lifetime."""
     unclaimed: dict[Path, tuple[int, float, str | None]]
     """Jobs whose worker has not checked in yet: their id, when the daemon checks in for

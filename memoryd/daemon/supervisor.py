@@ -47,6 +47,7 @@ from memoryd.errors import MemorydError
 from memoryd.reader import ConversationReader
 from memoryd.strategies import strategy_for
 from memoryd.summarizers.base import choose_backend
+from memoryd.summarizers.limits import LearnedLimit
 
 if TYPE_CHECKING:
     from memoryd.daemon.metrics import DaemonView
@@ -101,7 +102,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         for a free worker or request (see _drain)."""
         self.api_jobs: dict[Path, str] = {}
         """Workspaces whose summarization job is in flight on an LLM backend (its name)."""
-        self.context_limits: dict[str, int] = {}
+        self.context_limits: dict[str, LearnedLimit] = {}
         self.unclaimed: dict[Path, tuple[int, float, str | None]] = {}
         self.pending_init: deque[tuple[Path, TidyStep]] = deque()
         self.untidy: set[Path] = set()

@@ -18,6 +18,7 @@ from memoryd.config.settings import (
     Settings,
 )
 from memoryd.receipts.records import Receipt
+from memoryd.summarizers.limits import LearnedLimit
 
 Outcome = Literal["completed", "nothing_to_do", "ineffective", "failed", "busy", "dry_run"]
 Progress = Callable[[str], None]
@@ -47,7 +48,7 @@ class JobRequest:
     """Why the job runs: "trigger" (usage or message count), "idle" or "manual"."""
     result_note: str | None = None
     """Appended to HEARTBEAT.md's ``last_result`` (the spend cap says why it is extractive)."""
-    context_limits: Mapping[str, int] = field(default_factory=dict)
+    context_limits: Mapping[str, LearnedLimit] = field(default_factory=dict)
     """Servers' contexts learned by earlier jobs (:mod:`memoryd.summarizers.limits`)."""
 
 
@@ -88,5 +89,5 @@ class JobResult:
     """Tokens the masking freed."""
     receipt: Receipt | None = None
     """The job's receipt, as appended to ``.memoryd/receipts.jsonl`` (None when no job ran)."""
-    context_limits: Mapping[str, int] = field(default_factory=dict)
+    context_limits: Mapping[str, LearnedLimit] = field(default_factory=dict)
     """Servers' contexts known to the job's process at its end, for the daemon to keep."""

@@ -6,9 +6,10 @@ The format is described in docs/design.md#summary-message.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -18,13 +19,15 @@ from memoryd.conversation import Line
 from memoryd.errors import SummarizerError
 from memoryd.receipts.records import RetentionFigures
 from memoryd.strategies.protocol import Head, HeadRequest
-from memoryd.summarizers.base import Summarizer, make_summarizer
+from memoryd.summarizers.base import ExtractiveSummarizer, Summarizer, make_summarizer
 from memoryd.summarizers.carry import carried_text, carry_items
 from memoryd.summarizers.chunking import summarize_messages
+from memoryd.summarizers.extractive import extractive_summary
+from memoryd.summarizers.offline_floor import Floor, offline_floor
 from memoryd.summarizers.retention import Beside, Detail, extract_details, score
 from memoryd.summarizers.transcript import read_messages, task_phrase
 from memoryd.summarizers.verbatim import with_free_room, with_verbatim_section
-from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
+from memoryd.tokens import LLMUsage, estimate_text_tokens
 
 log = structlog.get_logger()
 
@@ -154,15 +157,16 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
         # only what must survive it is a detail to keep.
         details = extract_details(messages, carried_text(folded, style))
         beside = Beside(transcript_messages(request.kept), details)
-        text, retention = retain_details(
-            summarizer,
-            summary.text,
-            details,
-            budget,
-            settings.summarizer.min_retention,
-            beside,
+        min_retention = settings.summarizer.min_retention
+        offline = None
+        if summarizer.name != ExtractiveSummarizer.name:
+            offline = functools.partial(extractive_summary, messages, folded, budget, style)
+        text, retention, floor = retain_details(
+            summarizer, summary.text, details, budget, min_retention, beside, offline
         )
-        carried = carry_items(summarizer, folded, summary.text, text, budget, style)
+        draft = floor.text if floor is not None else summary.text
+        checker = ExtractiveSummarizer() if floor is not None else summarizer
+        carried = carry_items(checker, folded, draft, text, budget, style)
         if carried.text != text:
             text = carried.text
             final = score(details, text, beside)
@@ -175,12 +179,15 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
         request.archive,
         int(time.time() * 1000),
     )
-    tokens = estimate_message_tokens(message)
+    # The summary's own text, as max_summary_tokens bounds it: not the fixed header.
+    tokens = estimate_text_tokens(text)
+    result = f"replaced {plan.summarized_count} messages with a {tokens:,}-token summary"
+    notes = [floor.note if floor else None, summarizer.context_note()]
     return Head(
         message,
         summary.backend,
         summary.calls,
-        f"replaced {plan.summarized_count} messages with a {tokens:,}-token summary",
+        "; ".join([result, *(note for note in notes if note)]),
         summary.input_tokens,
         summary.estimated_input_tokens,
         usage=summarizer.usage,
@@ -191,12 +198,27 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
 
 @contextlib.contextmanager
 def billed_on_failure(summarizer: Summarizer) -> Iterator[None]:
-    """A SummarizerError leaving this block carries what the LLM calls cost so far."""
+    """A SummarizerError leaving this block carries what the LLM calls cost so far, with
+    every request sent counted as a call (the failed ones cost time, and often tokens),
+    and what was learned of the server's context."""
     try:
         yield
     except SummarizerError as exc:
-        exc.usage, exc.model = summarizer.usage, summarizer.model
-        raise
+        usage = summarizer.usage
+        calls = max(usage.calls, summarizer.requests)
+        note = summarizer.context_note()
+        error = SummarizerError(f"{exc}; {note}") if note and note not in str(exc) else exc
+        error.usage = LLMUsage(
+            calls,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_creation_tokens,
+        )
+        error.model = summarizer.model
+        if error is exc:
+            raise
+        raise error from None
 
 
 def retain_details(
@@ -206,7 +228,8 @@ def retain_details(
     budget: int,
     min_retention: float,
     beside: Beside | None = None,
-) -> tuple[str, RetentionFigures]:
+    offline: Callable[[], str] | None = None,
+) -> tuple[str, RetentionFigures, Floor | None]:
     """``text``, repaired when it kept less than ``min_retention`` of ``details``.
 
     A detail that the messages kept ``beside`` the summary carry (the pinned messages,
@@ -214,15 +237,18 @@ def retain_details(
     the commit, and nothing is repaired or kept verbatim twice.
 
     Below the threshold the backend is asked once to repair the summary (a backend that
-    cannot be asked is not); if it is still below, the missing details are appended as a
-    verbatim section, the summary cut at a line to make room within ``budget``. At or above
-    the threshold, missing details take only the room left free once sentences that carry
-    no detail are taken out. A threshold of 0 switches the repairs off; the score is still
-    measured (docs/design.md#retention).
+    cannot be asked is not). Never worse than offline: when the summary, repaired or not,
+    still keeps fewer details than ``offline()`` (the offline summary of the same input,
+    made only when the summary lost a detail), the offline items replace it, with its
+    lines that add a detail; the Floor returned says so. If it is still below, the
+    missing details are appended as a verbatim section, the summary cut at a line to
+    make room within ``budget``. At or above the threshold, missing details take only
+    the room left free once sentences that carry no detail are taken out. A threshold of
+    0 switches the repairs off; the score is still measured (docs/design.md#retention).
     """
     first = score(details, text, beside)
     if min_retention <= 0:
-        return text, RetentionFigures(first.score, first.score, len(first.missing))
+        return text, RetentionFigures(first.score, first.score, len(first.missing)), None
     current = first
     if first.score < min_retention:
         try:
@@ -236,6 +262,17 @@ def retain_details(
             candidate = score(details, repaired.text, beside)
             if candidate.score >= first.score and estimate_text_tokens(repaired.text) <= budget:
                 text, current = repaired.text, candidate
+    floor = None
+    if offline is not None and current.missing:
+        floor = offline_floor(text, offline(), details, budget, beside)
+    if floor is not None:
+        log.info(
+            "llm_summary_below_offline",
+            llm_retention=floor.llm_score,
+            offline_retention=floor.offline_score,
+            llm_lines_kept=floor.llm_lines,
+        )
+        text, current = floor.text, score(details, floor.text, beside)
     scored = text
     if current.missing:
         lost = {id(d) for d in current.missing}
@@ -246,4 +283,4 @@ def retain_details(
             text = with_free_room(text, current.missing, budget, kept)
     # score is pure: a text left as it was scored keeps its score (docs/design.md#retention).
     final = current if text == scored else score(details, text, beside)
-    return text, RetentionFigures(first.score, final.score, len(final.missing))
+    return text, RetentionFigures(first.score, final.score, len(final.missing)), floor

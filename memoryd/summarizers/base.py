@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-PROMPT_RESERVE = 2_000
-"""Tokens of an LLM input kept for the instructions and the previous summary."""
 CHECKPOINT_MAX_TOKENS = 4_096
 """Answer budget of a checkpoint: five lists of short items, as JSON."""
 
@@ -104,6 +102,13 @@ class Summarizer(Protocol):
         """Estimated tokens one request may hold for an answer of ``answer_tokens``: at
         most ``max_input_tokens``, less when the server's context is smaller."""
 
+    @property
+    def requests(self) -> int:
+        """Requests sent to the LLM so far, the failed ones too (0 without one)."""
+
+    def context_note(self) -> str | None:
+        """The server's context as learned and why, when one was (for the job's result)."""
+
     def close(self) -> None:
         """Release what the backend holds (the SDK client's connections)."""
 
@@ -158,6 +163,15 @@ class ExtractiveSummarizer:
     def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
         """``max_input_tokens``: no context but the configured one."""
         return max_input_tokens
+
+    @property
+    def requests(self) -> int:
+        """No LLM: no request."""
+        return 0
+
+    def context_note(self) -> str | None:
+        """No server: nothing learned."""
+        return None
 
     def close(self) -> None:
         """Nothing to release: no network, no files."""
@@ -259,6 +273,14 @@ class LLMSummarizer:
 
     def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
         return self.backend.input_room(max_input_tokens, answer_tokens)
+
+    @property
+    def requests(self) -> int:
+        """Requests the backend sent, the failed ones too."""
+        return self.backend.requests
+
+    def context_note(self) -> str | None:
+        return self.backend.context_note()
 
     def close(self) -> None:
         """Close the SDK client, so that no keep-alive socket outlives the job."""

@@ -13,14 +13,19 @@ import structlog
 from memoryd.checkpoint import Checkpoint, CheckpointSummary
 from memoryd.errors import SummarizerError
 from memoryd.summarizers import prompts
-from memoryd.summarizers.base import CHECKPOINT_MAX_TOKENS, PROMPT_RESERVE, Summarizer, Summary
+from memoryd.summarizers.base import CHECKPOINT_MAX_TOKENS, PROMPTS, Summarizer, Summary
+from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt
 from memoryd.summarizers.completion import ContextOverflow
-from memoryd.tokens import estimate_message_tokens
+from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
 
 log = structlog.get_logger()
 
 MIN_CHUNK_TOKENS = 256
 """The smallest chunk: below it a summary request is mostly instructions."""
+MERGE_PART_OVERHEAD = 16
+"""Tokens a merge request adds around each part (its tags)."""
+INSTRUCTION_MARGIN = 64
+"""Tokens kept free beside the measured instructions (the transcript's tags, ids)."""
 
 
 def chunk_messages(
@@ -73,21 +78,24 @@ def summarize_messages(
 ) -> Summary:
     """Summarize ``messages`` into one summary, chunking what exceeds the input budget.
 
-    The chunk summaries are merged (in groups, as often as needed) with ``previous``
-    folded in. A request the server refuses as too large for its context
-    (ContextOverflow) makes the rest re-chunked to the smaller room the backend now
-    believes in; the summaries already made stay. Raises
-    :class:`~memoryd.errors.SummarizerError` when the backend fails.
+    Each chunk fills the room a request has: the backend's room for an answer of
+    ``budget`` tokens less the instructions (measured, with a small margin); the whole
+    input goes in one request when it fits beside ``previous``. The chunk summaries are
+    merged (in groups, as often as needed) with ``previous`` folded in. A request the
+    server refuses as too large for its context (ContextOverflow) makes the rest
+    re-chunked to the smaller room the backend now believes in; the summaries already
+    made stay. Raises :class:`~memoryd.errors.SummarizerError` when the backend fails.
     """
-    room = _room(summarizer, max_input_tokens, budget, budget)
-    chunks = chunk_messages(messages, room)
-    if len(chunks) <= 1:
+    instructions = instruction_tokens(style, budget)
+    room = _room(summarizer, max_input_tokens, budget, instructions)
+    folded = estimate_text_tokens(previous) if previous else 0
+    if len(chunk_messages(messages, max(MIN_CHUNK_TOKENS, room - folded))) <= 1:
         try:
             return summarizer.summarize(messages, previous, budget, style)
         except ContextOverflow:
-            room = _smaller(summarizer, max_input_tokens, budget, budget, room)
-            chunks = chunk_messages(messages, room)
-    log.info("summarize_chunked", chunks=len(chunks), backend=summarizer.name)
+            room = _smaller(summarizer, max_input_tokens, budget, instructions, room)
+    chunks = chunk_messages(messages, room)
+    log.info("summarize_chunked", chunks=len(chunks), backend=summarizer.name, room=room)
     texts: list[str] = []
     calls = 0
     pending = deque(chunks)
@@ -96,32 +104,64 @@ def summarize_messages(
         try:
             texts.append(summarizer.summarize(chunk, None, budget, style, final=False).text)
         except ContextOverflow:
-            room = _smaller(summarizer, max_input_tokens, budget, budget, room)
+            room = _smaller(summarizer, max_input_tokens, budget, instructions, room)
             rest = [message for part in (chunk, *pending) for message in part]
             pending = deque(chunk_messages(rest, room))
             continue
         calls += 1
     while True:
-        per_merge = max(2, room // max(1, budget + 64))
         try:
-            while len(texts) > per_merge:
-                grouped = [texts[i : i + per_merge] for i in range(0, len(texts), per_merge)]
+            groups = merge_groups(texts, room - folded)
+            while len(groups) > 1:
                 merged = [
                     summarizer.merge(group, None, budget, style, final=False).text
-                    for group in grouped
+                    if len(group) > 1
+                    else group[0]
+                    for group in groups
                 ]
-                texts, calls = merged, calls + len(grouped)
+                calls += sum(1 for group in groups if len(group) > 1)
+                texts = merged
+                groups = merge_groups(texts, room - folded)
             merged_all = summarizer.merge(texts, previous, budget, style)
         except ContextOverflow:
-            room = _smaller(summarizer, max_input_tokens, budget, budget, room)
+            room = _smaller(summarizer, max_input_tokens, budget, instructions, room)
             continue
         return Summary(merged_all.text, summarizer.name, calls=calls + 1)
 
 
+def merge_groups(texts: Sequence[str], room: int) -> list[list[str]]:
+    """Consecutive groups of chunk summaries, each filling up to ``room`` estimated
+    tokens (pure). Every group but the last holds at least two, so that merging the
+    groups always leaves fewer texts."""
+    groups: list[list[str]] = []
+    current: list[str] = []
+    used = 0
+    for text in texts:
+        size = estimate_text_tokens(text) + MERGE_PART_OVERHEAD
+        if len(current) >= 2 and used + size > room:
+            groups.append(current)
+            current, used = [], 0
+        current.append(text)
+        used += size
+    if current:
+        groups.append(current)
+    return groups
+
+
+def instruction_tokens(style: str, budget: int) -> int:
+    """Estimated tokens of a request's instructions (the larger of a summary's and a
+    merge's), plus :data:`INSTRUCTION_MARGIN`: what a chunk leaves of the room."""
+    summary = PROMPTS[style]("", None, budget)
+    merge = prompts.merge_prompt([""], None, budget, style)
+    return INSTRUCTION_MARGIN + max(
+        sum(estimate_text_tokens(text) for text in pair) for pair in (summary, merge)
+    )
+
+
 def _room(summarizer: Summarizer, max_input_tokens: int, answer: int, reserve: int) -> int:
     """Estimated tokens of messages one request may carry: the backend's room for an
-    answer of ``answer`` tokens, less the instructions and ``reserve`` (a folded summary)."""
-    room = summarizer.input_room(max_input_tokens, answer) - PROMPT_RESERVE - reserve
+    answer of ``answer`` tokens, less ``reserve`` (the instructions, a folded summary)."""
+    room = summarizer.input_room(max_input_tokens, answer) - reserve
     return max(MIN_CHUNK_TOKENS, room)
 
 
@@ -157,7 +197,10 @@ def compact_to_checkpoint(
     """
     current = previous.summary if isinstance(previous, Checkpoint) else previous
     answer = CHECKPOINT_MAX_TOKENS
-    room = _room(summarizer, max_input_tokens, answer, PROMPT_RESERVE)
+    system, user = build_compaction_prompt(None, [])
+    reserve = INSTRUCTION_MARGIN + estimate_text_tokens(system) + estimate_text_tokens(user)
+    reserve += budget  # the previous checkpoint's lists
+    room = _room(summarizer, max_input_tokens, answer, reserve)
     pending = deque(chunk_messages(messages, room) or [[]])
     calls = 0
     while pending:
@@ -165,7 +208,7 @@ def compact_to_checkpoint(
         try:
             current = summarizer.checkpoint(current, chunk, budget)
         except ContextOverflow:
-            room = _smaller(summarizer, max_input_tokens, answer, PROMPT_RESERVE, room)
+            room = _smaller(summarizer, max_input_tokens, answer, reserve, room)
             rest = [message for part in (chunk, *pending) for message in part]
             pending = deque(chunk_messages(rest, room) or [[]])
             continue

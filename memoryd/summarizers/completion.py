@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
+from memoryd import strict_json
 from memoryd.errors import SummarizerError
 
 log = structlog.get_logger()
@@ -27,6 +28,16 @@ BAD_ANSWER_RETRIES = 1
 """An answer that is empty or malformed is retried at most once: it costs tokens even when
 useless, and a server that sends junk twice in a row is likely to go on."""
 BACKOFF_MAX = 30.0
+ANSWER_BOUND_FACTOR = 4
+"""An answer is read up to this many times its ``max_tokens`` (at 4 characters a token,
+the estimate's rate) before it is cut off as runaway: a server that ignores ``max_tokens``
+must not cost unbounded memory and CPU."""
+ANSWER_BOUND_FLOOR = 16_384
+"""The bound never goes below this many characters: a small ``max_tokens`` still allows
+a verbose tokenizer."""
+STREAM_BYTES_PER_CHAR = 64
+"""The bytes of a stream read per character of the answer's bound: each event wraps a
+few characters of text in JSON of a hundred bytes or more."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,11 @@ class CompletionBackend(Protocol):
 
     name: str
     model: str
+    requests: int
+    """Requests sent so far (each attempt, the failed ones too)."""
+
+    def context_note(self) -> str | None:
+        """The server's context as learned, with its source, when one was learned."""
 
     def complete(
         self,
@@ -94,6 +110,81 @@ class CompletionBackend(Protocol):
         """Close the SDK client's connections, if this process opened any."""
 
 
+class AnswerGuard:
+    """The bounds on reading one answer: the call's deadline, checked at every event of a
+    stream (a server that trickles events forever must not outlive it), and the size of
+    the answer, checked as it grows."""
+
+    def __init__(self, ends_at: float, deadline: float, max_tokens: int) -> None:
+        self.ends_at = ends_at
+        self.deadline = deadline
+        self.max_tokens = max_tokens
+        self.max_chars = max(ANSWER_BOUND_FLOOR, max_tokens * 4 * ANSWER_BOUND_FACTOR)
+        self.max_bytes = self.max_chars * STREAM_BYTES_PER_CHAR
+        self.chars = 0
+        self.bytes = 0
+
+    def check_bytes(self, added_bytes: int) -> Failure | None:
+        """As :meth:`check`, for bytes of the stream read (whatever they carry)."""
+        self.bytes += added_bytes
+        if self.bytes > self.max_bytes:
+            return Failure(
+                f"runaway answer: more than {self.max_bytes:,} bytes streamed for max_tokens "
+                f"{self.max_tokens:,}, reading stopped",
+                retryable=True,
+                bad_answer=True,
+            )
+        return self.check()
+
+    def check(self, added_chars: int = 0) -> Failure | None:
+        """None while reading may go on; else the failure that ends the attempt."""
+        self.chars += added_chars
+        if self.chars > self.max_chars:
+            return Failure(
+                f"runaway answer: more than {self.max_chars:,} characters for max_tokens "
+                f"{self.max_tokens:,}, reading stopped",
+                retryable=True,
+                bad_answer=True,
+            )
+        if time.monotonic() > self.ends_at:
+            return Failure(
+                f"the answer was still arriving at the {seconds(self.deadline)} s deadline",
+                retryable=False,
+            )
+        return None
+
+
+def not_a_stream(content_type: str, body: bytes, truncated: bool, expected: str) -> Failure:
+    """The failure naming what a server sent instead of a stream: its content type, its
+    size, and whether it is JSON (and which kind: an error, or ``expected``, a plain answer
+    to a request that asked for a stream). Never the body's text."""
+    kind = content_type.split(";", 1)[0].strip() or "no content type"
+    size = f"{len(body):,}{'+' if truncated else ''} bytes"
+    try:
+        value = strict_json.loads(body) if not truncated else None
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and value.get("object", value.get("type")) == expected:
+        what = f"a plain {expected} (JSON, {size}) instead of a stream"
+    elif isinstance(value, dict) and "error" in value:
+        what = f"an error object (JSON, {size}) instead of a stream"
+    elif value is not None:
+        what = f"JSON that is no {expected} ({size}) instead of a stream"
+    else:
+        what = f"{size} of {kind} that is not JSON, instead of a stream"
+    return Failure(f"malformed answer: {what}", retryable=True, bad_answer=True)
+
+
+def read_bounded(chunks: Iterable[bytes], limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of ``chunks``, and whether there was more."""
+    data = bytearray()
+    for chunk in chunks:
+        data += chunk
+        if len(data) > limit:
+            return bytes(data[:limit]), True
+    return bytes(data), False
+
+
 def backoff_wait(
     attempt: int, retry_after: float | None, backoff_base: float, rng: random.Random
 ) -> float:
@@ -105,7 +196,7 @@ def backoff_wait(
 
 
 def complete_with_retries(
-    attempt: Callable[[float], Completion | Failure],
+    attempt: Callable[[float, float], Completion | Failure],
     *,
     label: str,
     timeout: float,
@@ -113,7 +204,9 @@ def complete_with_retries(
     deadline: float,
     wait_before_retry: Callable[[int, float | None], float],
 ) -> Completion:
-    """Call ``attempt(request_timeout)`` until it gives a Completion, within the rules.
+    """Call ``attempt(request_timeout, ends_at)`` until it gives a Completion, within the
+    rules; ``ends_at`` is the ``time.monotonic()`` of the deadline, for an attempt reading
+    a stream to stop at (:class:`AnswerGuard`).
 
     Retried up to ``max_retries`` times when the failure is retryable (a bad answer at
     most :data:`BAD_ANSWER_RETRIES` times); each request's timeout is ``min(timeout,
@@ -126,7 +219,7 @@ def complete_with_retries(
         left = deadline - (time.monotonic() - started)
         if left <= 0:
             raise SummarizerError(f"{label}: no answer within the {seconds(deadline)} s deadline")
-        outcome = attempt(min(timeout, left))
+        outcome = attempt(min(timeout, left), started + deadline)
         if isinstance(outcome, Completion):
             return outcome
         if outcome.bad_answer:
