@@ -39,6 +39,7 @@ OWN_KINDS = {
     "openai.api_key": "api_key",
     "prices": "table",
     "sources": "list",
+    "masking.exclude_tools": "names",
 }
 
 
