@@ -20,7 +20,8 @@ def screenshot(width: int, height: int) -> Image.Image:
     draw.rectangle((0, 0, width, 28), fill=(52, 58, 70))
     for row in range(40, height - 20, 22):
         draw.text((16, row), f"line {row // 22}: def handler(event): return event.path", fill=0)
-    draw.rectangle((width // 2, height // 3, width - 20, height - 40), fill=(70, 130, 200))
+    if width > 80 and height > 120:
+        draw.rectangle((width // 2, height // 3, width - 20, height - 40), fill=(70, 130, 200))
     return image
 
 
