@@ -191,10 +191,19 @@ def measure_jobs(count: int, public: Path | None, scratch: Path) -> list[JobFigu
         for c in cases(count, quick=False)
     ]
     if public is not None:
-        from public_transcripts import load
+        from public_formats import convert, shape_of, transcripts
+        from public_transcripts import SUFFIXES
 
-        loaded = load(public)
-        sources += [("public", f"{k}-{name}", done) for k, (name, _, done, _) in enumerate(loaded)]
+        files = sorted(p for p in public.iterdir() if p.name.endswith(SUFFIXES))
+        for seed, path in enumerate(files):
+            name = path.name.split(".")[0]
+            try:
+                messages = convert(path.read_text(encoding="utf-8"), name)[1]
+                done = transcripts(messages, shape_of(messages), seed)[0]
+            except ValueError as exc:  # no tool output after the task: nothing to mask
+                print(f"{path.name}: left out ({exc})", file=sys.stderr)
+                continue
+            sources.append(("public", f"{seed}-{name}", done))
     jobs = []
     for strategy in STRATEGIES:
         for source, name, transcript in sources:

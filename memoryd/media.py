@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import binascii
 import re
-import zlib
 from collections.abc import Mapping
 
 TYPE_CHECKING = False
@@ -207,6 +206,8 @@ def pdf_pages(data: bytes) -> int | None:
     found = _pages_in(data)
     if found is not None:
         return found
+    import zlib  # only for a PDF whose page tree is compressed
+
     inflated: list[bytes] = []
     budget = MAX_PDF_STREAM
     for match in _STREAM.finditer(data):
