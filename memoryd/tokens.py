@@ -26,8 +26,8 @@ CALIBRATION_BOUNDS = (0.5, 2.0)
 def content_chars(content: Any) -> int:
     """Characters of a message's content as the estimate counts them: text as it is, an
     image or document as four characters a token of its API cost (:func:`memoryd.media.
-    measure`; its base64 is not text the model reads), a tool result's blocks alike, other
-    blocks as their JSON."""
+    measure`; its base64 is not text the model reads), in a tool result too, other blocks
+    as their JSON."""
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
@@ -49,7 +49,11 @@ def _block_chars(block: Any) -> int:
         return 4 * media.tokens
     inner = block.get("content")
     if kind == "tool_result" and isinstance(inner, list):
-        return _json_chars({**block, "content": None}) + content_chars(inner)
+        found = [measure(item) if isinstance(item, Mapping) else None for item in inner]
+        if any(found):  # its media at their cost, the rest as its JSON (as any block)
+            rest = [{} if media else item for item, media in zip(inner, found, strict=True)]
+            costs = sum(4 * media.tokens for media in found if media)
+            return _json_chars({**block, "content": rest}) + costs
     return _json_chars(block)
 
 
