@@ -62,7 +62,7 @@ def masking_only(
         would = f"would mask {masking.what()} (~{stage.freed_tokens:,} tokens)"
         return replace(job.base, outcome="dry_run", reason=f"{would}{then}")
     if not job.request.heartbeat_started:
-        HeartbeatManager(job.workspace).start_task(f"Masking old {stage.masking.what()}")
+        HeartbeatManager(job.workspace).start_task(f"Masking {stage.masking.what()}")
     try:
         return _commit_masking(job, stage, progress, fault)
     except CommitAborted as exc:

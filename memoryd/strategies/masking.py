@@ -73,7 +73,7 @@ class MaskedLine:
     outputs: int
     """Tool outputs masked in it."""
     inputs: int = 0
-    """Fields of tool inputs masked in it (and below, its user turn's media)."""
+    """Tool input fields masked in it; ``media``: its images and documents masked."""
     media: int = 0
 
     @property
