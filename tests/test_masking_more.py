@@ -321,3 +321,6 @@ def test_a_masking_job_of_inputs_and_media_loses_nothing_and_expand_gives_the_or
     receipt = result.receipt
     assert receipt is not None and receipt.masked is not None
     assert receipt.masked.inputs > 0 and receipt.masked.media == 1
+    code, history = cli("history", str(folder))
+    masked_cell = f"{receipt.masked.outputs} +{receipt.masked.inputs} in +1 media"
+    assert code == 0 and masked_cell in history
