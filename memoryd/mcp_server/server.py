@@ -94,8 +94,7 @@ class StatusOut(TypedDict):
     last_summary_at: str | None
     strategy: str
     heartbeat: dict[str, str | None]
-    media: dict[str, int | float]
-    """Images and documents the conversation holds, their tokens and share of the count."""
+    media: dict[str, int | float]  # images, documents, their tokens and share of the count
 
 
 class MessagesOut(TypedDict):
