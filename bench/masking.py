@@ -29,7 +29,16 @@ without. Counted from the fake server and the receipts: LLM requests, input toke
 to the summarizer, jobs, the daemon's and its workers' CPU, the highest usage seen.
 Targets: requests and input tokens each >= 2x fewer with masking; CPU no worse.
 
+**Freed by kind.** With ``--public DIR``, per file (every message of it, not cut at the
+last output): its tokens as memoryd counts them, the images and documents it holds and
+their tokens (and what their base64 would have counted as text), the share of its
+characters that are tool inputs, and the share of its tokens one masking at the defaults
+frees (``keep_recent`` 3, the task pinned) by kind: tool outputs alone, then with the
+large fields of old calls' inputs, then with old user turns' media (and the image of a
+masked tool result). ``--freed-only`` measures only this (seconds).
+
     python bench/masking.py [--transcripts 4] [--public DIR] [--turns 300] [--json]
+    python bench/masking.py --public DIR --freed-only
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import contextlib
 import functools
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -54,10 +64,14 @@ from daemon_harness import llm_env, read_state
 from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd.config.settings import load_settings
-from memoryd.conversation import append_message, split_lines
+from memoryd.conversation import Line, append_message, split_lines
 from memoryd.daemon.logs import configure_logging
 from memoryd.job.run import JobRequest, run_job
+from memoryd.media import media_in
+from memoryd.pins import pinned_indices
 from memoryd.receipts.records import read_receipts
+from memoryd.strategies.masking import plan_masking
+from memoryd.strategies.masking_rules import MaskRules
 from memoryd.workspace import Workspace
 
 OLD_SHARE = 0.6
@@ -177,10 +191,19 @@ def measure_jobs(count: int, public: Path | None, scratch: Path) -> list[JobFigu
         for c in cases(count, quick=False)
     ]
     if public is not None:
-        from public_transcripts import load
+        from public_formats import convert, shape_of, transcripts
+        from public_transcripts import SUFFIXES
 
-        loaded = load(public)
-        sources += [("public", f"{k}-{name}", done) for k, (name, _, done, _) in enumerate(loaded)]
+        files = sorted(p for p in public.iterdir() if p.name.endswith(SUFFIXES))
+        for seed, path in enumerate(files):
+            name = path.name.split(".")[0]
+            try:
+                messages = convert(path.read_text(encoding="utf-8"), name)[1]
+                done = transcripts(messages, shape_of(messages), seed)[0]
+            except ValueError as exc:  # no tool output after the task: nothing to mask
+                print(f"{path.name}: left out ({exc})", file=sys.stderr)
+                continue
+            sources.append(("public", f"{seed}-{name}", done))
     jobs = []
     for strategy in STRATEGIES:
         for source, name, transcript in sources:
@@ -269,6 +292,110 @@ def replay(turns: int, masking: str, fake: FakeAnthropic, scratch: Path) -> dict
     }
 
 
+FREED_RULES = {
+    "outputs": MaskRules(),
+    "inputs": MaskRules(tool_inputs=True),
+    "media": MaskRules(tool_inputs=True, media=True),
+}
+"""What each step masks: outputs alone, then old calls' large inputs, then media."""
+
+
+def _input_chars(lines: list[Line]) -> int:
+    return sum(
+        len(json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":")))
+        for line in lines
+        if line.role == "assistant"
+        for block in line.blocks
+        if block.get("type") == "tool_use"
+    )
+
+
+def freed_by_kind(name: str, data: bytes) -> dict[str, Any]:
+    """One transcript's tokens, media and the tokens a default masking frees by kind."""
+    lines = list(split_lines(data, MAX_LINE_BYTES))
+    tokens = sum(line.tokens for line in lines)
+    media = [m for x in lines if x.message for m in media_in(x.message.get("content"))]
+    base64_chars = sum(
+        len(json.dumps(block, separators=(",", ":")))
+        for x in lines
+        for block in _media_blocks(x.message.get("content") if x.message else None)
+    )
+    pinned = pinned_indices(lines, 1)
+    freed = {kind: plan_masking(lines, 3, pinned, rules) for kind, rules in FREED_RULES.items()}
+    outputs, inputs, everything = (freed[k].freed_tokens for k in FREED_RULES)
+    chars = sum(x.length for x in lines)
+    return {
+        "name": name,
+        "messages": len(lines),
+        "tokens": tokens,
+        "images": sum(m.kind == "image" for m in media),
+        "documents": sum(m.kind == "document" for m in media),
+        "media_tokens": sum(m.tokens for m in media),
+        "media_as_text_tokens": (base64_chars + 3) // 4,
+        "input_chars_share": _share(_input_chars(lines), chars),
+        "freed_outputs": outputs,
+        "freed_inputs": inputs - outputs,
+        "freed_media": everything - inputs,
+        "inputs_masked": freed["media"].inputs,
+        "media_masked": freed["media"].media,
+    }
+
+
+def _media_blocks(content: Any) -> list[dict[str, Any]]:
+    found = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") in ("image", "document"):
+            found.append(block)
+        elif isinstance(block, dict) and block.get("type") == "tool_result":
+            found += _media_blocks(block.get("content"))
+    return found
+
+
+def measure_freed(public: Path) -> list[dict[str, Any]]:
+    """:func:`freed_by_kind` of every Claude Code session file in ``public`` (sorted)."""
+    from conftest import encode_lines
+    from public_formats import convert
+
+    rows = []
+    for path in sorted(public.glob("*.jsonl")):
+        name = path.name.removesuffix(".jsonl")
+        kind, messages = convert(path.read_text(encoding="utf-8"), name)
+        if kind == "claude-code" and len(messages) > 1:
+            rows.append(freed_by_kind(name, encode_lines(messages)))
+    return rows
+
+
+def freed_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The files together: each figure summed, the shares of the summed tokens."""
+    keys = [k for k in rows[0] if k not in ("name", "input_chars_share")] if rows else []
+    total: dict[str, Any] = {"name": f"all {len(rows)} files"}
+    total |= {k: sum(r[k] for r in rows) for k in keys}
+    return total
+
+
+def render_freed(rows: list[dict[str, Any]]) -> str:
+    headers = ["file", "messages", "tokens", "images / docs", "media tokens (as base64)"]
+    headers += ["inputs % of chars", "freed: outputs", "+ inputs", "+ media"]
+    body = []
+    for r in [*rows, freed_total(rows)]:
+        tokens = r["tokens"]
+        share = r.get("input_chars_share")
+        body.append(
+            [
+                re.sub(r"([0-9a-f]{8})-[0-9a-f-]{27}", r"\1", r["name"]),
+                r["messages"],
+                f"{tokens:,}",
+                f"{r['images']} / {r['documents']}",
+                f"{r['media_tokens']:,} ({r['media_as_text_tokens']:,})",
+                "" if share is None else f"{share:.0%}",
+                f"{_percent(_share(r['freed_outputs'], tokens))}",
+                f"{_percent(_share(r['freed_inputs'], tokens))} ({r['inputs_masked']} fields)",
+                f"{_percent(_share(r['freed_media'], tokens))} ({r['media_masked']})",
+            ]
+        )
+    return common.table(headers, body)
+
+
 def render_jobs(cells: dict[str, dict[str, Any]]) -> str:
     headers = ["source strategy/shape", "jobs", "old facts live on / off", "task kept"]
     headers += ["API valid", "lossless", "summarized on / off", "job CPU on/off"]
@@ -315,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=300, help="turns of the daemon replay")
     parser.add_argument("--no-replay", action="store_true", help="only the jobs")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--freed-only", action="store_true", help="only what masking frees by kind (--public)"
+    )
     args = parser.parse_args(argv)
     if args.public is not None and not args.public.is_dir():
         print(f"masking: {args.public} is not a folder", file=sys.stderr)
@@ -322,6 +452,15 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("json", "warning", sys.stderr)
     common.install_exit_handlers()
     report: dict[str, Any] = {"machine": common.machine()}
+    if args.public is not None:
+        report["freed"] = measure_freed(args.public)
+    if args.freed_only:
+        if args.public is None:
+            print("masking: --freed-only needs --public DIR", file=sys.stderr)
+            return 2
+        print(json.dumps(report, indent=2) if args.json else render_freed(report["freed"]))
+        print(f"raw figures: {common.save('masking-freed', report)}", file=sys.stderr)
+        return 0
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(common.scratch("masking"))
         jobs = measure_jobs(args.transcripts, args.public, scratch)
@@ -336,6 +475,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(render_jobs(report["cells"]))
+        if report.get("freed"):
+            print()
+            print(render_freed(report["freed"]))
         if "replay" in report:
             print()
             print(render_replay(report["replay"]))

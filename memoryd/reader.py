@@ -41,7 +41,7 @@ class Tally:
             self.malformed += 1
 
 
-ESTIMATE = 1
+ESTIMATE = 2
 """The version of the token estimate of a line (tokens.py): counts saved by another
 version are not taken back."""
 

@@ -1,5 +1,6 @@
-"""Token estimates: about characters / 4 of a message's content, plus a constant; and the
-tokens an LLM call used, as the API reported them.
+"""Token estimates: about characters / 4 of a message's content, images and documents as
+the Messages API counts them (:mod:`memoryd.media`), plus a constant; and the tokens an
+LLM call used, as the API reported them.
 
 See docs/design.md#counting.
 """
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+
+from memoryd.media import measure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,21 +24,41 @@ CALIBRATION_BOUNDS = (0.5, 2.0)
 
 
 def content_chars(content: Any) -> int:
-    """Characters of a message's content: text as it is, non-text blocks as their JSON."""
+    """Characters of a message's content as the estimate counts them: text as it is, an
+    image or document as four characters a token of its API cost (:func:`memoryd.media.
+    measure`; its base64 is not text the model reads), in a tool result too, other blocks
+    as their JSON."""
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
-        total = 0
-        for block in content:
-            if isinstance(block, Mapping) and block.get("type") == "text":
-                text = block.get("text")
-                total += len(text) if isinstance(text, str) else 0
-            else:
-                total += len(json.dumps(block, ensure_ascii=False, separators=(",", ":")))
-        return total
+        return sum(_block_chars(block) for block in content)
     if content is None:
         return 0
-    return len(json.dumps(content, ensure_ascii=False, separators=(",", ":")))
+    return _json_chars(content)
+
+
+def _block_chars(block: Any) -> int:
+    if not isinstance(block, Mapping):
+        return _json_chars(block)
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text")
+        return len(text) if isinstance(text, str) else 0
+    media = measure(block)
+    if media is not None:
+        return 4 * media.tokens
+    inner = block.get("content")
+    if kind == "tool_result" and isinstance(inner, list):
+        found = [measure(item) if isinstance(item, Mapping) else None for item in inner]
+        if any(found):  # its media at their cost, the rest as its JSON (as any block)
+            rest = [{} if media else item for item, media in zip(inner, found, strict=True)]
+            costs = sum(4 * media.tokens for media in found if media)
+            return _json_chars({**block, "content": rest}) + costs
+    return _json_chars(block)
+
+
+def _json_chars(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
 def estimate_message_tokens(message: Mapping[str, Any]) -> int:

@@ -20,8 +20,9 @@ from types import SimpleNamespace
 from unittest import mock
 
 from agent_shapes import tool_loop
-from conftest import encode_lines
+from conftest import encode_lines, make_message
 from crash_states import Model, materialize
+from media_files import encoded, image_block, screenshot
 from powerloss_checks import WORKSPACE, expectations
 from powerloss_ops import Recording, Rename
 from powerloss_record import Recorder, recording
@@ -145,6 +146,51 @@ def masking_commit(root: Path, settings: Settings) -> Recording:
         with _job_acknowledged(rec):
             result = run_job(JobRequest(ws.path, over, reason="trigger"), fault=fault)
         assert result.masked_messages and not result.summarized_count, result.reason
+        with rec.acknowledged(CONVERSATION):
+            append_message(ws.path, "assistant", "appended after the commit")
+    return rec.recording
+
+
+def inputs_and_media() -> list[dict[str, object]]:
+    """A session whose old calls wrote whole files (Write with a 3,000-character
+    ``content``) and whose user pasted a screenshot every third step."""
+    screen = image_block(encoded(screenshot(1382, 1090), "PNG"))
+    row = "def handler(event):\n    return event.path\n"
+    messages: list[dict[str, object]] = [make_message(0, "user", "Task: port the loader.")]
+    for step in range(12):
+        tool_input = {"file_path": f"src/m{step}.py", "content": (row * 80)[:3000]}
+        call = {"type": "tool_use", "id": f"w{step}", "name": "Write", "input": tool_input}
+        messages.append(make_message(len(messages), "assistant", [call]))
+        done = {"type": "tool_result", "tool_use_id": f"w{step}", "content": "written"}
+        messages.append(make_message(len(messages), "user", [done]))
+        if step % 3 == 0:
+            turn = [screen, {"type": "text", "text": f"after step {step}: see this"}]
+            messages.append(make_message(len(messages), "user", turn))
+            messages.append(make_message(len(messages), "assistant", "I see it."))
+    return messages
+
+
+def masking_inputs_commit(root: Path, settings: Settings) -> Recording:
+    """A usage-triggered job whose masking of old tool inputs and pasted screenshots is
+    enough, while a writer that takes the lock appends before the lock; then an append."""
+    ws = Workspace(root / WORKSPACE)
+    ws.path.mkdir(parents=True)
+    data = encode_lines(inputs_and_media())
+    ws.conversation.write_bytes(data)
+    tokens = sum(line.tokens for line in split_lines(data, 1 << 24))
+    masking = settings.masking.model_copy(update={"target": 0.75})
+    over = settings.model_copy(update={"token_limit": int(tokens / 0.95), "masking": masking})
+    with recording(root, is_index_file) as rec:
+
+        def fault(step: str) -> None:
+            if step in ("archive_written", "head_written"):
+                with rec.acknowledged(CONVERSATION):
+                    append_message(ws.path, "user", f"appended at {step}")
+
+        with _job_acknowledged(rec):
+            result = run_job(JobRequest(ws.path, over, reason="trigger"), fault=fault)
+        masked = result.receipt.masked if result.receipt else None
+        assert masked and masked.inputs and masked.media and not result.summarized_count
         with rec.acknowledged(CONVERSATION):
             append_message(ws.path, "assistant", "appended after the commit")
     return rec.recording
@@ -397,6 +443,7 @@ SCENARIOS = (
     Scenario("commit, locked writer", commit_locked),
     Scenario("commit, unlocked writer", commit_unlocked),
     Scenario("commit of a masking", masking_commit),
+    Scenario("commit of a masking of inputs and media", masking_inputs_commit),
     Scenario("memoryd append", append_command),
     Scenario("memory store write and compaction", memory_store),
     Scenario("receipts and events", receipts_and_events),

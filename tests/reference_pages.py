@@ -86,7 +86,8 @@ COMMAND_NOTES = {
     "summarize": "Without `--force` only if the trigger holds; `--dry-run` says what would "
     "happen and changes nothing.",
     "status": "The workspace at PATH, or every workspace below it (default: the roots): "
-    "messages, tokens, usage, level, strategy, where the budget came from and the "
+    "messages, tokens, usage, level, strategy, where the budget came from, the images and "
+    "documents it holds and their share of the tokens (`MEDIA`; `media` in `--json`) and the "
     "heartbeat, counted against the budget the daemon recorded unless `--config` is given. "
     "A workspace that cannot be read is a row with its `error`. `--watch` redraws a live "
     "table until Ctrl-C (one plain block per refresh when stdout is not a terminal).",

@@ -41,6 +41,7 @@ OWN_KINDS = {
     "openai.base_url": "url",
     "prices": "table",
     "sources": "list",
+    "masking.exclude_tools": "names",
 }
 
 
@@ -131,6 +132,10 @@ CASES = [
     "idle_compact_after = 60\nidle_compact_at = 0.9\n",
     'metrics_listen = "0.0.0.0:9100"\n',
     "summarize_at = 0.5\nwarning_at = 0.4\n",
+    '[masking]\nexclude_tools = ["TodoWrite", "memory"]\ntool_input_chars = 2000\n',
+    "[masking]\nexclude_tools = [1]\n",
+    '[masking]\nexclude_tools = "TodoWrite"\n',
+    "[masking]\ntool_input_chars = 0\nmedia = false\n",
 ]
 
 
@@ -160,6 +165,15 @@ def test_the_shipped_config_and_no_config_take_the_fast_path(tmp_path: Path) -> 
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     assert fast_status_settings(REPO / "config" / "memoryd.toml", env, {}) is not None
     assert fast_status_settings(None, env, {}) is not None
+
+
+def test_excluded_tools_take_the_fast_path_with_the_full_loaders_value(tmp_path: Path) -> None:
+    path = tmp_path / "memoryd.toml"
+    path.write_text('[masking]\nexclude_tools = ["TodoWrite"]\ntool_inputs = false\n')
+    env = {"HOME": str(tmp_path)}
+    fast = fast_status_settings(path, env, {})
+    assert fast is not None and fast.values["masking.exclude_tools"] == ["TodoWrite"]
+    assert load_settings(path, env=env).settings.masking.exclude_tools == ["TodoWrite"]
 
 
 def test_any_memoryd_setting_variable_sends_status_to_the_full_loader(tmp_path: Path) -> None:

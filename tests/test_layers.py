@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "errors",
                 "strict_json",
                 "tokens",
+                "media",
                 "defaults",
                 "policy",
                 "identifiers",

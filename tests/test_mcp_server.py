@@ -127,6 +127,7 @@ def test_mcp_round_trip_over_a_root(tmp_path: Path, make_settings: SettingsFacto
         assert status["messages"] == (alpha / "conversation.jsonl").read_bytes().count(b"\n")
         assert 0 < status["usage_ratio"] < 1 and status["level"] == "normal"
         assert status["action"] == "none" and status["heartbeat"]["status"] == "completed"
+        assert status["media"] == {"images": 0, "documents": 0, "tokens": 0, "share": 0.0}
 
         entry = {"text": "we ship on friday"}
         written = structured(

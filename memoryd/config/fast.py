@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 Bounds = tuple[tuple[str, float], ...]
 
 # kind: "int", "float", "bool", "str", "nonempty-str", "literal:a|b", "roots", "log_level",
-# "headers" (a table of strings), "api_key" (a string, empty means unset), "table" (only an
+# "names" (a list of strings), "headers" (a table of strings), "api_key" (a string, empty
+# means unset), "table" (only an
 # empty table is checked here; anything in it is for the full loader), "validated" (a
 # validator of the model checks it: only its default value is taken here, any other value
 # goes to the full loader), "url" (empty, or starting with http:// or https://).
@@ -103,6 +104,10 @@ FIELDS: dict[str, tuple[str, Any, Bounds]] = {
     "masking.keep_recent": ("int", 3, (("ge", 0),)),
     "masking.target": ("float", 0.6, (("gt", 0), ("le", 1))),
     "masking.min_freed": ("float", 0.1, (("ge", 0), ("le", 1))),
+    "masking.tool_inputs": ("bool", True, ()),
+    "masking.tool_input_chars": ("int", 1000, (("gt", 0),)),
+    "masking.media": ("bool", True, ()),
+    "masking.exclude_tools": ("names", [], ()),
     "prices": ("table", {}, ()),
     "memory.threshold": ("int", 50, (("gt", 0),)),
     "memory.keep_bookmarks": ("int", 10, (("ge", 0),)),
@@ -276,6 +281,8 @@ def _other_value(kind: str, value: Any) -> Any:
         return text
     if kind == "log_level" and text is not None and text.lower() in LOG_LEVELS:
         return text.lower()
+    if kind == "names" and type(value) is list and all(type(v) is str for v in value):
+        return list(value)
     if kind == "roots" and type(value) is list and all(type(v) is str and v for v in value):
         return list(value)
     if (

@@ -171,7 +171,15 @@ class MaskingSettings(BaseModel):
     """Usage share at or below which masking alone ends the job (no LLM call)."""
     min_freed: float = Field(default=0.1, ge=0, le=1)
     """Share of the budget masking must free, or it is skipped (each edit busts the
-    agent's prompt cache)."""
+    agent's prompt cache): the analogue of the API's ``clear_at_least``."""
+    tool_inputs: bool = True
+    """Old calls' large input fields become placeholders too."""
+    tool_input_chars: int = Field(default=1000, gt=0)
+    """A string field of an old call's input longer than this (characters) is masked."""
+    media: bool = True
+    """Images and documents of old user turns become placeholders too."""
+    exclude_tools: list[str] = Field(default_factory=list)
+    """Tools whose calls and results are never masked (a memory or to-do tool)."""
 
 
 class MemorySettings(BaseModel):

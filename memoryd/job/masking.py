@@ -69,12 +69,10 @@ def masking_only(
     if job.request.dry_run:
         then = "" if stage.decision == "enough" else ", then summarize"
         masking = stage.masking
-        would = f"would mask {masking.outputs} tool outputs (~{stage.freed_tokens:,} tokens)"
+        would = f"would mask {masking.what()} (~{stage.freed_tokens:,} tokens)"
         return replace(job.base, outcome="dry_run", reason=f"{would}{then}")
     if not job.request.heartbeat_started:
-        HeartbeatManager(job.workspace).start_task(
-            f"Masking {stage.masking.outputs} old tool outputs"
-        )
+        HeartbeatManager(job.workspace).start_task(f"Masking {stage.masking.what()}")
     try:
         return _commit_masking(job, stage, progress, fault)
     except CommitAborted as exc:
@@ -183,6 +181,8 @@ def _commit_masking(
         workspace=str(workspace.path),
         job=receipt.job,
         outputs=masking.outputs,
+        inputs=masking.inputs,
+        media=masking.media,
         tokens_freed=stage.freed_tokens,
         tokens_after=tokens_after,
     )

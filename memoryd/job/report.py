@@ -188,6 +188,8 @@ def emit_masked(workspace: Workspace, job: str, span: MaskedSpan) -> None:
             job=job,
             messages=span.messages,
             outputs=span.outputs,
+            inputs=span.inputs,
+            media=span.media,
             tokens_freed=span.tokens_freed,
             archive=span.archive,
             summary_followed=span.summary_followed,

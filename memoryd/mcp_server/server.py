@@ -94,6 +94,7 @@ class StatusOut(TypedDict):
     last_summary_at: str | None
     strategy: str
     heartbeat: dict[str, str | None]
+    media: dict[str, int | float]  # images, documents, their tokens and share of the count
 
 
 class MessagesOut(TypedDict):
@@ -272,7 +273,8 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         `usage_ratio` is tokens / token_limit, the budget the daemon counts it against
         (`budget_source` says where that came from); `level` is normal, warning (from 70%) or
         critical (from 85%); `action` is none, prepare_handoff or force_return. The
-        heartbeat says whether a summarization is running or how the last one ended.
+        heartbeat says whether a summarization is running or how the last one ended;
+        `media` how many images and documents the conversation holds and their share.
         """
         from memoryd.status.report import workspace_status
 

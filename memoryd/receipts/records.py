@@ -81,15 +81,24 @@ class MaskedSpan:
     """Where the originals went, relative to the workspace."""
     summary_followed: bool
     """Whether the strategy summarized after masking (usage stayed above the target)."""
+    inputs: int = 0
+    """Fields of tool inputs masked (recorded when there are any)."""
+    media: int = 0
+    """Images and documents of user turns masked (recorded when there are any)."""
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "messages": self.messages,
             "outputs": self.outputs,
             "tokensFreed": self.tokens_freed,
             "archive": self.archive,
             "summaryFollowed": self.summary_followed,
         }
+        if self.inputs:
+            record["inputs"] = self.inputs
+        if self.media:
+            record["media"] = self.media
+        return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> MaskedSpan:
@@ -99,6 +108,8 @@ class MaskedSpan:
             int(record.get("tokensFreed") or 0),
             _str_or_none(record.get("archive")),
             record.get("summaryFollowed") is True,
+            inputs=int(record.get("inputs") or 0),
+            media=int(record.get("media") or 0),
         )
 
 

@@ -107,12 +107,15 @@ def _arrived(count: int) -> str:
 
 
 def _masked(receipt: Receipt) -> str:
-    """The tool outputs a job masked and the tokens that freed, ``+`` when a summary
-    followed (docs/design.md#masking)."""
+    """The tool outputs a job masked (and input fields, ``in``, and media, when any) and
+    the tokens that freed, ``+`` when a summary followed (docs/design.md#masking)."""
     masked = receipt.masked
     if masked is None:
         return "-"
-    return f"{masked.outputs} ({masked.tokens_freed:,}){'+' if masked.summary_followed else ''}"
+    what = f"{masked.outputs}"
+    what += f" +{masked.inputs} in" if masked.inputs else ""
+    what += f" +{masked.media} media" if masked.media else ""
+    return f"{what} ({masked.tokens_freed:,}){'+' if masked.summary_followed else ''}"
 
 
 def _jobs(count: int) -> str:

@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from memoryd.conversation import Line
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError
 from memoryd.files.paths import read_in
+from memoryd.media import media_in
 from memoryd.reader import ConversationReader
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.signals.monitor import read_monitors
@@ -157,7 +159,7 @@ def workspace_status(
     workspace = Workspace(path.absolute())
     effective = (for_workspace or full_for_workspace(settings))(workspace.path)
     reader = ConversationReader(workspace.conversation, effective.max_line_bytes)
-    reader.update()
+    lines = reader.update().new_lines
     saved = read_state(workspace) or {}
     recorded = recorded_budget(saved) if daemon_budget else None
     budget = budget_of(effective, workspace_keys(workspace), recorded)
@@ -175,9 +177,32 @@ def workspace_status(
     )
     row = asdict(state)
     row["budget_source"] = budget.source
+    row["media"] = media_share(lines, reader.tally.tokens)
     row["heartbeat"] = HeartbeatManager(workspace).get_status().as_dict()
     row["monitors"] = read_monitors(workspace.path, effective.stale_after, now)
     return row
+
+
+def media_share(lines: Sequence[Line], tokens: int) -> dict[str, Any]:
+    """The images and documents a conversation holds (in tool results too), their tokens
+    as the estimate counts them (uncalibrated) and their share of all its tokens (pure)."""
+    found = [m for line in lines if line.message for m in media_in(line.message.get("content"))]
+    media_tokens = sum(m.tokens for m in found)
+    return {
+        "images": sum(m.kind == "image" for m in found),
+        "documents": sum(m.kind == "document" for m in found),
+        "tokens": media_tokens,
+        "share": round(media_tokens / tokens, 4) if tokens else 0.0,
+    }
+
+
+def media_cell(media: Mapping[str, Any] | None) -> str:
+    """The MEDIA column: ``2 img, 1 doc (41%)``, or ``-`` when there is none."""
+    if not media or not (media["images"] or media["documents"]):
+        return "-"
+    parts = [f"{media['images']} img"] if media["images"] else []
+    parts += [f"{media['documents']} doc"] if media["documents"] else []
+    return f"{', '.join(parts)} ({media['share']:.0%})"
 
 
 def collect_status(
@@ -230,12 +255,13 @@ def render_status_table(rows: Sequence[dict[str, Any]]) -> str:
         "LEVEL",
         "STRATEGY",
         "BUDGET",
+        "MEDIA",
         "HEARTBEAT",
     )
     table = [header]
     for row in rows:
         if "error" in row:
-            table.append((row["workspace"], "", "", "", "error", "", "", str(row["error"])))
+            table.append((row["workspace"], "", "", "", "error", "", "", "", str(row["error"])))
             continue
         heartbeat = row["heartbeat"]
         beat = heartbeat["status"]
@@ -253,6 +279,7 @@ def render_status_table(rows: Sequence[dict[str, Any]]) -> str:
                 row["level"],
                 row["strategy"],
                 row["budget_source"],
+                media_cell(row.get("media")),
                 beat,
             )
         )

@@ -9,10 +9,11 @@ call, its size in tokens, its outcome (the call-line digest of
 masked line keeps its ``id``, ``tool_use_id``, ``is_error`` and every other field and
 gains ``"isMasked": true``; its original goes to the archive in the job's one commit.
 
-Never masked: the newest ``keep_recent`` tool outputs, pinned messages (``keep_first``
-and ``"pinned": true``), the results of a call still running, every assistant message
-(calls, text and thinking stay verbatim), summaries, lines already masked, lines with no
-``id`` (expand could not find them) and lines that are not JSON objects.
+With :class:`MaskRules`, old calls' large input fields and old user turns' media too
+(:mod:`memoryd.strategies.masking_rules`). Never masked: the newest ``keep_recent`` tool
+outputs (calls, user turns with media), pinned messages (``keep_first``, ``"pinned":
+true``), a running call and its results, excluded tools, assistant text and thinking,
+summaries, lines already masked, lines with no ``id`` and lines that are not objects.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from memoryd.conversation import Line
 from memoryd.pins import byte_ranges, pinned_indices
 from memoryd.policy import running_tool_call
 from memoryd.receipts.records import MaskedSpan
+from memoryd.strategies.masking_rules import (
+    MaskRules,
+    mask_more,
+    masked_words,
+    old_inputs,
+    old_media,
+    worth,
+)
 from memoryd.summarizers.checkpoint_calls import call_line
 from memoryd.summarizers.output_places import definitions, named_paths
 from memoryd.summarizers.toolcalls import (
@@ -49,8 +58,6 @@ MAX_LINE_REFERENCES = 8
 MAX_LISTING_PATHS = 3
 """Paths a placeholder names of a file shown (the digest names none: its definitions)."""
 _LINE_REFERENCE = re.compile(r"\bline \d+\b")
-MIN_SHRINK = 2
-"""An output is masked only when it is at least this many times its placeholder."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +72,9 @@ class MaskedLine:
     """The masked line as written, ``\\n`` included."""
     outputs: int
     """Tool outputs masked in it."""
+    inputs: int = 0
+    """Tool input fields masked in it; ``media``: its images and documents masked."""
+    media: int = 0
 
     @property
     def freed(self) -> int:
@@ -81,6 +91,20 @@ class Masking:
     def outputs(self) -> int:
         """Tool outputs masked (a line may hold several results)."""
         return sum(m.outputs for m in self.masked)
+
+    @property
+    def inputs(self) -> int:
+        """Fields of tool inputs masked."""
+        return sum(m.inputs for m in self.masked)
+
+    @property
+    def media(self) -> int:
+        """Images and documents of user turns masked."""
+        return sum(m.media for m in self.masked)
+
+    def what(self) -> str:
+        """What it masks, in words (:func:`masked_words`)."""
+        return masked_words(self.outputs, self.inputs, self.media)
 
     @property
     def freed_tokens(self) -> int:
@@ -181,19 +205,26 @@ def _text(content: object) -> str:
     return result_text(content)
 
 
-def plan_masking(lines: Sequence[Line], keep_recent: int, pinned: frozenset[int]) -> Masking:
+def plan_masking(
+    lines: Sequence[Line], keep_recent: int, pinned: frozenset[int], rules: MaskRules | None = None
+) -> Masking:
     """The tool outputs to mask: every one outside the newest ``keep_recent``, the
-    ``pinned`` lines and a running call's results, where the placeholder is shorter
-    (pure). See the module docstring for what is never masked."""
+    ``pinned`` lines and a running call's results, where the placeholder is shorter; with
+    ``rules``, old calls' large inputs and old user turns' media too (pure). See the
+    module docstring for what is never masked."""
+    rules = rules or MaskRules()
     outputs = tool_outputs(lines)
     old = outputs[: max(0, len(outputs) - keep_recent)]
     running = running_tool_call(lines)
     running_ids = lines[running].tool_use_ids if running is not None else frozenset()
     chosen: dict[int, list[_Output]] = {}
     for output in old:
-        chosen.setdefault(output.line, []).append(output)
+        if output.call is None or output.call.name not in rules.exclude_tools:
+            chosen.setdefault(output.line, []).append(output)
+    inputs = old_inputs(lines, keep_recent, running, rules) if rules.tool_inputs else {}
+    media = old_media(lines, keep_recent) if rules.media else {}
     masked = []
-    for index, found in chosen.items():
+    for index in sorted(chosen.keys() | inputs.keys() | media.keys()):
         line = lines[index]
         message = line.message
         if (
@@ -204,10 +235,44 @@ def plan_masking(lines: Sequence[Line], keep_recent: int, pinned: frozenset[int]
             or line.tool_result_ids & running_ids
         ):
             continue
-        result = mask_line(line, message, found)
+        found = chosen.get(index)
+        result = mask_line(line, message, found) if found else None
+        if index in inputs or index in media:
+            more = (inputs.get(index, []), media.get(index, []))
+            result = _mask_more(line, result, *more, rules.input_chars)
         if result is not None:
             masked.append(result)
     return Masking(tuple(masked))
+
+
+def _mask_more(
+    line: Line, result: MaskedLine | None, inputs: Sequence[int], media: Sequence[int], limit: int
+) -> MaskedLine | None:
+    """``result`` (or ``line``) with the large fields of its ``inputs`` calls and its
+    ``media`` blocks as placeholders too; ``result`` when none is worth it."""
+    current = result.line.message if result is not None else line.message
+    more = mask_more(current or {}, inputs, media, limit)
+    if more is None:
+        return result
+    outputs = result.outputs if result is not None else 0
+    return _rewritten(line, *more, outputs=outputs)
+
+
+def _rewritten(
+    line: Line, message: dict[str, Any], inputs: int = 0, media: int = 0, *, outputs: int
+) -> MaskedLine | None:
+    """The masked line holding ``message``, or None when it cannot be written or frees
+    nothing."""
+    new_message = {**message, MASKED_FIELD: True}
+    try:
+        data = strict_json.dumps_line(new_message)
+    except strict_json.JSONProblem:
+        return None
+    tokens = estimate_message_tokens(new_message)
+    if tokens >= line.tokens:
+        return None
+    new_line = Line(line.index, line.offset, line.length, tokens, new_message, line.problem)
+    return MaskedLine(line, new_line, data, outputs, inputs, media)
 
 
 def mask_line(
@@ -245,22 +310,13 @@ def mask_line(
         if not masked_outputs:
             return None
         new_content = blocks
-    new_message = {**message, "content": new_content, MASKED_FIELD: True}
-    try:
-        data = strict_json.dumps_line(new_message)
-    except strict_json.JSONProblem:
-        return None
-    tokens = estimate_message_tokens(new_message)
-    if tokens >= line.tokens:
-        return None
-    new_line = Line(line.index, line.offset, line.length, tokens, new_message, line.problem)
-    return MaskedLine(line, new_line, data, masked_outputs)
+    return _rewritten(line, {**message, "content": new_content}, outputs=masked_outputs)
 
 
 def _worth(placeholder: str, output_chars: int) -> bool:
     """Whether masking an output of ``output_chars`` pays: it must be at least
-    :data:`MIN_SHRINK` times its placeholder (a short output says more than its digest)."""
-    return output_chars >= MIN_SHRINK * len(placeholder)
+    ``MIN_SHRINK`` times its placeholder (a short output says more than its digest)."""
+    return worth(placeholder, output_chars)
 
 
 def _text_block(text: str) -> dict[str, str]:
@@ -313,13 +369,19 @@ class MaskingStage:
     @property
     def text(self) -> str:
         """HEARTBEAT.md's words for it."""
-        return f"masked {self.masking.outputs} tool outputs (freed {self.freed_tokens:,} tokens)"
+        return f"masked {self.masking.what()} (freed {self.freed_tokens:,} tokens)"
 
     def span(self, archive: str, summary_followed: bool) -> MaskedSpan:
         """The receipt's record of it."""
         masking = self.masking
         return MaskedSpan(
-            len(masking.masked), masking.outputs, self.freed_tokens, archive, summary_followed
+            len(masking.masked),
+            masking.outputs,
+            self.freed_tokens,
+            archive,
+            summary_followed,
+            inputs=masking.inputs,
+            media=masking.media,
         )
 
 
@@ -331,7 +393,8 @@ def masking_stage(
     config = settings.masking
     if not config.enabled:
         return None
-    masking = plan_masking(lines, config.keep_recent, pinned_indices(lines, settings.keep_first))
+    pinned = pinned_indices(lines, settings.keep_first)
+    masking = plan_masking(lines, config.keep_recent, pinned, MaskRules.of(settings))
     freed = round(masking.freed_tokens * calibration)
     decision = decide(tokens_before, freed, settings.token_limit, config.target, config.min_freed)
     return None if decision == "skip" else MaskingStage(masking, decision, freed)
