@@ -15,6 +15,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from memoryd.summarizers.outcomes import (
+    PLACEHOLDER_LEAD,
+    changes_files,
+    exit_status,
+    read_failure,
+)
 from memoryd.summarizers.output_places import (
     FRAME,
     FRAME_LINES,
@@ -47,11 +53,6 @@ SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)\n?[
 """A fenced code block with its language (maybe none) and body."""
 _CD_PREFIX = re.compile(r"^cd\s+\S+\s*(?:&&|;)\s*(?=\S)")
 _PROMPT_PREFIX = re.compile(r"^\$\s+")
-_EXIT_STATUS = re.compile(
-    r"\b(?:exit[ _]?(?:code|status)|exited with(?: exit)? code|return[ _]?code)\b"
-    r"\W{0,3}(-?\d{1,3})\b",
-    re.I,
-)
 EXCEPTION_LINE = re.compile(
     r"^[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z][A-Za-z0-9_]*(?:Error|Exception))"
     r"(?=:|[ \t]*$)",
@@ -114,6 +115,9 @@ class Outcome:
     above it (``("/src/a.py", "12", "load")``; the function may be "")."""
     failures: tuple[str, ...] = ()
     """The failing tests pytest's short summary names."""
+    failure: str | None = None
+    """The first line that says the call failed, in its tool's own words
+    (:func:`memoryd.summarizers.outcomes.read_failure`)."""
     frames: tuple[str, ...] = ()
     """The traceback's frames nearest the raise, as ``path line N``, last first."""
     head: str = field(default="", repr=False, compare=False)
@@ -228,9 +232,9 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
             label = f"{name} {shell} {_short(path)}"
             return ToolCall(position, name, label, None, edits=edits, action=action)
         if not edits:
-            label = command_label(shell)
-            if label:
-                return ToolCall(position, name, label, label)
+            call = shell_call(position, name, shell)
+            if call is not None:
+                return call
     if argument is None:
         return ToolCall(position, name, name, None, edits=edits)
     shown = _short(str(argument))
@@ -240,6 +244,16 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
         verb = "wrote" if _WRITE_NAME.search(name) and not replaces else "edited"
     action = f"{verb} {shown}" if verb else None
     return ToolCall(position, name, f"{name} {shown}", None, edits=edits, action=action)
+
+
+def shell_call(position: int, name: str, command: str) -> ToolCall | None:
+    """The call a shell command makes (pure): labelled by :func:`command_label`, an edit
+    when the command changes files (:func:`memoryd.summarizers.outcomes.changes_files`);
+    None for a command with nothing to show."""
+    label = command_label(command)
+    if not label:
+        return None
+    return ToolCall(position, name, label, label, edits=changes_files(command))
 
 
 def _short(text: str) -> str:
@@ -263,13 +277,21 @@ def without_fences(text: str) -> str:
     return SHELL_FENCE.sub("", text) if "```" in text else text
 
 
-def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome:
+def outcome_of(
+    output: str, failed: bool = False, shell: bool = True, command: str | None = None
+) -> Outcome:
     """What a call's output shows (pure); ``failed`` is the result's own error flag.
 
-    A shell command's whole output is read; another tool's output (a file it read, a
-    search) is only read for its first line when the tool reports an error.
+    A shell command's whole output is read, and it failed when its output says so
+    (:func:`memoryd.summarizers.outcomes.read_failure`; ``command``, when known, tells a
+    command that only shows a file from one that reports); another tool's output (a file
+    it read, a search) is only read for its first line when the tool reports an error,
+    or for its placeholder's note once masked.
     """
     if not shell:
+        masked = read_failure(output) if output.startswith(PLACEHOLDER_LEAD) else None
+        if masked is not None:
+            return Outcome(error_line=masked.line, failed=True, failure=masked.line)
         if not failed:
             listing = output_listing(output)
             return Outcome(head=output[:NAMED_SCAN_CHARS], listing=listing)
@@ -277,14 +299,16 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         return Outcome(error_line=_clean_line(first) if first else None, failed=failed)
     if len(output) > 2 * _SCANNED_CHARS:
         output = output[:_SCANNED_CHARS] + "\n" + output[-_SCANNED_CHARS:]
-    status_match = _EXIT_STATUS.search(output)
-    status = int(status_match[1]) if status_match else None
+    status = exit_status(output)
+    failure = read_failure(output, command)
     raised = list(EXCEPTION_LINE.finditer(output)) if EXCEPTION_HINT.search(output) else []
     line = raised[0] if raised else ERROR_LINE.search(output)
     error_line = None
     if line is not None:
         end = output.find("\n", line.start())
         error_line = _clean_line(output[line.start() : end if end >= 0 else None])
+    if error_line is None and failure is not None:
+        error_line = _clean_line(failure.line)
     location: tuple[str, str, str] | None = None
     if raised:
         last = raised[-1].start()
@@ -303,7 +327,8 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         status=status,
         error_line=error_line,
         exceptions=tuple(dict.fromkeys(m["name"] for m in raised)),
-        failed=failed or bool(status),
+        failed=failed or bool(status) or failure is not None,
+        failure=failure.line if failure is not None else None,
         tally=tally["tally"].strip() if tally else None,
         location=location,
         failures=failures[:MAX_FAILURES],
