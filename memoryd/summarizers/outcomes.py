@@ -41,7 +41,10 @@ _COUNT = r"[1-9]\d*"
 _FAILURE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # unittest before pytest: both start a line with FAILED.
     ("unittest", (r"^FAILED \((?:failures|errors)=", r"^(?:FAIL|ERROR): \w+ \(")),
-    ("pytest", (r"^(?:FAILED|ERROR) [^\s(]", r"^\S+::\S+ (?:FAILED|ERROR)\b", r"^E {2,}\S")),
+    (
+        "pytest",
+        (r"^(?:FAILED|ERROR) [^\s(]*(?:\.py\b|::)", r"^\S+::\S+ (?:FAILED|ERROR)\b", r"^E {2,}\S"),
+    ),
     ("compiler", (rf"^{_COUNT} errors? generated\b",)),
     ("pytest", (rf"^[= ]*(?:\d+ \w+, )*{_COUNT} (?:failed|errors?)\b(?=[ ,]|$)",)),
     ("go test", (r"^--- FAIL: ", r"^FAIL\t", r"^FAIL$", r"^panic: ", r"^\S+\.go:\d+:\d+: \S")),
@@ -49,6 +52,7 @@ _FAILURE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("jest", (r"^[ \t]*FAIL[ \t]+\S", "^[ \\t]*[\u2715\u00d7\u2717][ \\t]")),
     ("jest", (rf"^[ \t]*(?:Tests|Test Suites|Test Files):?[ \t]+{_COUNT} failed\b",)),
     ("mocha", (rf"^[ \t]*{_COUNT} failing\b",)),
+    ("bun test", (rf"^[ \t]*{_COUNT} fail$",)),
     (
         "cargo test",
         (
@@ -70,7 +74,7 @@ _FAILURE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             r"^[^\s:]+(?::\d+){1,2}:? (?:fatal )?error\b",
             r"\berror TS\d+",
-            r"^error(?:\[E\d{4}\])?: ",
+            r"^error\[E\d{4}\]: ",
             rf"^(?:Found|found) {_COUNT} errors?\b",
         ),
     ),
@@ -101,6 +105,7 @@ _FAILURE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"^[ \t]*(?:ERROR|FATAL|FAILED|FAILURE|BUILD FAILED)\b",
             r"^\[ERROR\]",
             r"^(?:error|fatal|Error):[ \t]",
+            r"^\S+ exited with code [1-9]",
         ),
     ),
 )
@@ -114,7 +119,7 @@ _FAILURE = re.compile(
     re.M,
 )
 _FAILURE_HINT = re.compile(
-    "FAIL|fail|ERR|rror|panic|not found|No such|denied|Traceback|Exception|[*]{3}"
+    "FAIL|fail|fatal|exited|ERR|rror|panic|not found|No such|denied|Traceback|Exception|[*]{3}"
     "|[\u2715\u00d7\u2717]|^E {2}",
     re.M,
 )

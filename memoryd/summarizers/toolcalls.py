@@ -212,6 +212,9 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
     """The call a ``tool_use`` block makes (pure)."""
     name = str(block.get("name") or "tool")
     raw = block.get("input")
+    if isinstance(raw, str) and _EDIT_NAME.search(name):
+        # A tool whose input is the edit itself (Codex's ``apply_patch``).
+        return ToolCall(position, name, name, None, edits=True, action=f"{name} edit")
     given: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
     argument = next(
         (given[key] for key in ARGUMENT_KEYS if isinstance(given.get(key), str) and given[key]),
@@ -221,7 +224,9 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
     # A tool named for writing changes a file when it names one (a to-do list tool does not).
     named_file = any(isinstance(given.get(key), str) for key in FILE_KEYS)
     edits = edits or (named_file and bool(_EDIT_NAME.search(name)))
-    shell = next((given[k] for k in SHELL_KEYS if isinstance(given.get(k), str)), None)
+    # A patch tool names its files inside the patch (Codex's ``apply_patch``).
+    edits = edits or "patch" in name.casefold()
+    shell = next((_shell_text(given[k]) for k in SHELL_KEYS if k in given), None)
     if isinstance(shell, str) and shell.strip():
         path = given.get("path")
         if len(shell.split()) == 1 and isinstance(path, str):
@@ -254,6 +259,26 @@ def shell_call(position: int, name: str, command: str) -> ToolCall | None:
     if not label:
         return None
     return ToolCall(position, name, label, label, edits=changes_files(command))
+
+
+def _shell_text(value: object) -> str | None:
+    """A shell command as a call gives it: a string, or an argument list (``["bash",
+    "-lc", "pytest -x"]`` is ``pytest -x``)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
+        return None
+    if (
+        len(value) == 3
+        and value[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
+        and value[1]
+        in (
+            "-c",
+            "-lc",
+        )
+    ):
+        return str(value[2])
+    return " ".join(str(v) for v in value)
 
 
 def _short(text: str) -> str:
