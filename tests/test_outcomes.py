@@ -308,3 +308,17 @@ def test_no_failure_or_edit_is_ever_routine_through_masking_summarizing_and_50_f
     for fixture in chosen:
         item = item_of(items, fixture)
         assert item.kind == fixture.expected, (fixture.name, item)
+
+
+def test_a_mini_swe_agent_command_is_a_call_and_its_sed_an_edit() -> None:
+    """mini-swe-agent fences its command as ``mswea_bash_command``: it is read as a shell
+    call, and the ``sed -i`` of its real run (tests/real_outputs.py) as a change."""
+    [fixture] = [f for f in CHANGES if f.name == "sed-in-place-mini"]
+    said = f"Let me fix the file:\n\n```mswea_bash_command\n{fixture.command}\n```"
+    messages = [
+        make_message(0, "user", f"<task>{TASK}</task>"),
+        make_message(1, "assistant", said),
+        make_message(2, "user", fixture.output),
+    ]
+    _, items = new_items(messages, None, "narrative")
+    assert item_of(items, fixture).kind == "change"

@@ -47,9 +47,12 @@ SHELL_KEYS = ("command", "cmd")
 FILE_KEYS = ("file_path", "path", "notebook_path")
 _EDIT_NAME = re.compile(r"edit|write|create|replace|patch", re.I)
 _WRITE_NAME = re.compile(r"write|create", re.I)
-SHELL_LANGUAGES = frozenset(("bash", "sh", "shell", "console", "zsh", "terminal", ""))
+SHELL_LANGUAGES = frozenset(
+    ("bash", "sh", "shell", "console", "zsh", "terminal", "", "mswea_bash_command")
+)
+"""Fence languages of commands run: the shells', and mini-swe-agent's own."""
 
-SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.S)
+SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_]*)[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.S)
 """A fenced code block with its language (maybe none) and body."""
 _CD_PREFIX = re.compile(r"^cd\s+\S+\s*(?:&&|;)\s*(?=\S)")
 _PROMPT_PREFIX = re.compile(r"^\$\s+")
