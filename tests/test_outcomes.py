@@ -169,7 +169,7 @@ def test_what_is_no_failure(output: str, command: str) -> None:
         (" \u00d7 src/sum.test.ts > sum > adds", "jest"),
         ("Tests:       1 failed, 3 passed, 4 total", "jest"),
         ("  2 failing", "mocha"),
-        ("--- FAIL: TestAdd (0.00s)", "go test"),
+        ("=== RUN   TestAdd\n--- FAIL: TestAdd (0.00s)\nFAIL", "go test"),
         ("FAIL\tgithub.com/x/a\t0.1s", "go test"),
         ("test result: FAILED. 5 passed; 1 failed", "cargo test"),
         ("thread 'main' panicked at src/lib.rs:3:5:", "cargo test"),
@@ -177,6 +177,7 @@ def test_what_is_no_failure(output: str, command: str) -> None:
         ("src/a.ts(3,5): error TS2322: Type 'x'", "compiler"),
         ("main.c:3:5: error: expected ';'", "compiler"),
         ("error[E0425]: cannot find value `x`", "compiler"),
+        ("src/a.py:12:80: E501 Line too long (95 > 88)", "linter"),
         ("make: *** [Makefile:3: all] Error 1", "make"),
         ("npm ERR! code ELIFECYCLE", "npm"),
         ("bash: pytets: command not found", "shell"),
@@ -322,3 +323,12 @@ def test_a_mini_swe_agent_command_is_a_call_and_its_sed_an_edit() -> None:
     ]
     _, items = new_items(messages, None, "narrative")
     assert item_of(items, fixture).kind == "change"
+
+
+def test_the_error_line_is_the_first_line_that_says_the_call_failed() -> None:
+    """go test's ``--- FAIL: TestAdd``, not its closing ``FAIL``, is the call's error line."""
+    from memoryd.summarizers.toolcalls import outcome_of
+
+    output = "=== RUN   TestAdd\n--- FAIL: TestAdd (0.00s)\n    add_test.go:9: want 3\nFAIL"
+    outcome = outcome_of(output, command="go test ./...")
+    assert outcome.failed and outcome.error_line == "--- FAIL: TestAdd (0.00s)"

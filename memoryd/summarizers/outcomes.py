@@ -78,6 +78,7 @@ _FAILURE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             rf"^(?:Found|found) {_COUNT} errors?\b",
         ),
     ),
+    ("linter", (r"^[^\s:]+:\d+(?::\d+)?:? [A-Z]{1,4}\d{3,5}\b",)),
     ("make", (r"\*\*\* \[[^\]\n]*\] Error \d+", r"^make(?:\[\d+\])?: \*\*\* ")),
     (
         "npm",
@@ -120,7 +121,7 @@ _FAILURE = re.compile(
 )
 _FAILURE_HINT = re.compile(
     "FAIL|fail|fatal|exited|ERR|rror|panic|not found|No such|denied|Traceback|Exception|[*]{3}"
-    "|[\u2715\u00d7\u2717]|^E {2}",
+    "|[\u2715\u00d7\u2717]|^E {2}|:\\d+:? [A-Z]{1,4}\\d{3}",
     re.M,
 )
 """What every failure phrase holds: an output without it says none (one fast scan)."""

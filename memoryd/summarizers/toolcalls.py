@@ -330,12 +330,14 @@ def outcome_of(
     status = exit_status(output)
     failure = read_failure(output, command)
     raised = list(EXCEPTION_LINE.finditer(output)) if EXCEPTION_HINT.search(output) else []
-    line = raised[0] if raised else ERROR_LINE.search(output)
+    # The exception raised, else the line that says the call failed, else one that
+    # reports an error in passing.
+    line = raised[0] if raised else None if failure is not None else ERROR_LINE.search(output)
     error_line = None
     if line is not None:
         end = output.find("\n", line.start())
         error_line = _clean_line(output[line.start() : end if end >= 0 else None])
-    if error_line is None and failure is not None:
+    elif failure is not None:
         error_line = _clean_line(failure.line)
     location: tuple[str, str, str] | None = None
     if raised:
