@@ -25,7 +25,7 @@ from memoryd.summarizers.outcomes import (
     read_failure,
     shows_only,
 )
-from memoryd.summarizers.toolcalls import command_label, shell_call, tool_use_call
+from memoryd.summarizers.toolcalls import command_label, outcome_of, shell_call, tool_use_call
 
 TASK = "Fix the failing build and keep the edits small."
 SUMMARY_TOKENS = 1_024
@@ -327,8 +327,6 @@ def test_a_mini_swe_agent_command_is_a_call_and_its_sed_an_edit() -> None:
 
 def test_the_error_line_is_the_first_line_that_says_the_call_failed() -> None:
     """go test's ``--- FAIL: TestAdd``, not its closing ``FAIL``, is the call's error line."""
-    from memoryd.summarizers.toolcalls import outcome_of
-
     output = "=== RUN   TestAdd\n--- FAIL: TestAdd (0.00s)\n    add_test.go:9: want 3\nFAIL"
     outcome = outcome_of(output, command="go test ./...")
     assert outcome.failed and outcome.error_line == "--- FAIL: TestAdd (0.00s)"

@@ -137,6 +137,16 @@ class Outcome:
             parts.append(f"exit {self.status}")
         if self.error_line:
             parts.append(self.error_line)
+        failure = _clean_line(self.failure) if self.failure else None
+        if (
+            failure
+            and self.error_line
+            and failure not in self.error_line
+            and not failure.startswith("Traceback")
+            and exit_status(failure) is None
+        ):
+            # The runner's own verdict (``FAIL: test_x``) beside the exception it raised.
+            parts.append(failure)
         if self.tally and (not self.error_line or self.tally not in self.error_line):
             parts.append(self.tally)
         shown = " ".join(parts)
