@@ -330,3 +330,15 @@ def test_the_error_line_is_the_first_line_that_says_the_call_failed() -> None:
     output = "=== RUN   TestAdd\n--- FAIL: TestAdd (0.00s)\n    add_test.go:9: want 3\nFAIL"
     outcome = outcome_of(output, command="go test ./...")
     assert outcome.failed and outcome.error_line == "--- FAIL: TestAdd (0.00s)"
+
+
+def test_a_patch_tool_edits_and_a_dispatch_tool_does_not() -> None:
+    """Codex's ``apply_patch`` (its input the patch, or an object holding it) changes
+    files; a tool whose name only contains the letters (``dispatch_agent``) does not;
+    a command given as an argument list is read as the shell command it runs."""
+    patch = "*** Begin Patch\n*** Update File: a.py\n*** End Patch"
+    assert tool_use_call(0, {"name": "apply_patch", "input": patch}).edits
+    assert tool_use_call(0, {"name": "apply_patch", "input": {"input": patch}}).edits
+    assert not tool_use_call(0, {"name": "dispatch_agent", "input": {"prompt": "x"}}).edits
+    call = tool_use_call(0, {"name": "shell", "input": {"command": ["bash", "-lc", "rm a.py"]}})
+    assert call.command == "rm a.py" and call.edits

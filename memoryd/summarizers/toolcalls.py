@@ -47,6 +47,8 @@ SHELL_KEYS = ("command", "cmd")
 FILE_KEYS = ("file_path", "path", "notebook_path")
 _EDIT_NAME = re.compile(r"edit|write|create|replace|patch", re.I)
 _WRITE_NAME = re.compile(r"write|create", re.I)
+_PATCH_NAME = re.compile(r"(?:^|[\W_])(?:apply_?)?patch(?:$|[\W_])", re.I)
+"""A tool that applies a patch (``apply_patch``, ``patch``; not ``dispatch_agent``)."""
 SHELL_LANGUAGES = frozenset(
     ("bash", "sh", "shell", "console", "zsh", "terminal", "", "mswea_bash_command")
 )
@@ -225,7 +227,7 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
     """The call a ``tool_use`` block makes (pure)."""
     name = str(block.get("name") or "tool")
     raw = block.get("input")
-    if isinstance(raw, str) and _EDIT_NAME.search(name):
+    if isinstance(raw, str) and _PATCH_NAME.search(name):
         # A tool whose input is the edit itself (Codex's ``apply_patch``).
         return ToolCall(position, name, name, None, edits=True, action=f"{name} edit")
     given: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
@@ -238,7 +240,7 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
     named_file = any(isinstance(given.get(key), str) for key in FILE_KEYS)
     edits = edits or (named_file and bool(_EDIT_NAME.search(name)))
     # A patch tool names its files inside the patch (Codex's ``apply_patch``).
-    edits = edits or "patch" in name.casefold()
+    edits = edits or bool(_PATCH_NAME.search(name))
     shell = next((_shell_text(given[k]) for k in SHELL_KEYS if k in given), None)
     if isinstance(shell, str) and shell.strip():
         path = given.get("path")
@@ -279,19 +281,13 @@ def _shell_text(value: object) -> str | None:
     "-lc", "pytest -x"]`` is ``pytest -x``)."""
     if isinstance(value, str):
         return value
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         return None
-    if (
-        len(value) == 3
-        and value[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
-        and value[1]
-        in (
-            "-c",
-            "-lc",
-        )
-    ):
-        return str(value[2])
-    return " ".join(str(v) for v in value)
+    words = [str(v) for v in value]
+    shell = words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
+    if len(words) == 3 and shell and words[1] in ("-c", "-lc"):
+        return words[2]
+    return " ".join(words)
 
 
 def _short(text: str) -> str:
