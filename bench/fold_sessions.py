@@ -375,7 +375,8 @@ def fold_session(
     folds: int,
     due: Callable[[Path, int], bool],
 ) -> dict[str, Any]:
-    """Append round after round, a job whenever ``due``, until ``folds`` jobs completed."""
+    """Append round after round, a job whenever ``due``, until ``folds`` jobs summarized
+    (a job that only masked old tool outputs is not a fold, but its CPU counts)."""
     folder.mkdir(parents=True)
     conversation = folder / "conversation.jsonl"
     conversation.touch()
@@ -397,14 +398,38 @@ def fold_session(
         _index_threads()
         if result.outcome != "completed":
             continue
-        head = json.loads(conversation.read_text(encoding="utf-8").splitlines()[0])
-        heads.append(str(head["content"]).split("\n\n", 1)[-1])
+        head = summary_of(conversation)
+        if head is None:
+            continue  # the job masked old outputs and summarized nothing: not a fold
+        heads.append(head)
         if not first_round:
-            archive = sorted((folder / ".memoryd" / "archive").glob("*.jsonl"))[0]
-            first_round = [json.loads(x) for x in archive.read_text(encoding="utf-8").splitlines()]
+            first_round = archived(folder)
         if len(heads) >= folds:
             break
     return {"heads": heads, "cpu": cpu, "first_round": first_round}
+
+
+def summary_of(conversation: Path) -> str | None:
+    """The head of the conversation's summary (its text after the first paragraph), or
+    None when it has none."""
+    with conversation.open(encoding="utf-8") as lines:
+        for _, line in zip(range(4), lines, strict=False):
+            message = json.loads(line)
+            if message.get("isSummary") is True:
+                return str(message["content"]).split("\n\n", 1)[-1]
+    return None
+
+
+def archived(folder: Path) -> list[Message]:
+    """Every message the archive holds, each once, in conversation order: a job that
+    masks before it summarizes archives the masked originals and the summarized part in
+    separate files."""
+    found: dict[str, Message] = {}
+    for archive in sorted((folder / ".memoryd" / "archive").glob("*.jsonl")):
+        for line in archive.read_text(encoding="utf-8").splitlines():
+            message = json.loads(line)
+            found.setdefault(str(message.get("id")), message)
+    return sorted(found.values(), key=lambda message: str(message.get("id")))
 
 
 def always(_: Path, __: int) -> bool:
