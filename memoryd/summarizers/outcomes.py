@@ -20,6 +20,10 @@ files (``git mv``, ``git rm``, ``git restore``), writes through a redirection (`
 ``>>``, ``tee``, a heredoc into a file), or moves, copies or removes files (``mv``,
 ``cp``, ``rm``, ``touch``); a text-mode agent's editor commands (SWE-agent's
 ``edit 3:5``, ``create x.py``, ``str_replace_editor str_replace …``) change files too.
+
+The lines a call's note quotes are found here too: the exception raised
+(:data:`EXCEPTION_LINE`) and a line that reports an error in passing (:data:`ERROR_LINE`,
+also what a prompt keeps of an output's cut middle).
 """
 
 from __future__ import annotations
@@ -122,6 +126,21 @@ EXIT_STATUS = re.compile(
 )
 """An exit status written out: ``exit code 1``, ``Exit status: 2``,
 ``<returncode>1</returncode>``, ``Exit: 1``."""
+EXCEPTION_LINE = re.compile(
+    r"^[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z][A-Za-z0-9_]*(?:Error|Exception))"
+    r"(?=:|[ \t]*$)",
+    re.M,
+)
+"""An exception raised, at the start of a line of output (a traceback's last line, or
+pytest's ``E   TypeError: …``); not a name inside code such as ``raise ValueError(…)``."""
+ERROR_LINE = re.compile(
+    r"^(?:[^\s:]+:\d+(?::\d+)?:?[ \t]*(?:error|[A-Z]{1,4}\d{3,5})\b"
+    r"|[ \t]*(?:error|Error|ERROR|fatal|FATAL|FAILED|FAIL|panic|npm ERR!)\b"
+    r"|.*(?:command not found|No such file or directory|Permission denied|: error:)).*$",
+    re.M,
+)
+"""A line that reports an error: one that starts with it (``error: …``, ``FAILED …``,
+``fatal: …``, ``path:12:5: E501 …``) or a shell's own complaint."""
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _MASKED_FAILURE = re.compile(re.escape(FAILURE_NOTE) + r"(?P<line>.*?)(?=; line \d| — \d)")
 

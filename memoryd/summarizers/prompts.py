@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd.summarizers.items import TITLES
-from memoryd.summarizers.toolcalls import ERROR_LINE, EXCEPTION_LINE, tool_use_call
+from memoryd.summarizers.outcomes import ERROR_LINE, EXCEPTION_LINE
+from memoryd.summarizers.toolcalls import tool_use_call
 
 TRANSCRIPT_TAG = "transcript"
 PREVIOUS_SUMMARY_TAG = "previous_summary"
