@@ -6,15 +6,18 @@ its first error line and at most three ``line N``."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import encode_lines, make_message
+from conftest import SettingsFactory, encode_lines, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from real_outputs import CHANGES, FAILURES, REAL_OUTPUTS, ROUTINE, RealOutput
 
 from memoryd.conversation import Line, split_lines
+from memoryd.job.run import JobRequest, run_job
 from memoryd.strategies.masking import MAX_LINE_REFERENCES, placeholder_text, plan_masking
 from memoryd.summarizers.extractive import extractive_summary, new_items
 from memoryd.summarizers.items import HeadItem, classify, parse_head
@@ -342,3 +345,35 @@ def test_a_patch_tool_edits_and_a_dispatch_tool_does_not() -> None:
     assert not tool_use_call(0, {"name": "dispatch_agent", "input": {"prompt": "x"}}).edits
     call = tool_use_call(0, {"name": "shell", "input": {"command": ["bash", "-lc", "rm a.py"]}})
     assert call.command == "rm a.py" and call.edits
+
+
+def test_a_job_masks_real_failures_and_edits_then_summarizes_them_as_such(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """In a real workspace, a job over budget masks the real outputs first and then
+    summarizes: each real failure is in the head's Failures, each edit in its Changes,
+    and every placeholder of a failure says its first error line."""
+    chosen = [f for f in REAL_OUTPUTS if f.expected != "routine" and f.mode == "tool_use"][:10]
+    messages = conversation(chosen, 0)
+    for round_ in range(30):
+        messages += routine_messages(len(messages), round_)
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "conversation.jsonl").write_bytes(encode_lines(messages))
+    tokens = sum(line.tokens for line in lines_of(messages))
+    config = make_settings(
+        keep_first=1,
+        token_limit=int(tokens / 0.95),
+        **{"masking.enabled": True, "masking.target": 0.2, "summarizer.backend": "extractive"},
+    )
+    result = run_job(JobRequest(folder, config, reason="trigger"))
+    assert result.outcome == "completed", result.reason
+    assert result.masked_messages > 0
+    live = [json.loads(x) for x in (folder / "conversation.jsonl").read_bytes().splitlines()]
+    [summary] = [m for m in live if m.get("isSummary")]
+    items = parse_head(str(summary["content"]).split("\n\n", 1)[-1]).items
+    kept = {m["id"] for m in live}
+    summarized = [f for k, f in enumerate(chosen) if f"msg-{1 + 2 * k:04d}" not in kept]
+    assert len(summarized) == len(chosen)
+    for fixture in summarized:
+        assert item_of(items, fixture).kind == fixture.expected, fixture.name
