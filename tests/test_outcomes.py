@@ -22,6 +22,7 @@ from memoryd.strategies.masking import MAX_LINE_REFERENCES, placeholder_text, pl
 from memoryd.summarizers.extractive import extractive_summary, new_items
 from memoryd.summarizers.items import HeadItem, classify, parse_head
 from memoryd.summarizers.outcomes import (
+    Failure,
     changes_files,
     edit_form,
     exit_status,
@@ -32,6 +33,7 @@ from memoryd.summarizers.toolcalls import command_label, outcome_of, shell_call,
 
 TASK = "Fix the failing build and keep the edits small."
 SUMMARY_TOKENS = 1_024
+NO_FAILURE = Failure("", "")
 PASSING = "\n".join(f"tests/misc/test_line_{n}.py::test_case_{n} PASSED" for n in range(30))
 
 
@@ -377,3 +379,37 @@ def test_a_job_masks_real_failures_and_edits_then_summarizes_them_as_such(
     assert len(summarized) == len(chosen)
     for fixture in summarized:
         assert item_of(items, fixture).kind == fixture.expected, fixture.name
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.lists(st.sampled_from(["ok", "12 passed in 0.2s", "0 failed", "errors=0"])),
+    after=st.lists(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=40)),
+    fixture=st.sampled_from(
+        [f for f in FAILURES if (read_failure(f.output) or NO_FAILURE).kind != "exit status"]
+    ),
+)
+def test_the_first_failure_is_a_line_of_the_output_whatever_surrounds_it(
+    before: list[str], after: list[str], fixture: RealOutput
+) -> None:
+    """Passing lines before a real failure phrase do not hide it or change which line says
+    it, whatever follows (an exit status alone gives way to a phrase after it: those are
+    left out); the line read is one of the output's own lines."""
+    alone = read_failure(fixture.output)
+    assert alone is not None
+    output = "\n".join([*before, fixture.output, *after])
+    found = read_failure(output)
+    assert found is not None and found.line == alone.line
+    lines = {" ".join(line.split()) for line in output.splitlines()}
+    assert found.line.removesuffix("…") in lines or any(
+        line.startswith(found.line.removesuffix("…")) for line in lines
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_reading_any_text_or_command_never_fails(text: str) -> None:
+    """Any output and any command are read without an error."""
+    read_failure(text, text)
+    edit_form(text)
+    shows_only(text)
