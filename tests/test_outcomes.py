@@ -7,6 +7,7 @@ its first error line and at most three ``line N``."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -413,3 +414,17 @@ def test_reading_any_text_or_command_never_fails(text: str) -> None:
     read_failure(text, text)
     edit_form(text)
     shows_only(text)
+
+
+def test_a_deep_tracebacks_placeholder_names_three_lines_at_most() -> None:
+    """Frames, where it was raised and the output's own ``line N`` share the three."""
+    frames = "\n".join(
+        f'  File "/repo/src/pkg/mod_{n}.py", line {10 + n}, in step_{n}\n    step_{n + 1}()'
+        for n in range(12)
+    )
+    output = f"Traceback (most recent call last):\n{frames}\nKeyError: 'server'\n" * 3
+    call = shell_call(1, "Bash", "python -m pkg.run")
+    assert call is not None
+    text = placeholder_text(call, output, False, "msg-0002")
+    assert len(re.findall(r"\bline \d+", text)) <= MAX_LINE_REFERENCES
+    assert "KeyError" in text
