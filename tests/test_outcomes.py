@@ -30,6 +30,7 @@ from memoryd.summarizers.outcomes import (
     read_failure,
     shows_only,
 )
+from memoryd.summarizers.prompts import render_transcript
 from memoryd.summarizers.toolcalls import command_label, outcome_of, shell_call, tool_use_call
 
 TASK = "Fix the failing build and keep the edits small."
@@ -428,3 +429,19 @@ def test_a_deep_tracebacks_placeholder_names_three_lines_at_most() -> None:
     text = placeholder_text(call, output, False, "msg-0002")
     assert len(re.findall(r"\bline \d+", text)) <= MAX_LINE_REFERENCES
     assert "KeyError" in text
+
+
+def test_an_llm_is_shown_which_calls_failed_and_which_changed_files() -> None:
+    """The transcript an LLM summarizes labels a result whose output says it failed with
+    that line (no error flag needed) and a shell command that edits as changing files;
+    a passing run and a file shown keep the plain label."""
+    [failing] = [f for f in FAILURES if f.name == "exunit-failure-tally"]
+    [edit] = [f for f in CHANGES if f.name == "git-rm"]
+    [passing] = [f for f in ROUTINE if f.name == "mix-test-passing"]
+    messages = conversation([failing, edit, passing], 0)
+    text = render_transcript(messages)
+    failure = read_failure(failing.output, failing.command)
+    assert failure is not None
+    assert f"tool_result (failed: {failure.line})" in text
+    assert "tool_use Bash (changes files): git rm -r transcripts/" in text
+    assert text.count("tool_result (failed") == 1
