@@ -25,7 +25,7 @@ from memoryd.workspace import Workspace
 FIELDS = {
     "job", "strategy", "backend", "model", "started_at", "finished_at", "duration_ms",
     "outcome", "reason", "messages_before", "messages_after", "tokens_before", "tokens_after",
-    "summarized", "pins_kept", "retention", "llm", "cost_usd", "trigger", "masked",
+    "summarized", "pins_kept", "retention", "llm", "cost_usd", "trigger", "masked", "why", "aim",
 }  # fmt: skip
 
 

@@ -23,9 +23,11 @@ from memoryd.job.finish import read_carried, record_finished_state, report_salva
 from memoryd.job.report import JobClock, after_commit, emit_masked, record_receipt
 from memoryd.job.request import JobRequest, JobResult, Progress
 from memoryd.pins import pinned_indices
+from memoryd.policy import usage_ratio
 from memoryd.receipts.records import build_receipt
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.strategies.least_loss import job_text
 from memoryd.strategies.masking import MaskingStage
 from memoryd.workspace import Workspace
 
@@ -105,7 +107,9 @@ def _commit_masking(
     messages_after = len(head) + len(carried)
     archive = f".memoryd/archive/{name}"
     span = stage.span(archive, summary_followed=False)
-    result_text = stage.text
+    aim = settings.masking.target
+    why = job_text(len(masking.masked), 0, aim, usage_ratio(tokens_after, settings.token_limit))
+    result_text = f"{why}: {stage.detail}"
     if request.result_note:
         result_text += f"; {request.result_note}"
     receipt = build_receipt(
@@ -122,6 +126,8 @@ def _commit_masking(
         backend="masking",
         pins_kept=len(pinned_indices(lines, settings.keep_first)),
         masked=span,
+        why=why,
+        aim=aim,
     )
     record_receipt(workspace, receipt)
     heartbeat = HeartbeatManager(workspace)

@@ -152,6 +152,13 @@ class Receipt:
     """Set when read back (the folder it was read from); not written."""
     masked: MaskedSpan | None = None
     """The tool outputs masked first; None when masking did not run."""
+    why: str | None = None
+    """How many messages the job masked and summarized, and why, in a few words
+    (``masked 19, then summarized 6 to reach 0.55 (now 0.53)``); None for a job that
+    changed nothing (docs/design.md#least-loss)."""
+    aim: float | None = None
+    """The usage share the job aimed at: ``masking.target`` for a masking alone, a margin
+    below it for a summary after masking; None with masking off."""
 
     @property
     def tokens_saved(self) -> int:
@@ -182,6 +189,8 @@ class Receipt:
             "cost_usd": self.cost_usd,
             "trigger": self.trigger,
             "masked": self.masked.to_record() if self.masked else None,
+            "why": self.why,
+            "aim": self.aim,
         }
 
     @classmethod
@@ -219,6 +228,8 @@ class Receipt:
             trigger=str(record.get("trigger") or "manual"),
             workspace=workspace,
             masked=MaskedSpan.from_record(masked) if isinstance(masked, dict) else None,
+            why=_str_or_none(record.get("why")),
+            aim=_share_or_none(record.get("aim")),
         )
 
 
@@ -241,6 +252,8 @@ def build_receipt(
     llm: LLMUsage | None = None,
     trigger: str = "manual",
     masked: MaskedSpan | None = None,
+    why: str | None = None,
+    aim: float | None = None,
 ) -> Receipt:
     """A receipt from a job's figures (pure); ``before`` and ``after`` are (messages,
     tokens), ``started`` and ``finished`` epoch seconds. The cost is 0 for a job that made
@@ -276,6 +289,8 @@ def build_receipt(
         cost_usd=cost,
         trigger=trigger,
         masked=masked,
+        why=why,
+        aim=aim,
     )
 
 
@@ -326,6 +341,14 @@ def finite(value: object, high: float) -> float:
     if not (math.isfinite(number) and 0 <= number <= high):
         raise ValueError(f"out of range: {number!r}")
     return number
+
+
+def _share_or_none(value: object) -> float | None:
+    """A share from 0 to 1, or None for anything else (an older receipt has none)."""
+    try:
+        return finite(value, 1.0)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _str_or_none(value: object) -> str | None:

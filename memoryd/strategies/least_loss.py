@@ -1,0 +1,125 @@
+"""Least loss: with masking on, a usage job summarizes only the smallest oldest part that
+brings usage to its aim, never more than the strategy's share (pure;
+docs/design.md#least-loss).
+
+Masking comes first and frees what it can with no LLM call; what is left above the
+target is usually small, so a summary of the strategy's whole share (narrative's 60%, say)
+would replace far more messages than needed. The summary aims at :func:`summary_aim`, a
+margin below ``masking.target``, counting the summary's own size at its ceiling
+(``summarizer.max_summary_tokens``), so that the next job is not due within a few turns.
+The split stays on a boundary the strategies use (no API turn, no tool call and its
+result parted), never past a running call, and a pinned message (``keep_first``,
+``"pinned": true``) is counted as kept: it stays verbatim after the head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memoryd.policy import MessageLike, SplitPlan, boundaries, head_summary_count, plan_for
+from memoryd.tokens import MESSAGE_OVERHEAD
+
+SUMMARY_MARGIN = 0.05
+"""How far below ``masking.target`` (a share of the budget) a summary aims: with the
+defaults a job that must summarize ends near 55%, 25 points under the 80% trigger."""
+HEAD_OVERHEAD = 64
+"""Tokens a head adds to the summary's text: its fixed prefix, a checkpoint's section
+titles, the message's framing."""
+
+
+def summary_aim(target: float, trigger: float) -> float:
+    """The usage share a summary after masking aims at (pure): :data:`SUMMARY_MARGIN`
+    below the masking target, or below the trigger when that is lower, and never below
+    the margin itself."""
+    return max(SUMMARY_MARGIN, min(target, trigger) - SUMMARY_MARGIN)
+
+
+def summary_ceiling(max_summary_tokens: int) -> int:
+    """The most tokens a new head may take (pure): what it is counted at when the split
+    is chosen, before it exists."""
+    return max_summary_tokens + HEAD_OVERHEAD + MESSAGE_OVERHEAD
+
+
+@dataclass(frozen=True, slots=True)
+class LeastLoss:
+    """The split a least-loss job summarizes, and why."""
+
+    plan: SplitPlan
+    aim: float
+    """The usage share the summary aims at."""
+    share: SplitPlan
+    """The strategy's own split: the most a job may summarize."""
+
+    @property
+    def capped(self) -> bool:
+        """True when even the strategy's whole share is needed (or not enough)."""
+        return self.plan.keep_from >= self.share.keep_from
+
+
+def least_split(
+    messages: Sequence[MessageLike],
+    share: SplitPlan,
+    pinned: frozenset[int],
+    room: int,
+    head_tokens: int,
+) -> SplitPlan:
+    """The smallest oldest prefix whose summary leaves at most ``room`` tokens, a head of
+    ``head_tokens`` counted in (pure).
+
+    The prefix ends on a boundary (:func:`memoryd.policy.boundaries`) no later than
+    ``share.keep_from``; pinned messages stay and count as kept; a previous summary at the
+    head is folded in. ``share`` itself when no earlier boundary is enough.
+    """
+    head = head_summary_count(messages)
+    kinds = boundaries(messages)
+    total = sum(m.tokens for m in messages)
+    replaced = 0
+    for k in range(share.keep_from):
+        if k not in pinned:
+            replaced += messages[k].tokens
+        keep_from = k + 1
+        if keep_from <= head or keep_from >= share.keep_from or kinds[keep_from] is None:
+            continue
+        if total - replaced + head_tokens <= room:
+            return plan_for(messages, keep_from)
+    return share
+
+
+def least_loss(
+    messages: Sequence[MessageLike],
+    share: SplitPlan,
+    pinned: frozenset[int],
+    *,
+    token_limit: int,
+    aim: float,
+    max_summary_tokens: int,
+    calibration: float = 1.0,
+) -> LeastLoss:
+    """:func:`least_split` for a budget of ``token_limit`` calibrated tokens and a summary
+    aiming at ``aim`` of it (pure)."""
+    room = int(aim * token_limit / calibration) if calibration > 0 else 0
+    plan = least_split(messages, share, pinned, room, summary_ceiling(max_summary_tokens))
+    return LeastLoss(plan, aim, share)
+
+
+def job_text(
+    masked: int, summarized: int, aim: float | None, usage_after: float, capped: bool = False
+) -> str:
+    """How many messages a job masked and summarized, and why, in a few words (pure):
+    ``masked 19, then summarized 6 to reach 0.55 (now 0.53)``.
+
+    ``aim`` is the usage share the job aimed at: ``masking.target`` for a masking alone,
+    :func:`summary_aim` for a summary after it; None for a summary of the strategy's share
+    with masking off. ``capped``: the summary took the strategy's whole share.
+    """
+    now = f"(now {usage_after:.2f})"
+    if summarized == 0:
+        return f"masked {masked} to reach {aim or 0:.2f} {now}"
+    done = f"summarized {summarized}"
+    if masked:
+        done = f"masked {masked}, then {done}"
+    if aim is None:
+        return f"{done}, the strategy's share {now}"
+    share = ", the strategy's share," if capped else ""
+    return f"{done}{share} to reach {aim:.2f} {now}"
