@@ -50,7 +50,7 @@ from memoryd.policy import SplitPlan, over_trigger, usage_ratio
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
-from memoryd.strategies.least_loss import LeastLoss, least_loss, summary_aim
+from memoryd.strategies.least_loss import least_for
 from memoryd.strategies.masking import masking_stage
 from memoryd.summarizers import limits
 from memoryd.summarizers.base import request_timeout
@@ -182,19 +182,9 @@ def _run_locked(
         plan = plan_job(lines, strategy, True, request.calibration)
         if isinstance(plan, str):
             return mask_only()
-    least: LeastLoss | None = None
-    if over and trigger is not None and settings.masking.enabled and not isinstance(plan, str):
-        # Only what masking could not free is summarized (docs/design.md#least-loss).
-        least = least_loss(
-            lines,
-            plan,
-            pinned_indices(lines, settings.keep_first),
-            token_limit=settings.token_limit,
-            aim=summary_aim(settings.masking.target, trigger),
-            max_summary_tokens=settings.summarizer.max_summary_tokens,
-            calibration=request.calibration,
-        )
-        plan = least.plan
+    # Only what masking could not free is summarized (docs/design.md#least-loss).
+    least = least_for(lines, plan, settings, trigger, request.calibration) if over else None
+    plan = least.plan if least is not None else plan
     if isinstance(plan, str):
         if over and trigger is not None:
             return _stuck(workspace, request, clock, strategy.name, base, plan, trigger)

@@ -16,9 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from memoryd.pins import pinned_indices
 from memoryd.policy import MessageLike, SplitPlan, boundaries, head_summary_count, plan_for
 from memoryd.tokens import MESSAGE_OVERHEAD
+
+if TYPE_CHECKING:
+    from memoryd.config.settings import Settings
+    from memoryd.conversation import Line
 
 SUMMARY_MARGIN = 0.05
 """How far below ``masking.target`` (a share of the budget) a summary aims: with the
@@ -101,6 +107,29 @@ def least_loss(
     room = int(aim * token_limit / calibration) if calibration > 0 else 0
     plan = least_split(messages, share, pinned, room, summary_ceiling(max_summary_tokens))
     return LeastLoss(plan, aim, share)
+
+
+def least_for(
+    lines: Sequence[Line],
+    share: SplitPlan | str,
+    settings: Settings,
+    trigger: float | None,
+    calibration: float,
+) -> LeastLoss | None:
+    """:func:`least_loss` for a usage job's ``settings`` (the masking target, the pins,
+    the summary's ceiling), or None when it does not apply: masking off, no split, no
+    usage trigger (pure)."""
+    if not settings.masking.enabled or isinstance(share, str) or trigger is None:
+        return None
+    return least_loss(
+        lines,
+        share,
+        pinned_indices(lines, settings.keep_first),
+        token_limit=settings.token_limit,
+        aim=summary_aim(settings.masking.target, trigger),
+        max_summary_tokens=settings.summarizer.max_summary_tokens,
+        calibration=calibration,
+    )
 
 
 def job_text(
