@@ -124,10 +124,12 @@ def test_the_split_counts_the_summary_and_keeps_pins_as_kept() -> None:
     assert pinned.keep_from > without_head.keep_from
 
 
-def test_the_aim_is_a_margin_below_the_masking_target() -> None:
-    assert summary_aim(0.6, 0.8) == pytest.approx(0.55)
+def test_the_aim_lies_as_far_below_the_target_as_the_trigger_above_it() -> None:
+    assert summary_aim(0.6, 0.8) == pytest.approx(0.40)
+    assert summary_aim(0.6, 0.9) == pytest.approx(0.30)
+    assert summary_aim(0.6, 0.62) == pytest.approx(0.55)
     assert summary_aim(0.9, 0.7) == pytest.approx(0.65)
-    assert summary_aim(0.04, 0.8) == pytest.approx(0.05)
+    assert summary_aim(0.3, 0.8) == pytest.approx(0.05)
 
 
 def test_the_words_say_how_many_and_why() -> None:
@@ -146,19 +148,21 @@ def test_the_words_say_how_many_and_why() -> None:
 def test_a_job_that_masking_leaves_above_its_target_summarizes_only_what_is_left(
     strategy: str, tmp_path: Path, make_settings: SettingsFactory
 ) -> None:
-    """Masking on, target below what masking reaches: the job masks, then summarizes
-    fewer messages than the strategy's share, and lands at or below the target; the
-    receipt, HEARTBEAT.md and history say how many and why."""
+    """Masking on, the newest 50 outputs kept (masking leaves usage near 68%, above its
+    60% target): the job masks, then summarizes fewer messages than the strategy's share
+    and lands at or below the 40% a summary aims at; the receipt, HEARTBEAT.md and history
+    say how many and why."""
     transcript = generate("autonomous", 11, 160)
     folder = write_workspace(tmp_path / "on", transcript)
     # Rolling's share is its oldest N messages: a large N, so that the share is enough.
     share = {"rolling.messages_to_summarize": 120} if strategy == "rolling" else {}
     config = config_for(make_settings, transcript, True, strategy=strategy, **{
-        "masking.target": 0.3, **share})  # fmt: skip
+        "masking.keep_recent": 50, **share})  # fmt: skip
+    aim = 0.3 if strategy == "checkpoint" else 0.4
     result = job(folder, config)
     assert result.outcome == "completed", result.reason
     assert result.masked_messages > 0 and result.summarized_count > 0
-    assert result.tokens_after <= 0.3 * config.token_limit
+    assert result.tokens_after <= aim * config.token_limit
     # The strategy's share of the same masked conversation is larger.
     off = write_workspace(tmp_path / "off", transcript)
     whole = job(off, config_for(make_settings, transcript, False, strategy=strategy, **share))
@@ -167,9 +171,9 @@ def test_a_job_that_masking_leaves_above_its_target_summarizes_only_what_is_left
     usage = result.tokens_after / config.token_limit
     why = (
         f"masked {result.masked_messages}, then summarized {result.summarized_count} "
-        f"to reach 0.25 (now {usage:.2f})"
+        f"to reach {aim:.2f} (now {usage:.2f})"
     )
-    assert receipt.why == why and receipt.aim == pytest.approx(0.25)
+    assert receipt.why == why and receipt.aim == pytest.approx(aim)
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()
     assert heartbeat.last_result is not None and heartbeat.last_result.startswith(why + ": ")
     assert result.reason.startswith(why + ": ")
@@ -231,8 +235,8 @@ def test_a_dry_run_names_the_aim(tmp_path: Path, make_settings: SettingsFactory)
     folder = write_workspace(tmp_path / "ws", transcript)
     before = (folder / "conversation.jsonl").read_bytes()
     config = config_for(make_settings, transcript, True, **{
-        "masking.target": 0.3, "masking.min_freed": 0.99})  # fmt: skip
+        "masking.keep_recent": 50, "masking.min_freed": 0.99})  # fmt: skip
     result = job(folder, config, dry_run=True)
     assert result.outcome == "dry_run"
-    assert "with one summary to reach 0.25 and keep" in result.reason
+    assert "with one summary to reach 0.40 and keep" in result.reason
     assert (folder / "conversation.jsonl").read_bytes() == before

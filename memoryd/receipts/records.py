@@ -154,11 +154,11 @@ class Receipt:
     """The tool outputs masked first; None when masking did not run."""
     why: str | None = None
     """How many messages the job masked and summarized, and why, in a few words
-    (``masked 19, then summarized 6 to reach 0.55 (now 0.53)``); None for a job that
+    (``masked 19, then summarized 6 to reach 0.40 (now 0.38)``); None for a job that
     changed nothing (docs/design.md#least-loss)."""
     aim: float | None = None
-    """The usage share the job aimed at: ``masking.target`` for a masking alone, a margin
-    below it for a summary after masking; None with masking off."""
+    """The usage share the job aimed at: ``masking.target`` for a masking alone, the
+    least-loss aim for a summary after masking; None with masking off."""
 
     @property
     def tokens_saved(self) -> int:
