@@ -240,3 +240,40 @@ def test_a_dry_run_names_the_aim(tmp_path: Path, make_settings: SettingsFactory)
     assert result.outcome == "dry_run"
     assert "with one summary to reach 0.40 and keep" in result.reason
     assert (folder / "conversation.jsonl").read_bytes() == before
+
+
+def _long_loop(folder: Path, config: Settings, transcript: Transcript) -> list[Any]:
+    """Append ``transcript`` line by line; a usage job whenever usage passes the trigger,
+    as the daemon would start one. Returns the receipts."""
+    conversation = folder / "conversation.jsonl"
+    folder.mkdir(parents=True)
+    conversation.write_bytes(b"")
+    trigger = config.summarize_at * config.token_limit
+    for line in transcript.lines:
+        with conversation.open("ab") as file:
+            file.write(line)
+        if sum(x.tokens for x in read_lines(folder)) > trigger:
+            job(folder, config)
+    return read_receipts(Workspace(folder))
+
+
+@pytest.mark.slow
+def test_over_a_long_loop_summaries_stay_at_least_twice_as_rare_as_with_masking_off(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """A 300-turn tool loop under a 40,000-token budget, a job at every crossing of the
+    trigger: with masking on, at most half as many jobs summarize (each summary is an LLM
+    request with an LLM backend) as with masking off, and every job ends below the
+    trigger."""
+    transcript = generate("autonomous", 300, 601)
+    counts = {}
+    for masking in (True, False):
+        config = make_settings(
+            keep_first=1,
+            token_limit=40_000,
+            **{"masking.enabled": masking, "summarizer.backend": "extractive"},
+        )
+        receipts = _long_loop(tmp_path / str(masking), config, transcript)
+        assert all(r.outcome == "completed" for r in receipts), [r.reason for r in receipts]
+        counts[masking] = sum(r.summarized is not None for r in receipts)
+    assert 0 < 2 * counts[True] <= counts[False], counts
