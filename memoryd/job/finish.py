@@ -134,11 +134,9 @@ def commit_and_report(
         usage_ratio(tokens_after, settings.token_limit),
         capped=least is not None and least.capped,
     )
-    if least is not None:
-        # Masking on: the result says first how much was masked and summarized, and why.
-        last_result = _result_reason(head.result_text, masking, why)
-    else:
-        last_result = _result_reason(head.result_text, masking, None)
+    # A least-loss job's result says first how much was masked and summarized, and why.
+    reason = _result_reason(head.result_text, masking, why if least is not None else None)
+    last_result = reason
     if ineffective and trigger is not None:
         last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
     if request.result_note:
@@ -217,7 +215,7 @@ def commit_and_report(
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
-        reason=_result_reason(head.result_text, masking, why if least is not None else None),
+        reason=reason,
         messages_after=messages_after,
         tokens_after=tokens_after,
         summarized_count=plan.summarized_count,
