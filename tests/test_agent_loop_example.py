@@ -13,7 +13,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from daemon_harness import Processes, wait_until
+from daemon_harness import Processes, read_state, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 
 import memoryd
@@ -36,6 +36,14 @@ def live_tokens(workspace: Path) -> int:
     reader = ConversationReader(workspace / "conversation.jsonl")
     reader.update()
     return reader.tally.tokens
+
+
+def at_rest(workspace: Path) -> bool:
+    """No job is running on ``workspace``: state.json says so and no archive file is
+    still being written (a job may follow the one that brought usage under the budget)."""
+    archive = workspace / ".memoryd" / "archive"
+    pending = archive.exists() and any(p.name.endswith(".pending") for p in archive.iterdir())
+    return not pending and (read_state(workspace) or {}).get("summarizing") is False
 
 
 def every_line(workspace: Path) -> list[dict[str, Any]]:
@@ -125,6 +133,7 @@ def test_the_example_runs_100_turns_offline_while_the_daemon_compacts(
         assert code == 0
         assert "25 turns" in capsys.readouterr().out
         wait_until(lambda: live_tokens(workspace) <= OFFLINE_LIMIT, 30, "a job below the budget")
+    wait_until(lambda: at_rest(workspace), 60, "no job running")
     messages = every_line(workspace)
     assert len(messages) == 1 + 2 * 100
     assert [m["content"] for m in messages].count(TASK) == 1

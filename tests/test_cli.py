@@ -52,10 +52,14 @@ def one_clear_line(stderr: str) -> str:
 
 
 @pytest.mark.usefixtures("offline")
+@pytest.mark.parametrize("masking", ["true", "false"])
 def test_summarize_dry_run_says_what_would_happen_and_changes_nothing(
-    workspace: WorkspaceFactory,
+    masking: str, workspace: WorkspaceFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--dry-run prints the plan (at least 24 of 40 messages) and leaves every file as it was."""
+    """--dry-run prints the plan and leaves every file as it was: with masking off the
+    strategy's share (at least 24 of 40 messages), with masking on (nothing to mask here)
+    the fewest that bring usage to 40%, the aim it names."""
+    monkeypatch.setenv("MEMORYD_MASKING__ENABLED", masking)
     folder = workspace(40, 1000)
     before = conversation(folder)
     code, out = cli("summarize", str(folder), "--dry-run")
@@ -63,7 +67,10 @@ def test_summarize_dry_run_says_what_would_happen_and_changes_nothing(
     assert "dry run" in out
     found = re.search(r"would replace (\d+) messages .* keep (\d+) verbatim", out)
     assert found is not None, out
-    assert int(found[1]) >= 24
+    if masking == "false":
+        assert int(found[1]) >= 24 and "to reach" not in out
+    else:
+        assert int(found[1]) >= 1 and "with one summary to reach 0.40 and keep" in out
     assert int(found[1]) + int(found[2]) == 40
     assert conversation(folder) == before
     assert not (folder / "HEARTBEAT.md").exists()
@@ -100,12 +107,16 @@ def test_summarize_force_summarizes_below_the_trigger(
 
 @pytest.mark.usefixtures("offline")
 def test_summarize_above_the_trigger_reports_the_figures(workspace: WorkspaceFactory) -> None:
-    """Over the trigger: exit 0 and one line with messages before/after and the archive."""
+    """Over the trigger: exit 0 and one line with what was summarized and why, messages
+    before/after and the archive; usage ends at or below the 40% a summary aims at."""
     folder = workspace(40, 1000)
     code, out = cli("summarize", str(folder))
     assert code == 0
-    found = re.search(r"40 → (\d+) messages", out)
-    assert found is not None and int(found[1]) <= 17, out
+    found = re.search(
+        r"summarized (\d+)[^:]* to reach 0.40 \(now (0\.\d+)\).* 40 → (\d+) messages", out
+    )
+    assert found is not None, out
+    assert float(found[2]) <= 0.40 and int(found[3]) == 40 - int(found[1]) + 1, out
     assert ".memoryd/archive/" in out
 
 
@@ -383,8 +394,8 @@ def test_process_append_from_stdin_then_summarize(workspace: WorkspaceFactory) -
         },
     )
     assert done.returncode == 0, done.stderr
-    found = re.search(r"40 → (\d+) messages", done.stdout)
-    assert found is not None and int(found[1]) <= 17, done.stdout
+    found = re.search(r"to reach 0.40 \(now (0\.\d+)\).* 40 → (\d+) messages", done.stdout)
+    assert found is not None and float(found[1]) <= 0.40 and int(found[2]) < 40, done.stdout
     assert json.loads(conversation(folder).splitlines()[0])["isSummary"] is True
 
 

@@ -118,8 +118,11 @@ def test_everyone_can_see_a_masking(tmp_path: Path, make_settings: SettingsFacto
     assert receipt.tokens_saved == result.tokens_before - result.tokens_after
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()
     outputs = receipt.masked.outputs
+    usage = result.tokens_after / config.token_limit
+    why = f"masked {result.masked_messages} to reach 0.60 (now {usage:.2f})"
+    assert receipt.why == why and receipt.aim == 0.6
     assert heartbeat.last_result == (
-        f"masked {outputs} tool outputs (freed {result.masked_tokens:,} tokens)"
+        f"{why}: {outputs} tool outputs, {result.masked_tokens:,} tokens freed"
     )
     [event] = [e for e in read_events(folder / ".memoryd" / "events.jsonl")
                if e["type"] == "tool_outputs_masked"]  # fmt: skip
@@ -144,6 +147,7 @@ def test_everyone_can_see_a_masking(tmp_path: Path, make_settings: SettingsFacto
     assert any(hit.id == ident for hit in hits)
     code, history = cli("history", str(folder))
     assert code == 0 and f"{outputs} ({result.masked_tokens:,})" in history
+    assert why in history
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

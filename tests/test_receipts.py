@@ -26,7 +26,7 @@ FIELDS = {
     "job", "strategy", "backend", "model", "started_at", "finished_at", "duration_ms",
     "outcome", "reason", "messages_before", "messages_after", "tokens_before", "tokens_after",
     "summarized", "pins_kept", "retention", "llm", "cost_usd", "trigger", "masked",
-    "messages_arrived", "tokens_arrived",
+    "messages_arrived", "tokens_arrived", "why", "aim",
 }  # fmt: skip
 
 

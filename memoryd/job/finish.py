@@ -30,6 +30,7 @@ from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.signals.state import build_state, write_state
 from memoryd.strategies import Head, Strategy
+from memoryd.strategies.least_loss import LeastLoss, job_text
 from memoryd.strategies.masking import MaskingStage
 from memoryd.tokens import calibrate, estimate_message_tokens
 from memoryd.workspace import Workspace
@@ -47,6 +48,9 @@ class Produced:
     masking: MaskingStage | None = None
     """The tool outputs masked first; the lines the job read are the masked ones
     (docs/design.md#masking)."""
+    least: LeastLoss | None = None
+    """The least-loss split the job summarized, with the usage it aimed at
+    (docs/design.md#least-loss); None with masking off."""
 
 
 def ineffective_text(tokens_after: int, token_limit: int, trigger: float) -> str:
@@ -122,9 +126,17 @@ def commit_and_report(
     # the next job can summarize, and calling it ineffective would stop all jobs until the
     # conversation grows again, leaving it over the trigger.
     ineffective = trigger is not None and over_trigger(head_tokens, settings.token_limit, trigger)
-    last_result = head.result_text
-    if masking is not None:
-        last_result = f"{masking.text}; {last_result}"
+    least = produced.least
+    why = job_text(
+        len(masking.masking.masked) if masking is not None else 0,
+        plan.summarized_count,
+        least.aim if least is not None else None,
+        usage_ratio(tokens_after, settings.token_limit),
+        capped=least is not None and least.capped,
+    )
+    # A least-loss job's result says first how much was masked and summarized, and why.
+    reason = _result_reason(head.result_text, masking, why if least is not None else None)
+    last_result = reason
     if ineffective and trigger is not None:
         last_result += "; " + ineffective_text(tokens_after, settings.token_limit, trigger)
     if request.result_note:
@@ -155,6 +167,8 @@ def commit_and_report(
         retention=head.retention,
         llm=head.usage,
         masked=masking.span(archive, summary_followed=True) if masking else None,
+        why=why,
+        aim=least.aim if least is not None else None,
     )
     # The receipt is part of the job's completion: written before anyone is told.
     record_receipt(workspace, receipt)
@@ -202,7 +216,7 @@ def commit_and_report(
     return replace(
         base,
         outcome="ineffective" if ineffective else "completed",
-        reason=f"{masking.text}; {head.result_text}" if masking else head.result_text,
+        reason=reason,
         messages_after=messages_after,
         tokens_after=tokens_after,
         summarized_count=plan.summarized_count,
@@ -223,6 +237,16 @@ def commit_and_report(
         masked_tokens=masking.freed_tokens if masking else 0,
         receipt=receipt,
     )
+
+
+def _result_reason(result_text: str, masking: MaskingStage | None, why: str | None) -> str:
+    """The job result's reason: what was masked, what the head did, and why first when the
+    job chose its split by least loss."""
+    if why is None:
+        return f"{masking.text}; {result_text}" if masking is not None else result_text
+    if masking is None:
+        return f"{why}: {result_text}"
+    return f"{why}: {masking.detail}; {result_text}"
 
 
 def record_finished_state(

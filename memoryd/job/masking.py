@@ -33,6 +33,7 @@ from memoryd.policy import over_trigger, usage_ratio
 from memoryd.receipts.records import build_receipt
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.strategies.least_loss import job_text
 from memoryd.strategies.masking import MaskingStage
 from memoryd.workspace import Workspace
 
@@ -113,9 +114,11 @@ def _commit_masking(
     messages_after = len(head) + len(carried)
     archive = f".memoryd/archive/{name}"
     span = stage.span(archive, summary_followed=False)
-    result_text = stage.text
     # Judged on what the job wrote, as after a summary (lines appended meanwhile are growth).
     written = round(sum(x.tokens for x in head) * scale)
+    aim = settings.masking.target
+    why = job_text(len(masking.masked), 0, aim, usage_ratio(written, settings.token_limit))
+    result_text = f"{why}: {stage.detail}"
     trigger = job.trigger
     still = None
     if trigger is not None and over_trigger(written, settings.token_limit, trigger):
@@ -139,6 +142,8 @@ def _commit_masking(
         backend="masking",
         pins_kept=len(pinned_indices(lines, settings.keep_first)),
         masked=span,
+        why=why,
+        aim=aim,
     )
     record_receipt(workspace, receipt)
     heartbeat = HeartbeatManager(workspace)

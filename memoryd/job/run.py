@@ -50,6 +50,7 @@ from memoryd.policy import SplitPlan, over_trigger, usage_ratio
 from memoryd.signals import events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.strategies import Counts, HeadRequest, Strategy, strategy_for
+from memoryd.strategies.least_loss import least_for
 from memoryd.strategies.masking import masking_stage
 from memoryd.summarizers import limits
 from memoryd.summarizers.base import request_timeout
@@ -181,6 +182,9 @@ def _run_locked(
         plan = plan_job(lines, strategy, True, request.calibration)
         if isinstance(plan, str):
             return mask_only()
+    # Only what masking could not free is summarized (docs/design.md#least-loss).
+    least = least_for(lines, plan, settings, trigger, request.calibration) if over else None
+    plan = least.plan if least is not None else plan
     if isinstance(plan, str):
         if over and trigger is not None:
             return _stuck(workspace, request, clock, strategy.name, base, plan, trigger)
@@ -216,11 +220,13 @@ def _run_locked(
     task = f"Summarizing {plan.summarized_count} messages (~{plan.summarized_tokens:,} tokens)"
     if request.dry_run:
         pins = f" and {len(pinned.pins)} pinned" if pinned.pins else ""
+        aim = f" to reach {least.aim:.2f}" if least is not None else ""
         return replace(
             base,
             outcome="dry_run",
             reason=f"would replace {plan.summarized_count} messages (~{plan.summarized_tokens:,} "
-            f"tokens) with one summary and keep {len(lines) - plan.keep_from} verbatim{pins}",
+            f"tokens) with one summary{aim} and keep {len(lines) - plan.keep_from} "
+            f"verbatim{pins}",
             summarized_count=plan.summarized_count,
         )
     if not request.heartbeat_started:
@@ -240,7 +246,7 @@ def _run_locked(
     try:
         with checkins:
             head = _produce_head(workspace, request, strategy, lines, pinned, progress)
-            head = replace(head, masking=stage)
+            head = replace(head, masking=stage, least=least)
             return commit_and_report(
                 workspace,
                 request,

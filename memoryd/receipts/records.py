@@ -168,6 +168,13 @@ class Receipt:
     over unread, not counted in ``messages_after`` (which counts what the job wrote)."""
     tokens_arrived: int = 0
     """Their tokens, likewise apart from ``tokens_after``."""
+    why: str | None = None
+    """How many messages the job masked and summarized, and why, in a few words
+    (``masked 19, then summarized 6 to reach 0.40 (now 0.38)``); None for a job that
+    changed nothing (docs/design.md#least-loss)."""
+    aim: float | None = None
+    """The usage share the job aimed at: ``masking.target`` for a masking alone, the
+    least-loss aim for a summary after masking; None with masking off."""
 
     @property
     def tokens_saved(self) -> int:
@@ -200,6 +207,8 @@ class Receipt:
             "masked": self.masked.to_record() if self.masked else None,
             "messages_arrived": self.messages_arrived,
             "tokens_arrived": self.tokens_arrived,
+            "why": self.why,
+            "aim": self.aim,
         }
 
     @classmethod
@@ -239,6 +248,8 @@ class Receipt:
             masked=MaskedSpan.from_record(masked) if isinstance(masked, dict) else None,
             messages_arrived=int(record.get("messages_arrived") or 0),
             tokens_arrived=int(record.get("tokens_arrived") or 0),
+            why=_str_or_none(record.get("why")),
+            aim=_share_or_none(record.get("aim")),
         )
 
 
@@ -262,6 +273,8 @@ def build_receipt(
     trigger: str = "manual",
     masked: MaskedSpan | None = None,
     arrived: tuple[int, int] = (0, 0),
+    why: str | None = None,
+    aim: float | None = None,
 ) -> Receipt:
     """A receipt from a job's figures (pure); ``before`` and ``after`` are (messages,
     tokens) of what the job read and wrote, ``arrived`` of what the agent appended
@@ -300,6 +313,8 @@ def build_receipt(
         masked=masked,
         messages_arrived=arrived[0],
         tokens_arrived=arrived[1],
+        why=why,
+        aim=aim,
     )
 
 
@@ -350,6 +365,14 @@ def finite(value: object, high: float) -> float:
     if not (math.isfinite(number) and 0 <= number <= high):
         raise ValueError(f"out of range: {number!r}")
     return number
+
+
+def _share_or_none(value: object) -> float | None:
+    """A share from 0 to 1, or None for anything else (an older receipt has none)."""
+    try:
+        return finite(value, 1.0)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _str_or_none(value: object) -> str | None:

@@ -65,7 +65,7 @@ def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: boo
     ``many`` adds a workspace column (a root's history covers several workspaces).
     """
     header = ["finished", "strategy", "backend", "outcome", "msgs", "tokens", "saved", "masked"]
-    header += ["retention", "calls", "cost"]
+    header += ["retention", "calls", "cost", "why"]
     rows: list[list[str]] = []
     for r in receipts:
         retention = f"{r.retention.before:.2f}->{r.retention.after:.2f}" if r.retention else "-"
@@ -81,6 +81,7 @@ def render_history(receipts: Sequence[Receipt], totals: HistoryTotals, many: boo
             retention,
             str(r.llm.calls),
             "-" if r.cost_usd is None else f"${r.cost_usd:.4f}",
+            r.why or "-",
         ]
         if many:
             row.insert(0, r.workspace or "?")

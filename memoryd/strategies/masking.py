@@ -384,6 +384,11 @@ class MaskingStage:
         """HEARTBEAT.md's words for it."""
         return f"masked {self.masking.what()} (freed {self.freed_tokens:,} tokens)"
 
+    @property
+    def detail(self) -> str:
+        """What it masked, after the words that say how many messages and why."""
+        return f"{self.masking.outputs} tool outputs, {self.freed_tokens:,} tokens freed"
+
     def span(self, archive: str, summary_followed: bool) -> MaskedSpan:
         """The receipt's record of it."""
         masking = self.masking
