@@ -187,8 +187,13 @@ def plan_masking(lines: Sequence[Line], keep_recent: int, pinned: frozenset[int]
     (pure). See the module docstring for what is never masked."""
     outputs = tool_outputs(lines)
     old = outputs[: max(0, len(outputs) - keep_recent)]
+    # The results of a running turn's calls: they follow the turn, whose calls may sit on
+    # lines after its first (a thinking line). An earlier result with one of those ids
+    # answered an earlier call: agents reuse ids.
     running = running_tool_call(lines)
-    running_ids = lines[running].tool_use_ids if running is not None else frozenset()
+    open_lines = lines[running:] if running is not None else []
+    open_ids = frozenset(i for line in open_lines for i in line.tool_use_ids)
+    answers_open = {line.index for line in open_lines if line.tool_result_ids & open_ids}
     chosen: dict[int, list[_Output]] = {}
     for output in old:
         chosen.setdefault(output.line, []).append(output)
@@ -201,7 +206,7 @@ def plan_masking(lines: Sequence[Line], keep_recent: int, pinned: frozenset[int]
             or index in pinned
             or message.get(MASKED_FIELD) is True
             or not isinstance(message.get("id"), str)
-            or line.tool_result_ids & running_ids
+            or index in answers_open
         ):
             continue
         result = mask_line(line, message, found)
