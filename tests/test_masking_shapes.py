@@ -24,6 +24,7 @@ from memoryd.strategies.masking import (
     MASKED_FIELD,
     MAX_LINE_REFERENCES,
     MAX_LISTING_PATHS,
+    MIN_SHRINK,
     PLACEHOLDER_LEAD,
     Masking,
     MaskingStage,
@@ -385,7 +386,10 @@ def test_the_masking_applies_frees_and_archives_exactly_its_lines() -> None:
     masking = plan_masking(lines, 2, frozenset())
     assert masked_indices(masking) == [2, 4, 6, 8]
     applied = masking.applied(lines)
-    assert [x.index for x in applied] == [x.index for x in lines]
+    # A masked line stands for the bytes of its original: same index, offset and length.
+    assert [(x.index, x.offset, x.length) for x in applied] == [
+        (x.index, x.offset, x.length) for x in lines
+    ]
     assert [x is y for x, y in zip(applied, lines, strict=True)] == [
         k not in (2, 4, 6, 8) for k in range(len(lines))
     ]
@@ -505,3 +509,72 @@ def test_property_reused_ids_and_odd_lines_keep_the_rules(
             assert lines[output.line - 1].tool_use_ids == {f"call_{made[4:]}"}
     with_ids = [o for o in old if isinstance((lines[o.line].message or {}).get("id"), str)]
     assert masking.outputs == len(with_ids)
+
+
+def test_an_item_that_is_not_an_object_does_not_shift_the_results() -> None:
+    """A stray string among the blocks (the API would refuse it; the file may hold it):
+    each result still gets its own call's placeholder, the stray item stays."""
+    messages = [
+        make_message(0, "user", TASK),
+        make_message(1, "assistant", [call("a", "make alpha"), call("b", "make beta")]),
+        make_message(2, "user", ["stray", result("a"), result("b")]),
+        *exchange(3, "c"),
+    ]
+    lines = lines_of(messages)
+    [masked] = plan_masking(lines, 1, frozenset()).masked
+    content = json.loads(masked.data)["content"]
+    assert content[0] == "stray"
+    assert content[1]["content"].startswith(f"{PLACEHOLDER_LEAD}`make alpha`")
+    assert content[2]["content"].startswith(f"{PLACEHOLDER_LEAD}`make beta`")
+    assert masked.outputs == 2
+
+
+def test_an_output_exactly_twice_its_placeholder_is_masked() -> None:
+    """The shrink rule at its limit: an output of exactly MIN_SHRINK times its
+    placeholder's length is masked, one character less is not."""
+    sizes = [
+        n
+        for n in range(200, 1200)
+        if n == MIN_SHRINK * len(placeholder_text(None, "y" * n, False, "msg-0001"))
+    ]
+    assert sizes
+    for size, masked in ((sizes[0], True), (sizes[0] - 1, False)):
+        messages = [
+            make_message(0, "user", TASK),
+            make_message(1, "user", [result("gone", "y" * size)]),
+            *exchange(2, "a"),
+        ]
+        plan = plan_masking(lines_of(messages), 1, frozenset())
+        assert [m.line.index for m in plan.masked] == ([1] if masked else [])
+
+
+def test_a_text_mode_output_is_not_said_to_have_failed() -> None:
+    """Pasted output with no exit status says no outcome: text mode has no error flag."""
+    messages = text_agent(2, 40)
+    messages[2]["content"] = "plain output line\n" * 40
+    [masked] = plan_masking(lines_of(messages), 1, frozenset()).masked
+    assert masked.line.message is not None
+    assert masked.line.message["content"].startswith(f"{PLACEHOLDER_LEAD}`pytest -k case_0` — ")
+
+
+def test_a_file_that_defines_nothing_gets_no_definitions_note() -> None:
+    view = tool_use_call(1, {"type": "tool_use", "id": "v", "name": "Read",
+                             "input": {"file_path": "notes.txt"}})  # fmt: skip
+    listing = "".join(f"{n}\tjust some prose here\n" for n in range(1, 80))
+    text = placeholder_text(view, listing, False, "m")
+    assert "defines" not in text
+    assert text.startswith(f"{PLACEHOLDER_LEAD}read notes.txt — ")
+
+
+def test_a_result_after_a_running_turn_for_another_id_is_masked() -> None:
+    """Only the results of the running turn's own calls stay; a stray result after it
+    (its call summarized away) is masked like any old output."""
+    messages = [make_message(0, "user", TASK), *exchange(1, "a")]
+    messages += [
+        make_message(3, "assistant", [call("c"), call("d")]),
+        make_message(4, "user", [result("c")]),
+        make_message(5, "user", [result("zzz")]),
+    ]
+    lines = lines_of(messages)
+    assert running_tool_call(lines) == 3
+    assert masked_indices(plan_masking(lines, 0, frozenset())) == [2, 5]

@@ -232,7 +232,9 @@ def mask_line(
         masked_outputs = 1
     else:
         blocks = list(content) if isinstance(content, list) else []
-        wanted = {output.block: output.call for output in found}
+        # An output's block counts the content's objects (Line.blocks), not its items.
+        objects = [k for k, block in enumerate(blocks) if isinstance(block, Mapping)]
+        wanted = {objects[o.block]: o.call for o in found if o.block is not None}
         for k, block in enumerate(blocks):
             if not isinstance(block, Mapping):
                 continue
