@@ -578,3 +578,18 @@ def test_a_result_after_a_running_turn_for_another_id_is_masked() -> None:
     lines = lines_of(messages)
     assert running_tool_call(lines) == 3
     assert masked_indices(plan_masking(lines, 0, frozenset())) == [2, 5]
+
+
+def test_only_a_tool_use_block_is_a_call() -> None:
+    """A text block that carries an id (some agents give every block one) is no call: a
+    result naming that id is an unknown tool's."""
+    messages = [
+        make_message(0, "user", TASK),
+        make_message(1, "assistant", [{"type": "text", "text": "running", "id": "a"}]),
+        make_message(2, "user", [result("a")]),
+        *exchange(3, "b"),
+    ]
+    lines = lines_of(messages)
+    assert [(o.line, o.call) for o in tool_outputs(lines)][:1] == [(2, None)]
+    [masked] = plan_masking(lines, 1, frozenset()).masked
+    assert masked.line.blocks[0]["content"].startswith(f"{PLACEHOLDER_LEAD}a tool — ")
