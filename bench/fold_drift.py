@@ -18,6 +18,15 @@ Columns, for the head after the last fold:
   archive file), the share the head still holds: the task line; a failure as its
   command and its error on one line; a decision or change as 60% of its words on one line.
   Target >= 0.95.
+- For the **runner** sessions (``bench/fold_sessions.py``: each first round holds a
+  failing run phrased as one runner prints it, for pytest, unittest, jest, vitest, mocha,
+  go test, cargo test, rspec, tsc, gcc, rustc, make, npm, a shell's ``command not
+  found``, a Python traceback, ``<returncode>``, ``exit code`` and ``Exit:``, with no
+  error flag; a decision; and a shell edit in each form, ``sed -i``, ``perl -pi``,
+  ``patch``, ``apply_patch``, ``git apply``, ``git mv``, ``git rm``, ``>``, ``>>``,
+  ``tee``, a heredoc into a file, ``mv``, ``cp``, ``rm``), **kept** is the share of those
+  planted items the last head holds as an item of their kind naming the command (a
+  failure with a word of its output on that line), and the forms lost are listed.
 - **failure line**: the generated sessions' first failure: the failing test's name and
   its error (``test_reconcile_batch``, ``FooBarTimeoutError``) on one line of the head.
 - **max head**: the largest head of any fold, in tokens (cap 1,024; 400 for the public
@@ -47,6 +56,7 @@ from fold_sessions import SUMMARY_TOKENS, scripted_llm
 from memoryd.summarizers.extractive import new_items
 from memoryd.summarizers.folding import missing_items
 from memoryd.summarizers.items import HeadItem, item_key, parse_head
+from memoryd.summarizers.toolcalls import command_label, label_key
 from memoryd.tokens import estimate_text_tokens
 
 KINDS = ("failure", "decision", "change")
@@ -86,10 +96,38 @@ def held(item: HeadItem, head: str) -> bool:
     return not missing_items([item], parse_head(head).items)
 
 
+def held_expected(expected: dict[str, str], head: str) -> bool:
+    """Whether ``head`` holds an item a runner session planted (see the module's
+    docstring): a failure or a change as an item of its kind naming its command (a
+    failure with the word of its output), a decision as :func:`held` holds one."""
+    items = parse_head(head).items
+    if expected["kind"] == "decision":
+        return not missing_items([HeadItem("decision", expected["word"])], items)
+    label = label_key(command_label(expected["command"]))
+    return any(
+        item.kind == expected["kind"]
+        and label in item.text.casefold()
+        and expected["word"].casefold() in item.text.casefold()
+        for item in items
+    )
+
+
 def score(run: dict[str, Any]) -> dict[str, Any]:
     heads: list[str] = run["heads"]
     if not heads:
         return {"folds": 0}
+    if "expected" in run:
+        planted: list[dict[str, str]] = run["expected"]
+        missed = [e["form"] for e in planted if not held_expected(e, heads[-1])]
+        return {
+            "folds": len(heads),
+            "items": len(planted),
+            "kept": round(1 - len(missed) / len(planted), 3),
+            "missed": missed,
+            "failure_line": None,
+            "max_head": max(estimate_text_tokens(h) for h in heads),
+            "cpu_ms": round(statistics.median(run["cpu"]) * 1000, 2) if run["cpu"] else None,
+        }
     items = truth(run["first_round"], heads[0])
     kept = sum(held(item, heads[-1]) for item in items)
     generated = "public" not in run.get("name", "")
@@ -134,7 +172,11 @@ def render(report: dict[str, Any]) -> str:
     count = sum(pair["this"].get("items") or 0 for pair in runs)
     rows.append(["all", "", count, f"{totals['this']} / {totals['before']}", "", "", ""])
     headers = ["session", "folds", "first-round items", "kept", "failure line", "max head"]
-    return common.table([*headers, "CPU / job"], rows)
+    text = common.table([*headers, "CPU / job"], rows)
+    for label in ("this", "before"):
+        missed = sorted({form for pair in runs for form in pair[label].get("missed", ())})
+        text += f"\nrunner sessions, {label}: lost " + (", ".join(missed) if missed else "nothing")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -120,6 +120,184 @@ def _round(session: Session, r: int, interactive: bool) -> None:
         session.add("assistant", f"We decided to keep mod_{r} synchronous: the cache is local.")
 
 
+RUNNER_FAILURES: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "pytest",
+        "pytest tests/pay",
+        "FAILED tests/pay/test_ledger.py::test_reconcile_batch - FooBarTimeoutError: query "
+        "took 41.2s\n1 failed, 59 passed in 41.20s",
+        "test_reconcile_batch",
+    ),
+    (
+        "unittest",
+        "python -m unittest tests.test_rounding",
+        "F.\n======================================================================\n"
+        "FAIL: test_half_even (tests.test_rounding.RoundingTest)\n"
+        "----------------------------------------------------------------------\n"
+        "AssertionError: Decimal('0.13') != Decimal('0.12')\n\nRan 2 tests in 0.001s\n\n"
+        "FAILED (failures=1)",
+        "test_half_even",
+    ),
+    (
+        "jest",
+        "npx jest src/invoice",
+        "FAIL src/invoice/vat.test.ts\n  \u25cf invoice \u203a applies VAT for EU customers\n"
+        "    Expected: 121.5\n    Received: 120\nTests:       1 failed, 41 passed, 42 total",
+        "vat.test.ts",
+    ),
+    (
+        "vitest",
+        "npx vitest run src/cart",
+        " \u2713 src/cart/total.test.ts (3 tests) 4ms\n \u00d7 src/cart/discount.test.ts > "
+        "discount > caps at 50%\n      Tests  1 failed | 3 passed (4)",
+        "caps at 50%",
+    ),
+    (
+        "mocha",
+        "npx mocha test/ledger.spec.js",
+        "  Ledger\n    \u2713 opens a period\n    1) closes a period\n\n  1 passing (12ms)\n"
+        "  1 failing\n\n  1) Ledger\n       closes a period:\n     AssertionError: "
+        "expected 3 to equal 4",
+        "1 failing",
+    ),
+    (
+        "go test",
+        "go test ./ledger/...",
+        "=== RUN   TestReconcileBatch\n--- FAIL: TestReconcileBatch (0.02s)\n    "
+        "ledger_test.go:42: got 3 rows, want 4\nFAIL\nFAIL\texample.com/pay/ledger\t0.031s",
+        "TestReconcileBatch",
+    ),
+    (
+        "cargo test",
+        "cargo test -p ledger",
+        "running 3 tests\ntest tests::settles_batch ... FAILED\n\nfailures:\n\n"
+        "---- tests::settles_batch stdout ----\nthread 'tests::settles_batch' panicked at "
+        "src/lib.rs:42:9:\nassertion `left == right` failed\n\ntest result: FAILED. 2 passed; "
+        "1 failed; 0 ignored",
+        "tests::settles_batch",
+    ),
+    (
+        "rspec",
+        "bundle exec rspec spec/payout_spec.rb",
+        "F..\n\nFailures:\n\n  1) Payout splits fees\n     Failure/Error: expect(fee).to "
+        "eq(4)\n\nFinished in 0.02 seconds\n3 examples, 1 failure",
+        "3 examples, 1 failure",
+    ),
+    (
+        "tsc",
+        "npx tsc --noEmit",
+        "src/ledger/period.ts(42,7): error TS2322: Type 'string' is not assignable to type "
+        "'number'.\n\nFound 1 error in src/ledger/period.ts:42",
+        "TS2322",
+    ),
+    (
+        "gcc",
+        "gcc -c src/checksum.c",
+        "src/checksum.c: In function 'crc_update':\nsrc/checksum.c:42:5: error: expected ';' "
+        "before 'return'\n   42 |     return crc\n      |     ^~~~~~",
+        "expected ';'",
+    ),
+    (
+        "rustc",
+        "cargo build -p settle",
+        "   Compiling settle v0.3.0\nerror[E0308]: mismatched types\n  --> src/settle.rs:42:9",
+        "E0308",
+    ),
+    (
+        "make",
+        "make -C native",
+        "cc -o ledgerd main.o store.o\n/usr/bin/ld: store.o: undefined reference to "
+        "'store_flush'\ncollect2: error: ld returned 1 exit status\nmake: *** "
+        "[Makefile:9: ledgerd] Error 1",
+        "ledgerd",
+    ),
+    (
+        "npm",
+        "npm run build",
+        "> pay@1.4.0 build\n> node scripts/build.mjs\n\nnpm ERR! code ELIFECYCLE\nnpm ERR! errno 1",
+        "ELIFECYCLE",
+    ),
+    ("shell", "ledgerctl verify --all", "bash: ledgerctl: command not found", "not found"),
+    (
+        "traceback",
+        "python scripts/backfill.py",
+        'Traceback (most recent call last):\n  File "scripts/backfill.py", line 12, in <module>\n'
+        "    main()\nZeroDivisionError: division by zero",
+        "ZeroDivisionError",
+    ),
+    (
+        "returncode",
+        "python scripts/check_totals.py",
+        "<returncode>1</returncode>\n<output>\ntotals differ by 0.01 in period 2026-10\n</output>",
+        "returncode",
+    ),
+    ("exit code", "./scripts/smoke.sh", "smoke: 3 of 4 endpoints up\nexit code 1", "exit"),
+    (
+        "Exit:",
+        "./scripts/migrate.sh --dry-run",
+        "migration 0042 would drop a column\nExit: 2",
+        "exit",
+    ),
+)
+"""A failing run as each runner prints it (no error flag, no exit line unless the form is
+the exit line itself): the runner, the command, its output, and a word of the output the
+head must keep on the command's line."""
+EDIT_FORMS: tuple[tuple[str, str], ...] = (
+    ("sed -i", "sed -i 's/timeout=30/timeout=120/' src/pay/ledger.py"),
+    ("perl -pi", "perl -pi -e 's/RETRIES = 3/RETRIES = 5/' src/pay/settings.pl"),
+    ("patch", "patch -p1 < fixes/ledger-rounding.diff"),
+    ("apply_patch", "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: src/pay/fees.py\nEOF"),
+    ("git apply", "git apply fixes/period-close.patch"),
+    ("git mv", "git mv src/pay/old_ledger.py src/pay/ledger_v1.py"),
+    ("git rm", "git rm src/pay/legacy_export.py"),
+    ("redirect", "echo 'ROUNDING = \"half_even\"' > src/pay/rounding_conf.py"),
+    ("append", "echo 'rounding: half_even' >> config/ledger.yaml"),
+    ("tee", "printf '1.4.1\\n' | tee src/pay/VERSION"),
+    ("heredoc", "cat > src/pay/batch_io.py <<'EOF'\nBATCH = 500\nEOF"),
+    ("mv", "mv src/pay/tmp_recon.py src/pay/reconcile_io.py"),
+    ("cp", "cp templates/ledger.toml config/ledger.toml"),
+    ("rm", "rm src/pay/ledger_cache.py"),
+)
+"""A shell command in each edit form (all print nothing)."""
+RUNNER_GROUPS = 3
+"""The runners are spread over this many sessions, so that each first fold's failures,
+decision and edits fit the summary cap with room to spare."""
+
+
+def runner_round(session: Session, r: int, group: int) -> list[dict[str, str]]:
+    """Round ``r`` of runner session ``group``: the first holds this group's failing runs,
+    a decision and its edits; later ones are :func:`_round`'s. The items the first fold
+    must keep (kind, label, word), for the first round."""
+    if r > 0:
+        _round(session, r, False)
+        return []
+    session.add("user", f"<task>{TASK}</task>\nWork in the repository at /repo.")
+    expected = []
+    for runner, command, output, word in RUNNER_FAILURES[group::RUNNER_GROUPS]:
+        session.call(f"Running the {runner} check.", "bash", {"command": command}, output)
+        expected.append({"kind": "failure", "form": runner, "command": command, "word": word})
+    decision = f"We decided to settle batch group {group} in one transaction per period."
+    session.add("assistant", decision)
+    expected.append({"kind": "decision", "form": "decision", "command": "", "word": decision})
+    for form, command in EDIT_FORMS[group::RUNNER_GROUPS]:
+        session.call(f"Editing ({form}).", "bash", {"command": command}, "")
+        expected.append({"kind": "change", "form": form, "command": command, "word": ""})
+    return expected
+
+
+def runner_session(
+    group: int, rounds: int, expected: list[dict[str, str]]
+) -> Iterator[list[Message]]:
+    """The messages each fold finds appended, as :func:`generated`; ``expected`` is filled
+    with the first round's items."""
+    session = Session()
+    for r in range(rounds):
+        expected.extend(runner_round(session, r, group))
+        if r + 1 >= FIRST_ROUNDS:
+            yield session.messages
+            session.messages = []
+
+
 FIRST_ROUNDS = 8
 """Rounds before the first fold: it summarizes a first failure, a decision and edits."""
 
@@ -197,7 +375,8 @@ def fold_session(
     folds: int,
     due: Callable[[Path, int], bool],
 ) -> dict[str, Any]:
-    """Append round after round, a job whenever ``due``, until ``folds`` jobs completed."""
+    """Append round after round, a job whenever ``due``, until ``folds`` jobs summarized
+    (a job that only masked old tool outputs is not a fold, but its CPU counts)."""
     folder.mkdir(parents=True)
     conversation = folder / "conversation.jsonl"
     conversation.touch()
@@ -219,14 +398,38 @@ def fold_session(
         _index_threads()
         if result.outcome != "completed":
             continue
-        head = json.loads(conversation.read_text(encoding="utf-8").splitlines()[0])
-        heads.append(str(head["content"]).split("\n\n", 1)[-1])
+        head = summary_of(conversation)
+        if head is None:
+            continue  # the job masked old outputs and summarized nothing: not a fold
+        heads.append(head)
         if not first_round:
-            archive = sorted((folder / ".memoryd" / "archive").glob("*.jsonl"))[0]
-            first_round = [json.loads(x) for x in archive.read_text(encoding="utf-8").splitlines()]
+            first_round = archived(folder)
         if len(heads) >= folds:
             break
     return {"heads": heads, "cpu": cpu, "first_round": first_round}
+
+
+def summary_of(conversation: Path) -> str | None:
+    """The head of the conversation's summary (its text after the first paragraph), or
+    None when it has none."""
+    with conversation.open(encoding="utf-8") as lines:
+        for _, line in zip(range(4), lines, strict=False):
+            message = json.loads(line)
+            if message.get("isSummary") is True:
+                return str(message["content"]).split("\n\n", 1)[-1]
+    return None
+
+
+def archived(folder: Path) -> list[Message]:
+    """Every message the archive holds, each once, in conversation order: a job that
+    masks before it summarizes archives the masked originals and the summarized part in
+    separate files."""
+    found: dict[str, Message] = {}
+    for archive in sorted((folder / ".memoryd" / "archive").glob("*.jsonl")):
+        for line in archive.read_text(encoding="utf-8").splitlines():
+            message = json.loads(line)
+            found.setdefault(str(message.get("id")), message)
+    return sorted(found.values(), key=lambda message: str(message.get("id")))
 
 
 def always(_: Path, __: int) -> bool:
@@ -270,6 +473,15 @@ def main(argv: list[str] | None = None) -> int:
             rounds = generated(shape == "interactive", args.folds * 3)
             folder = args.scratch / name.replace(" / ", "-").replace(" ", "-")
             results[name] = fold_session(folder, rounds, overrides, {}, args.folds, always)
+    for group in range(RUNNER_GROUPS):
+        for strategy in ("narrative", "rolling"):
+            name = f"runners {group + 1} / {strategy}"
+            overrides = {**base, "strategy": strategy, "summarizer.backend": "extractive"}
+            expected: list[dict[str, str]] = []
+            rounds = runner_session(group, args.folds * 3, expected)
+            folder = args.scratch / f"runners-{group + 1}-{strategy}"
+            results[name] = fold_session(folder, rounds, overrides, {}, args.folds, always)
+            results[name]["expected"] = expected
     if args.fake_url:
         overrides = {**base, "strategy": "narrative", "summarizer.backend": "anthropic"}
         overrides["anthropic.base_url"] = args.fake_url

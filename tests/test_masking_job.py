@@ -25,7 +25,7 @@ from memoryd.receipts.records import read_receipts
 from memoryd.search.recall import expand, recall
 from memoryd.signals.events import read_events
 from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.strategies.masking import PLACEHOLDER_LEAD
+from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD
 from memoryd.summarizers.transcript import result_text
 from memoryd.workspace import Workspace
 

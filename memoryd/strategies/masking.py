@@ -29,12 +29,13 @@ from memoryd.pins import byte_ranges, pinned_indices
 from memoryd.policy import running_tool_call
 from memoryd.receipts.records import MaskedSpan
 from memoryd.summarizers.checkpoint_calls import call_line
+from memoryd.summarizers.outcomes import FAILURE_NOTE, PLACEHOLDER_LEAD
 from memoryd.summarizers.output_places import definitions, named_paths
 from memoryd.summarizers.toolcalls import (
     ToolCall,
-    command_label,
     fenced_commands,
     outcome_of,
+    shell_call,
     tool_use_call,
 )
 from memoryd.summarizers.transcript import result_text
@@ -44,8 +45,8 @@ if TYPE_CHECKING:
     from memoryd.config.settings import Settings
 
 MASKED_FIELD = "isMasked"
-PLACEHOLDER_LEAD = "[tool output masked by memoryd: "
-MAX_LINE_REFERENCES = 8
+MAX_LINE_REFERENCES = 3
+"""``line N`` references a placeholder keeps: the last ones, nearest where it failed."""
 MAX_LISTING_PATHS = 3
 """Paths a placeholder names of a file shown (the digest names none: its definitions)."""
 _LINE_REFERENCE = re.compile(r"\bline \d+\b")
@@ -157,8 +158,7 @@ def tool_outputs(lines: Sequence[Line]) -> list[_Output]:
                     calls[block["id"]] = tool_use_call(line.index, block)
             commands = fenced_commands(_text(line.message.get("content")))
             if commands:
-                label = command_label(commands[-1])
-                fenced = ToolCall(line.index, "shell", label, label) if label else None
+                fenced = shell_call(line.index, "shell", commands[-1])
             continue
         if line.role != "user":
             continue
@@ -283,11 +283,15 @@ def line_references(output: str) -> list[str]:
 
 def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_id: str) -> str:
     """What a masked output says (pure): the call with its key argument and outcome (exit
-    status, first error, where it was raised, the files it names), the output's size in
-    tokens, and the command that prints the original."""
+    status, first error, where it was raised, the files it names); when it failed, its
+    first error line in its tool's own words (``failure: …``, what
+    :func:`memoryd.summarizers.outcomes.read_failure` reads back); at most
+    :data:`MAX_LINE_REFERENCES` ``line N``; the output's size in tokens, and the command
+    that prints the original."""
     notes: list[str] = []
+    failure: str | None = "error flag" if failed else None
     if call is not None:
-        outcome = outcome_of(output, failed, call.command is not None)
+        outcome = outcome_of(output, failed, call.command is not None, call.command)
         digest = call_line([replace(call, outcome=outcome)], named=True)
         if outcome.listing:
             # A file shown: what it defines, and the paths it names (its own among them).
@@ -295,8 +299,13 @@ def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_i
             named = [p for p in named_paths(output)[:MAX_LISTING_PATHS] if p not in digest]
             notes += ["defines " + ", ".join(defined)] if defined else []
             notes += ["names " + ", ".join(named)] if named else []
+        if outcome.failed:
+            status = f"exit {outcome.status}" if outcome.status else None
+            failure = outcome.failure or outcome.error_line or status or failure
     else:
         digest = "a tool" + (" (error)" if failed else "")
+    if failure is not None:
+        notes.append(FAILURE_NOTE.removeprefix("; ") + failure)
     references = [ref for ref in line_references(output) if ref not in digest]
     notes += [", ".join(references)] if references else []
     if notes:

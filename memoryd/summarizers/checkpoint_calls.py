@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from memoryd.summarizers.outcomes import shows_only
 from memoryd.summarizers.output_places import definitions, named_phrase
 from memoryd.summarizers.toolcalls import Outcome, ToolCall
 from memoryd.summarizers.transcript import MessageView, sentences, shorten
@@ -42,12 +43,6 @@ NAMED_PENALTY = 10
 """How much less naming the places a call's output shows counts than listing it: only in
 the room every item told in full leaves."""
 _TIMING = re.compile(r"\s+in [\d.]+\s*s(?:econds)?\b.*$")
-_WRITES = re.compile(r"(?:>>?|\|\s*tee)\s*[^\s|&;<>]+\s*$")
-"""A shell command that ends by writing a file (``cat <<'EOF' > x.py``): an edit."""
-_SHOWS = re.compile(
-    r"(?:cat|nl|head|tail|less|more|sed -n|ls|tree|wc|find|git (?:diff|show|log|status))\b"
-)
-"""A shell command that only shows something (a file, a folder, a diff): a read."""
 _ASSERTION = "AssertionError"
 """What a failing test raises: a tally does not repeat it."""
 _FAILED_COUNT = re.compile(r"^(\d+ failed)\b.*$")
@@ -154,7 +149,7 @@ def _reads(call: ToolCall) -> bool:
     """Whether a call only shows something (a file, a folder, a diff)."""
     if call.command is None:
         return not call.edits
-    return bool(_SHOWS.match(call.command)) and not _WRITES.search(call.command)
+    return shows_only(call.command)
 
 
 def call_line(calls: Sequence[ToolCall], brief: bool = False, named: bool = False) -> str:
@@ -215,7 +210,7 @@ def _score(calls: Sequence[ToolCall]) -> int:
     first = calls[0]
     if first.command is None:
         weight = EDIT_SCORE if any(c.edits for c in calls) else TOOL_SCORE
-    elif _WRITES.search(first.command):
+    elif first.edits:
         weight = EDIT_SCORE
     else:
         weight = SHOW_SCORE if _reads(first) else SHELL_SCORE

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memoryd.summarizers.outcomes import changes_files
+
 KINDS = ("failure", "decision", "change", "finding", "next", "routine")
 """The kinds of item below the task line, in the order their sections are shown."""
 TITLES = {
@@ -104,12 +106,15 @@ def item_key(text: str) -> str:
 
 
 def classify(text: str) -> str:
-    """The kind of a line that says none (an older head, an LLM's prose) (pure)."""
+    """The kind of a line that says none (an older head, an LLM's prose) (pure): a call
+    whose outcome says it failed is a failure, one whose command changes files
+    (:func:`memoryd.summarizers.outcomes.changes_files`) a change."""
     if (_FAILURE_HINT.search(text) and "→" in text) or text.startswith(("FAILED", "Failed")):
         return "failure"
     if _DECISION_HINT.search(text):
         return "decision"
-    if _CHANGE_HINT.search(text):
+    ticked = _TICKED.search(text) if CALL_LEAD.match(text) else None
+    if _CHANGE_HINT.search(text) or (ticked is not None and changes_files(ticked[1])):
         return "change"
     if _FINDING_HINT.search(text):
         return "finding"

@@ -15,6 +15,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from memoryd.summarizers.outcomes import (
+    PLACEHOLDER_LEAD,
+    changes_files,
+    exit_status,
+    read_failure,
+)
 from memoryd.summarizers.output_places import (
     FRAME,
     FRAME_LINES,
@@ -41,17 +47,17 @@ SHELL_KEYS = ("command", "cmd")
 FILE_KEYS = ("file_path", "path", "notebook_path")
 _EDIT_NAME = re.compile(r"edit|write|create|replace|patch", re.I)
 _WRITE_NAME = re.compile(r"write|create", re.I)
-SHELL_LANGUAGES = frozenset(("bash", "sh", "shell", "console", "zsh", "terminal", ""))
+_PATCH_NAME = re.compile(r"(?:^|[\W_])(?:apply_?)?patch(?:$|[\W_])", re.I)
+"""A tool that applies a patch (``apply_patch``, ``patch``; not ``dispatch_agent``)."""
+SHELL_LANGUAGES = frozenset(
+    ("bash", "sh", "shell", "console", "zsh", "terminal", "", "mswea_bash_command")
+)
+"""Fence languages of commands run: the shells', and mini-swe-agent's own."""
 
-SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z]*)[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.S)
+SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_]*)[ \t]*\n(?P<body>.*?)\n?[ \t]*```", re.S)
 """A fenced code block with its language (maybe none) and body."""
 _CD_PREFIX = re.compile(r"^cd\s+\S+\s*(?:&&|;)\s*(?=\S)")
 _PROMPT_PREFIX = re.compile(r"^\$\s+")
-_EXIT_STATUS = re.compile(
-    r"\b(?:exit[ _]?(?:code|status)|exited with(?: exit)? code|return[ _]?code)\b"
-    r"\W{0,3}(-?\d{1,3})\b",
-    re.I,
-)
 EXCEPTION_LINE = re.compile(
     r"^[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z][A-Za-z0-9_]*(?:Error|Exception))"
     r"(?=:|[ \t]*$)",
@@ -114,6 +120,9 @@ class Outcome:
     above it (``("/src/a.py", "12", "load")``; the function may be "")."""
     failures: tuple[str, ...] = ()
     """The failing tests pytest's short summary names."""
+    failure: str | None = None
+    """The first line that says the call failed, in its tool's own words
+    (:func:`memoryd.summarizers.outcomes.read_failure`)."""
     frames: tuple[str, ...] = ()
     """The traceback's frames nearest the raise, as ``path line N``, last first."""
     head: str = field(default="", repr=False, compare=False)
@@ -130,6 +139,16 @@ class Outcome:
             parts.append(f"exit {self.status}")
         if self.error_line:
             parts.append(self.error_line)
+        failure = _clean_line(self.failure) if self.failure else None
+        if (
+            failure
+            and self.error_line
+            and failure not in self.error_line
+            and not failure.startswith("Traceback")
+            and exit_status(failure) is None
+        ):
+            # The runner's own verdict (``FAIL: test_x``) beside the exception it raised.
+            parts.append(failure)
         if self.tally and (not self.error_line or self.tally not in self.error_line):
             parts.append(self.tally)
         shown = " ".join(parts)
@@ -208,6 +227,9 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
     """The call a ``tool_use`` block makes (pure)."""
     name = str(block.get("name") or "tool")
     raw = block.get("input")
+    if isinstance(raw, str) and _PATCH_NAME.search(name):
+        # A tool whose input is the edit itself (Codex's ``apply_patch``).
+        return ToolCall(position, name, name, None, edits=True, action=f"{name} edit")
     given: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
     argument = next(
         (given[key] for key in ARGUMENT_KEYS if isinstance(given.get(key), str) and given[key]),
@@ -217,7 +239,9 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
     # A tool named for writing changes a file when it names one (a to-do list tool does not).
     named_file = any(isinstance(given.get(key), str) for key in FILE_KEYS)
     edits = edits or (named_file and bool(_EDIT_NAME.search(name)))
-    shell = next((given[k] for k in SHELL_KEYS if isinstance(given.get(k), str)), None)
+    # A patch tool names its files inside the patch (Codex's ``apply_patch``).
+    edits = edits or bool(_PATCH_NAME.search(name))
+    shell = next((_shell_text(given[k]) for k in SHELL_KEYS if k in given), None)
     if isinstance(shell, str) and shell.strip():
         path = given.get("path")
         if len(shell.split()) == 1 and isinstance(path, str):
@@ -228,9 +252,9 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
             label = f"{name} {shell} {_short(path)}"
             return ToolCall(position, name, label, None, edits=edits, action=action)
         if not edits:
-            label = command_label(shell)
-            if label:
-                return ToolCall(position, name, label, label)
+            call = shell_call(position, name, shell)
+            if call is not None:
+                return call
     if argument is None:
         return ToolCall(position, name, name, None, edits=edits)
     shown = _short(str(argument))
@@ -240,6 +264,30 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
         verb = "wrote" if _WRITE_NAME.search(name) and not replaces else "edited"
     action = f"{verb} {shown}" if verb else None
     return ToolCall(position, name, f"{name} {shown}", None, edits=edits, action=action)
+
+
+def shell_call(position: int, name: str, command: str) -> ToolCall | None:
+    """The call a shell command makes (pure): labelled by :func:`command_label`, an edit
+    when the command changes files (:func:`memoryd.summarizers.outcomes.changes_files`);
+    None for a command with nothing to show."""
+    label = command_label(command)
+    if not label:
+        return None
+    return ToolCall(position, name, label, label, edits=changes_files(command))
+
+
+def _shell_text(value: object) -> str | None:
+    """A shell command as a call gives it: a string, or an argument list (``["bash",
+    "-lc", "pytest -x"]`` is ``pytest -x``)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        return None
+    words = [str(v) for v in value]
+    shell = words[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh")
+    if len(words) == 3 and shell and words[1] in ("-c", "-lc"):
+        return words[2]
+    return " ".join(words)
 
 
 def _short(text: str) -> str:
@@ -263,13 +311,21 @@ def without_fences(text: str) -> str:
     return SHELL_FENCE.sub("", text) if "```" in text else text
 
 
-def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome:
+def outcome_of(
+    output: str, failed: bool = False, shell: bool = True, command: str | None = None
+) -> Outcome:
     """What a call's output shows (pure); ``failed`` is the result's own error flag.
 
-    A shell command's whole output is read; another tool's output (a file it read, a
-    search) is only read for its first line when the tool reports an error.
+    A shell command's whole output is read, and it failed when its output says so
+    (:func:`memoryd.summarizers.outcomes.read_failure`; ``command``, when known, tells a
+    command that only shows a file from one that reports); another tool's output (a file
+    it read, a search) is only read for its first line when the tool reports an error,
+    or for its placeholder's note once masked.
     """
     if not shell:
+        masked = read_failure(output) if output.startswith(PLACEHOLDER_LEAD) else None
+        if masked is not None:
+            return Outcome(error_line=masked.line, failed=True, failure=masked.line)
         if not failed:
             listing = output_listing(output)
             return Outcome(head=output[:NAMED_SCAN_CHARS], listing=listing)
@@ -277,14 +333,18 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         return Outcome(error_line=_clean_line(first) if first else None, failed=failed)
     if len(output) > 2 * _SCANNED_CHARS:
         output = output[:_SCANNED_CHARS] + "\n" + output[-_SCANNED_CHARS:]
-    status_match = _EXIT_STATUS.search(output)
-    status = int(status_match[1]) if status_match else None
+    status = exit_status(output)
+    failure = read_failure(output, command)
     raised = list(EXCEPTION_LINE.finditer(output)) if EXCEPTION_HINT.search(output) else []
-    line = raised[0] if raised else ERROR_LINE.search(output)
+    # The exception raised, else the line that says the call failed, else one that
+    # reports an error in passing.
+    line = raised[0] if raised else None if failure is not None else ERROR_LINE.search(output)
     error_line = None
     if line is not None:
         end = output.find("\n", line.start())
         error_line = _clean_line(output[line.start() : end if end >= 0 else None])
+    elif failure is not None:
+        error_line = _clean_line(failure.line)
     location: tuple[str, str, str] | None = None
     if raised:
         last = raised[-1].start()
@@ -303,7 +363,8 @@ def outcome_of(output: str, failed: bool = False, shell: bool = True) -> Outcome
         status=status,
         error_line=error_line,
         exceptions=tuple(dict.fromkeys(m["name"] for m in raised)),
-        failed=failed or bool(status),
+        failed=failed or bool(status) or failure is not None,
+        failure=failure.line if failure is not None else None,
         tally=tally["tally"].strip() if tally else None,
         location=location,
         failures=failures[:MAX_FAILURES],

@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 
 from memoryd.summarizers.toolcalls import (
     ToolCall,
-    command_label,
     error_names,
     fenced_commands,
     outcome_of,
+    shell_call,
     tool_use_call,
     without_fences,
 )
@@ -100,7 +100,7 @@ class _Reader:
         calls = list(before.calls)
         made = calls[call]
         calls[call] = replace(
-            made, outcome=outcome_of(output, failed, shell=made.command is not None)
+            made, outcome=outcome_of(output, failed, made.command is not None, made.command)
         )
         self.views[view] = before._replace(calls=tuple(calls))
 
@@ -125,9 +125,9 @@ def read_messages(
             fences = fenced_commands(written) if "```" in written else None
             if fences is not None:
                 calls.extend(
-                    ToolCall(position, "shell", label, label)
-                    for label in (command_label(body) for body in fences)
-                    if label
+                    call
+                    for call in (shell_call(position, "shell", body) for body in fences)
+                    if call is not None
                 )
                 written = without_fences(written)
             reader.fenced_from = len(reader.views) if fences else None
