@@ -592,3 +592,24 @@ def test_only_a_tool_use_block_is_a_call() -> None:
     assert [(o.line, o.call) for o in tool_outputs(lines)][:1] == [(2, None)]
     [masked] = plan_masking(lines, 1, frozenset()).masked
     assert masked.line.blocks[0]["content"].startswith(f"{PLACEHOLDER_LEAD}a tool — ")
+
+
+def test_a_failure_note_says_the_error_flag_when_the_output_names_no_error() -> None:
+    """A result flagged as an error whose output says nothing of it: the placeholder's
+    failure note names the flag, for a known call and an unknown one alike."""
+    output = "collected output line\n" * 40
+    for call_made in (shell("pytest -x"), None):
+        text = placeholder_text(call_made, output, True, "m")
+        assert "; failure: error flag — " in text
+        assert "failure" not in placeholder_text(call_made, output, False, "m")
+
+
+def test_a_file_shown_is_not_read_as_the_tools_own_failure() -> None:
+    """``cat`` of a log that holds a test failure: the command showed a file and did not
+    fail, so the placeholder has no failure note; the same words from a test run do."""
+    log = "FAILED tests/test_pay.py::test_total - AssertionError\n" + "log line\n" * 80
+    shown = placeholder_text(shell("cat build.log"), log, False, "m")
+    assert shown.startswith(f"{PLACEHOLDER_LEAD}`cat build.log`")
+    assert "failure:" not in shown
+    run = placeholder_text(shell("pytest tests/test_pay.py"), log, False, "m")
+    assert "; failure: FAILED tests/test_pay.py::test_total" in run
