@@ -33,7 +33,7 @@ from memoryd.strategies.masking import (
     plan_masking,
     tool_outputs,
 )
-from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD
+from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD, read_failure
 from memoryd.summarizers.toolcalls import ToolCall, tool_use_call
 from memoryd.tokens import estimate_text_tokens
 
@@ -598,9 +598,12 @@ def test_a_failure_note_says_the_error_flag_when_the_output_names_no_error() -> 
     """A result flagged as an error whose output says nothing of it: the placeholder's
     failure note names the flag, for a known call and an unknown one alike."""
     output = "collected output line\n" * 40
-    for call_made in (shell("pytest -x"), None):
+    for call_made, digest in (
+        (shell("pytest -x"), "`pytest -x`: failed"),
+        (None, "a tool (error)"),
+    ):
         text = placeholder_text(call_made, output, True, "m")
-        assert "; failure: error flag — " in text
+        assert text.startswith(f"{PLACEHOLDER_LEAD}{digest}; failure: error flag — ")
         assert "failure" not in placeholder_text(call_made, output, False, "m")
 
 
@@ -613,3 +616,25 @@ def test_a_file_shown_is_not_read_as_the_tools_own_failure() -> None:
     assert "failure:" not in shown
     run = placeholder_text(shell("pytest tests/test_pay.py"), log, False, "m")
     assert "; failure: FAILED tests/test_pay.py::test_total" in run
+
+
+def test_the_failure_note_is_what_the_classifier_reads_back() -> None:
+    """The note holds the line the outcome reader found the failure on (for a traceback,
+    not the exception the digest names), and reading the placeholder gives it back; a
+    tool that failed with an error line or with nothing to show says that much."""
+    traceback = (
+        'Traceback (most recent call last):\n  File "/src/app/config.py", line 48, in load\n'
+        "    raise KeyError(name)\nKeyError: 'server'\n" + "noise\n" * 400
+    )
+    found = read_failure(traceback, "python -m app")
+    assert found is not None
+    text = placeholder_text(shell("python -m app"), traceback, False, "m")
+    assert f"; failure: {found.line} — " in text and text.count("failure:") == 1
+    back = read_failure(text)
+    assert back is not None and back.line == found.line
+    read = tool_use_call(1, {"type": "tool_use", "id": "r", "name": "Read",
+                             "input": {"file_path": "a.py"}})  # fmt: skip
+    denied = placeholder_text(read, "Permission denied: a.py\n" + "x\n" * 40, True, "m")
+    assert "; failure: Permission denied: a.py — " in denied
+    blank = placeholder_text(read, "   \n" * 50, True, "m")
+    assert blank.startswith(f"{PLACEHOLDER_LEAD}read a.py: failed; failure: error flag — ")
