@@ -12,6 +12,7 @@ from memoryd.summarizers.outcomes import (
     changes_files,
     edit_form,
     read_failure,
+    shows_only,
 )
 
 VERDICT = "FAILED tests/test_pay.py::test_total - AssertionError: 3 != 4"
@@ -78,3 +79,38 @@ def test_a_short_flag_bundle_is_read_for_its_first_two_letters() -> None:
 def test_in_place_flags_in_a_bundle(command: str, form: str | None) -> None:
     assert edit_form(command) == form
     assert changes_files(command) is (form is not None)
+
+
+@pytest.mark.parametrize(
+    ("command", "only_shows"),
+    [
+        ("cat src/a.py", True),
+        ("/usr/bin/cat src/a.py", True),
+        ("sudo cat /etc/hosts", True),
+        ("LANG=C grep -n parse src/a.py", True),
+        ("cd src && cat a.py | grep parse", True),
+        ("sed -n '1,20p' a.py", True),
+        ("git diff", True),
+        ("/usr/bin/git log -3", True),
+        ("git --no-pager diff HEAD~1", True),
+        ("git status && git diff && ls", True),
+        ("", False),
+        ("cd src", False),
+        ("sudo", False),
+        ("cd src && pytest -x", False),
+        ("sed 's/a/b/' a.py", False),
+        ("pytest -n 4", False),
+        ("sed -n 1p a.py && pytest", False),
+        ("git diff && pytest", False),
+        ("git commit -m 'a diff'", False),
+        ("git --version", False),
+        ("git", False),
+        ("svn diff", False),
+        ("cat a.py > b.py", False),
+    ],
+)
+def test_what_only_shows_something(command: str, only_shows: bool) -> None:
+    """A command only shows when every simple command of it is a showing one (behind
+    ``sudo``, an assignment, a path or a ``cd``), ``sed -n`` or a showing git
+    sub-command; one runner, one write or nothing shown at all is not."""
+    assert shows_only(command) is only_shows
