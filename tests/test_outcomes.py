@@ -6,29 +6,36 @@ its first error line and at most three ``line N``."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import encode_lines, make_message
+from conftest import SettingsFactory, encode_lines, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from real_outputs import CHANGES, FAILURES, REAL_OUTPUTS, ROUTINE, RealOutput
 
 from memoryd.conversation import Line, split_lines
+from memoryd.job.run import JobRequest, run_job
 from memoryd.strategies.masking import MAX_LINE_REFERENCES, placeholder_text, plan_masking
 from memoryd.summarizers.extractive import extractive_summary, new_items
 from memoryd.summarizers.items import HeadItem, classify, parse_head
 from memoryd.summarizers.outcomes import (
+    Failure,
     changes_files,
     edit_form,
     exit_status,
     read_failure,
     shows_only,
 )
+from memoryd.summarizers.prompts import render_transcript
 from memoryd.summarizers.toolcalls import command_label, outcome_of, shell_call, tool_use_call
 
 TASK = "Fix the failing build and keep the edits small."
 SUMMARY_TOKENS = 1_024
+NO_FAILURE = Failure("", "")
 PASSING = "\n".join(f"tests/misc/test_line_{n}.py::test_case_{n} PASSED" for n in range(30))
 
 
@@ -342,3 +349,99 @@ def test_a_patch_tool_edits_and_a_dispatch_tool_does_not() -> None:
     assert not tool_use_call(0, {"name": "dispatch_agent", "input": {"prompt": "x"}}).edits
     call = tool_use_call(0, {"name": "shell", "input": {"command": ["bash", "-lc", "rm a.py"]}})
     assert call.command == "rm a.py" and call.edits
+
+
+def test_a_job_masks_real_failures_and_edits_then_summarizes_them_as_such(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """In a real workspace, a job over budget masks the real outputs first and then
+    summarizes: each real failure is in the head's Failures, each edit in its Changes,
+    and every placeholder of a failure says its first error line."""
+    chosen = [f for f in REAL_OUTPUTS if f.expected != "routine" and f.mode == "tool_use"][:10]
+    messages = conversation(chosen, 0)
+    for round_ in range(30):
+        messages += routine_messages(len(messages), round_)
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "conversation.jsonl").write_bytes(encode_lines(messages))
+    tokens = sum(line.tokens for line in lines_of(messages))
+    config = make_settings(
+        keep_first=1,
+        token_limit=int(tokens / 0.95),
+        **{"masking.enabled": True, "masking.target": 0.2, "summarizer.backend": "extractive"},
+    )
+    result = run_job(JobRequest(folder, config, reason="trigger"))
+    assert result.outcome == "completed", result.reason
+    assert result.masked_messages > 0
+    live = [json.loads(x) for x in (folder / "conversation.jsonl").read_bytes().splitlines()]
+    [summary] = [m for m in live if m.get("isSummary")]
+    items = parse_head(str(summary["content"]).split("\n\n", 1)[-1]).items
+    kept = {m["id"] for m in live}
+    summarized = [f for k, f in enumerate(chosen) if f"msg-{1 + 2 * k:04d}" not in kept]
+    assert len(summarized) == len(chosen)
+    for fixture in summarized:
+        assert item_of(items, fixture).kind == fixture.expected, fixture.name
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.lists(st.sampled_from(["ok", "12 passed in 0.2s", "0 failed", "errors=0"])),
+    after=st.lists(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=40)),
+    fixture=st.sampled_from(
+        [f for f in FAILURES if (read_failure(f.output) or NO_FAILURE).kind != "exit status"]
+    ),
+)
+def test_the_first_failure_is_a_line_of_the_output_whatever_surrounds_it(
+    before: list[str], after: list[str], fixture: RealOutput
+) -> None:
+    """Passing lines before a real failure phrase do not hide it or change which line says
+    it, whatever follows (an exit status alone gives way to a phrase after it: those are
+    left out); the line read is one of the output's own lines."""
+    alone = read_failure(fixture.output)
+    assert alone is not None
+    output = "\n".join([*before, fixture.output, *after])
+    found = read_failure(output)
+    assert found is not None and found.line == alone.line
+    lines = {" ".join(line.split()) for line in output.splitlines()}
+    assert found.line.removesuffix("…") in lines or any(
+        line.startswith(found.line.removesuffix("…")) for line in lines
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_reading_any_text_or_command_never_fails(text: str) -> None:
+    """Any output and any command are read without an error."""
+    read_failure(text, text)
+    edit_form(text)
+    shows_only(text)
+
+
+def test_a_deep_tracebacks_placeholder_names_three_lines_at_most() -> None:
+    """Frames, where it was raised and the output's own ``line N`` share the three."""
+    frames = "\n".join(
+        f'  File "/repo/src/pkg/mod_{n}.py", line {10 + n}, in step_{n}\n    step_{n + 1}()'
+        for n in range(12)
+    )
+    output = f"Traceback (most recent call last):\n{frames}\nKeyError: 'server'\n" * 3
+    call = shell_call(1, "Bash", "python -m pkg.run")
+    assert call is not None
+    text = placeholder_text(call, output, False, "msg-0002")
+    assert len(re.findall(r"\bline \d+", text)) <= MAX_LINE_REFERENCES
+    assert "KeyError" in text
+
+
+def test_an_llm_is_shown_which_calls_failed_and_which_changed_files() -> None:
+    """The transcript an LLM summarizes labels a result whose output says it failed with
+    that line (no error flag needed) and a shell command that edits as changing files;
+    a passing run and a file shown keep the plain label."""
+    [failing] = [f for f in FAILURES if f.name == "exunit-failure-tally"]
+    [edit] = [f for f in CHANGES if f.name == "git-rm"]
+    [passing] = [f for f in ROUTINE if f.name == "mix-test-passing"]
+    messages = conversation([failing, edit, passing], 0)
+    text = render_transcript(messages)
+    failure = read_failure(failing.output, failing.command)
+    assert failure is not None
+    assert f"tool_result (failed: {failure.line})" in text
+    assert "tool_use Bash (changes files): git rm -r transcripts/" in text
+    assert text.count("tool_result (failed") == 1

@@ -292,7 +292,9 @@ def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_i
     failure: str | None = "error flag" if failed else None
     if call is not None:
         outcome = outcome_of(output, failed, call.command is not None, call.command)
-        digest = call_line([replace(call, outcome=outcome)], named=True)
+        # The frames it names share the placeholder's few ``line N`` with its references.
+        frames = outcome.frames[: MAX_LINE_REFERENCES - 1]
+        digest = call_line([replace(call, outcome=replace(outcome, frames=frames))], named=True)
         if outcome.listing:
             # A file shown: what it defines, and the paths it names (its own among them).
             defined = definitions(outcome.listing)
@@ -306,7 +308,9 @@ def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_i
         digest = "a tool" + (" (error)" if failed else "")
     if failure is not None:
         notes.append(FAILURE_NOTE.removeprefix("; ") + failure)
+    room = MAX_LINE_REFERENCES - len(_LINE_REFERENCE.findall(digest))
     references = [ref for ref in line_references(output) if ref not in digest]
+    references = references[len(references) - room :] if room > 0 else []
     notes += [", ".join(references)] if references else []
     if notes:
         digest += "; " + "; ".join(notes)

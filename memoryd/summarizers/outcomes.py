@@ -20,6 +20,10 @@ files (``git mv``, ``git rm``, ``git restore``), writes through a redirection (`
 ``>>``, ``tee``, a heredoc into a file), or moves, copies or removes files (``mv``,
 ``cp``, ``rm``, ``touch``); a text-mode agent's editor commands (SWE-agent's
 ``edit 3:5``, ``create x.py``, ``str_replace_editor str_replace …``) change files too.
+
+The lines a call's note quotes are found here too: the exception raised
+(:data:`EXCEPTION_LINE`) and a line that reports an error in passing (:data:`ERROR_LINE`,
+also what a prompt keeps of an output's cut middle).
 """
 
 from __future__ import annotations
@@ -38,93 +42,82 @@ where its verdict is)."""
 
 _COUNT = r"[1-9]\d*"
 """A count that is not zero."""
-_FAILURE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+_LINE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # unittest before pytest: both start a line with FAILED.
-    ("unittest", (r"^FAILED \((?:failures|errors)=", r"^(?:FAIL|ERROR): \w+ \(")),
+    ("unittest", (r"FAILED \((?:failures|errors)=", r"(?:FAIL|ERROR): \w+ \(")),
     (
         "pytest",
-        (r"^(?:FAILED|ERROR) [^\s(]*(?:\.py\b|::)", r"^\S+::\S+ (?:FAILED|ERROR)\b", r"^E {2,}\S"),
+        (r"(?:FAILED|ERROR) [^\s(]*(?:\.py\b|::)", r"\S+::\S+ (?:FAILED|ERROR)\b", r"E {2,}\S"),
     ),
-    ("compiler", (rf"^{_COUNT} errors? generated\b",)),
-    ("pytest", (rf"^[= ]*(?:\d+ \w+, )*{_COUNT} (?:failed|errors?)\b(?=[ ,]|$)",)),
-    ("go test", (r"^--- FAIL: ", r"^FAIL\t", r"^FAIL$", r"^panic: ", r"^\S+\.go:\d+:\d+: \S")),
+    ("compiler", (rf"{_COUNT} errors? generated\b",)),
+    ("pytest", (rf"[= ]*(?:\d+ \w+, )*{_COUNT} (?:failed|errors?)\b(?=[ ,]|$)",)),
+    ("go test", (r"--- FAIL: ", r"FAIL\t", r"FAIL$", r"panic: ", r"\S+\.go:\d+:\d+: \S")),
     # jest's cross, vitest's multiplication sign, bun's ballot x
-    ("jest", (r"^[ \t]*FAIL[ \t]+\S", "^[ \\t]*[\u2715\u00d7\u2717][ \\t]")),
-    ("jest", (rf"^[ \t]*(?:Tests|Test Suites|Test Files):?[ \t]+{_COUNT} failed\b",)),
-    ("mocha", (rf"^[ \t]*{_COUNT} failing\b",)),
-    ("bun test", (rf"^[ \t]*{_COUNT} fail$",)),
-    (
-        "cargo test",
-        (
-            r"^test result: FAILED",
-            r"panicked at\b",
-            r"^test \S+ \.\.\. FAILED",
-            r"^error: test failed",
-        ),
-    ),
+    ("jest", (r"[ \t]*FAIL[ \t]+\S", "[ \\t]*[\u2715\u00d7\u2717][ \\t]")),
+    ("jest", (rf"[ \t]*(?:Tests|Test Suites|Test Files):?[ \t]+{_COUNT} failed\b",)),
+    ("mocha", (rf"[ \t]*{_COUNT} failing\b",)),
+    ("bun test", (rf"[ \t]*{_COUNT} fail$",)),
+    ("cargo test", (r"test result: FAILED", r"test \S+ \.\.\. FAILED", r"error: test failed")),
     (
         "rspec",
         (
-            r"^\d+ (?:examples?|tests?|runs?|specs?|properties)(?:, \d+ \w+)*?, "
+            r"\d+ (?:examples?|tests?|runs?|specs?|properties)(?:, \d+ \w+)*?, "
             rf"{_COUNT} (?:failures?|errors?)\b",
         ),
     ),
     (
         "compiler",
         (
-            r"^[^\s:]+(?::\d+){1,2}:? (?:fatal )?error\b",
-            r"\berror TS\d+",
-            r"^error\[E\d{4}\]: ",
-            rf"^(?:Found|found) {_COUNT} errors?\b",
+            r"[^\s:]+(?::\d+){1,2}:? (?:fatal )?error\b",
+            r"error\[E\d{4}\]: ",
+            rf"(?:Found|found) {_COUNT} errors?\b",
         ),
     ),
-    ("linter", (r"^[^\s:]+:\d+(?::\d+)?:? [A-Z]{1,4}\d{3,5}\b",)),
-    ("make", (r"\*\*\* \[[^\]\n]*\] Error \d+", r"^make(?:\[\d+\])?: \*\*\* ")),
-    (
-        "npm",
-        (
-            r"^npm (?:ERR!|error) ",
-            r"^(?:yarn|pnpm)[^\n]{0,40}ERR",
-            "ERR_PNPM_",
-            "^error Command failed",
-        ),
-    ),
-    (
-        "shell",
-        (
-            r"command not found\b",
-            r": not found$",
-            r": No such file or directory$",
-            r": Permission denied$",
-        ),
-    ),
-    ("traceback", (r"^Traceback \(most recent call last\):",)),
-    ("traceback", (r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::[ \t]|:?$)",)),
+    ("linter", (r"[^\s:]+:\d+(?::\d+)?:? [A-Z]{1,4}\d{3,5}\b",)),
+    ("make", (r"make(?:\[\d+\])?: \*\*\* ",)),
+    ("npm", (r"npm (?:ERR!|error) ", r"(?:yarn|pnpm)[^\n]{0,40}ERR", "error Command failed")),
+    ("traceback", (r"Traceback \(most recent call last\):",)),
+    ("traceback", (r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::[ \t]|:?$)",)),
     (
         "error line",
         (
-            r"^[ \t]*(?:ERROR|FATAL|FAILED|FAILURE|BUILD FAILED)\b",
-            r"^\[ERROR\]",
-            r"^(?:error|fatal|Error):[ \t]",
-            r"^\S+ exited with code [1-9]",
+            r"[ \t]*(?:ERROR|FATAL|FAILED|FAILURE|BUILD FAILED)\b",
+            r"\[ERROR\]",
+            r"(?:error|fatal|Error):[ \t]",
+            r"\S+ exited with code [1-9]",
         ),
     ),
 )
-"""How each kind of tool says a run failed, as a line of its output says it, in the order
-they are tried where several match at the same place."""
-_FAILURE = re.compile(
-    "|".join(
-        f"(?P<k{index}>{'|'.join(patterns)})"
-        for index, (_, patterns) in enumerate(_FAILURE_PHRASES)
-    ),
+"""How each kind of tool says a run failed at the start of a line, in the order they are
+tried where several match the same line."""
+_INLINE_PHRASES: tuple[tuple[str, str, str], ...] = (
+    ("cargo test", "panicked at", r"panicked at\b"),
+    ("compiler", "error TS", r"\berror TS\d+"),
+    ("make", "*** [", r"\*\*\* \[[^\]\n]*\] Error \d+"),
+    ("npm", "ERR_PNPM_", "ERR_PNPM_"),
+    ("shell", "command not found", r"command not found\b"),
+    ("shell", ": not found", r": not found$"),
+    ("shell", ": No such file or directory", r": No such file or directory$"),
+    ("shell", ": Permission denied", r": Permission denied$"),
+)
+"""Failure phrases found inside a line: the kind, the words that lead it (looked for with
+``str.find``), and the phrase."""
+_LINE_FAILURE = re.compile(
+    "(?:"
+    + "|".join(
+        f"(?P<k{index}>{'|'.join(patterns)})" for index, (_, patterns) in enumerate(_LINE_PHRASES)
+    )
+    + ")",
     re.M,
 )
-_FAILURE_HINT = re.compile(
-    "FAIL|fail|fatal|exited|ERR|rror|panic|not found|No such|denied|Traceback|Exception|[*]{3}"
-    "|[\u2715\u00d7\u2717]|^E {2}|:\\d+:? [A-Z]{1,4}\\d{3}",
-    re.M,
-)
-"""What every failure phrase holds: an output without it says none (one fast scan)."""
+_INLINE_FAILURE = tuple((kind, lead, re.compile(phrase)) for kind, lead, phrase in _INLINE_PHRASES)
+_HINTS = (
+    "FAIL", "fail", "fatal", "exited", "ERR", "rror", "panic", "not found", "No such",
+    "denied", "Traceback", "Exception", "***", "\u2715", "\u00d7", "\u2717", "E  ", ".go:",
+)  # fmt: skip
+"""Words every line-start failure phrase holds (a linter's line aside): only the lines
+that hold one are tried (a few fast substring scans, not a regex at every character)."""
+_LINTER_HINT = re.compile(r":\d+:? [A-Z]{1,4}\d{3}")
 EXIT_STATUS = re.compile(
     r"\b(?:exit[ _]?(?:code|status)|exited with(?: exit)? code|return[ _]?code)\b"
     r"\W{0,3}(-?\d{1,3})\b"
@@ -133,6 +126,21 @@ EXIT_STATUS = re.compile(
 )
 """An exit status written out: ``exit code 1``, ``Exit status: 2``,
 ``<returncode>1</returncode>``, ``Exit: 1``."""
+EXCEPTION_LINE = re.compile(
+    r"^[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z][A-Za-z0-9_]*(?:Error|Exception))"
+    r"(?=:|[ \t]*$)",
+    re.M,
+)
+"""An exception raised, at the start of a line of output (a traceback's last line, or
+pytest's ``E   TypeError: …``); not a name inside code such as ``raise ValueError(…)``."""
+ERROR_LINE = re.compile(
+    r"^(?:[^\s:]+:\d+(?::\d+)?:?[ \t]*(?:error|[A-Z]{1,4}\d{3,5})\b"
+    r"|[ \t]*(?:error|Error|ERROR|fatal|FATAL|FAILED|FAIL|panic|npm ERR!)\b"
+    r"|.*(?:command not found|No such file or directory|Permission denied|: error:)).*$",
+    re.M,
+)
+"""A line that reports an error: one that starts with it (``error: …``, ``FAILED …``,
+``fatal: …``, ``path:12:5: E501 …``) or a shell's own complaint."""
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _MASKED_FAILURE = re.compile(re.escape(FAILURE_NOTE) + r"(?P<line>.*?)(?=; line \d| — \d)")
 
@@ -147,9 +155,16 @@ class Failure:
     """The first line that says it, as the tool wrote it (white space made one)."""
 
 
+def _status_match(output: str) -> re.Match[str] | None:
+    lowered = output.lower()
+    if "exit" not in lowered and "return" not in lowered:
+        return None
+    return EXIT_STATUS.search(output)
+
+
 def exit_status(output: str) -> int | None:
     """The exit status an output writes out, or None (pure)."""
-    found = EXIT_STATUS.search(output)
+    found = _status_match(output)
     if found is None:
         return None
     return int(found[1] if found[1] is not None else found[2])
@@ -170,16 +185,53 @@ def read_failure(output: str, command: str | None = None) -> Failure | None:
     if "\x1b" in output:
         output = _ANSI.sub("", output)
     shown = command is not None and shows_only(command)
-    if _FAILURE_HINT.search(output):
-        for found in _FAILURE.finditer(output):
-            kind = _FAILURE_PHRASES[int(str(found.lastgroup)[1:])][0]
-            if shown and kind != "shell":
-                continue
-            return Failure(kind, _line_at(output, found.start()))
-    status = EXIT_STATUS.search(output)
+    found = _first_phrase(output, shown)
+    if found is not None:
+        return Failure(found[1], _line_at(output, found[0]))
+    status = _status_match(output)
     if status is not None and int(status[1] if status[1] is not None else status[2]) != 0:
         return Failure("exit status", _line_at(output, status.start()))
     return None
+
+
+def _first_phrase(output: str, shown: bool) -> tuple[int, str] | None:
+    """Where the first failure phrase of ``output`` is and its kind; ``shown``: only a
+    shell's own complaint counts (the output is a file or a search's hits)."""
+    best: tuple[int, str] | None = None
+    for start in () if shown else _hinted_lines(output):
+        match = _LINE_FAILURE.match(output, start)
+        if match is not None:
+            best = (start, _LINE_PHRASES[int(str(match.lastgroup)[1:])][0])
+            break
+    end = len(output) if best is None else best[0]
+    for kind, lead, phrase in _INLINE_FAILURE:
+        if shown and kind != "shell":
+            continue
+        at = output.find(lead, 0, end)
+        while at >= 0:
+            start = output.rfind("\n", 0, at) + 1
+            stop = output.find("\n", at)
+            if phrase.search(output, start, stop if stop >= 0 else len(output)):
+                best, end = (start, kind), start
+                break
+            at = output.find(lead, at + 1, end)
+    return best
+
+
+def _hinted_lines(output: str) -> list[int]:
+    """Where the lines that hold a hint (:data:`_HINTS`, a linter's ``:12: E501``) start,
+    in order."""
+    starts: set[int] = set()
+    for hint in _HINTS:
+        at = output.find(hint)
+        while at >= 0:
+            start = output.rfind("\n", 0, at) + 1
+            starts.add(start)
+            after = output.find("\n", at)
+            at = output.find(hint, after) if after >= 0 else -1
+    for found in _LINTER_HINT.finditer(output):
+        starts.add(output.rfind("\n", 0, found.start()) + 1)
+    return sorted(starts)
 
 
 def _line_at(text: str, at: int) -> str:

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memoryd.summarizers.items import TITLES
-from memoryd.summarizers.toolcalls import ERROR_LINE, EXCEPTION_LINE, tool_use_call
+from memoryd.summarizers.outcomes import ERROR_LINE, EXCEPTION_LINE, read_failure
+from memoryd.summarizers.toolcalls import tool_use_call
 
 TRANSCRIPT_TAG = "transcript"
 PREVIOUS_SUMMARY_TAG = "previous_summary"
@@ -122,10 +123,24 @@ def render_transcript(
     tool with its key argument; never its JSON input), ``tool_result`` gives its text (or
     JSON), cut to ``max_output_chars`` when given (:func:`trim_output`), as is the agent's
     thinking; images, documents and redacted thinking give a marker (``[image]``) and any
-    other block its compact JSON. Nothing is escaped here; the prompt
-    builders do that.
+    other block its compact JSON. A shell command that changes files says so
+    (``tool_use Bash (changes files): sed -i …``), and the result of one whose output says
+    it failed, in its tool's words, gives that line (``tool_result (failed: --- FAIL:
+    TestX)``; :mod:`memoryd.summarizers.outcomes`), error flag or not. Nothing is escaped
+    here; the prompt builders do that.
     """
-    return "\n\n".join(_render_message(message, max_output_chars, ids) for message in messages)
+    commands = {
+        str(block.get("id")): call.command
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, Mapping) and block.get("type") == "tool_use"
+        for call in (tool_use_call(0, block),)
+        if call.command is not None
+    }
+    return "\n\n".join(
+        _render_message(message, max_output_chars, ids, commands) for message in messages
+    )
 
 
 def trim_output(text: str, limit: int) -> str:
@@ -312,26 +327,35 @@ def _block(tag: str, content: str, attributes: str = "") -> str:
     return f"<{tag}{attributes}>\n{escape_delimiters(content)}\n</{tag}>"
 
 
-def _render_message(message: Mapping[str, Any], limit: int | None, ids: bool = False) -> str:
+def _render_message(
+    message: Mapping[str, Any],
+    limit: int | None,
+    ids: bool = False,
+    commands: Mapping[str, str] | None = None,
+) -> str:
     role = message.get("role")
     label = role if isinstance(role, str) and role else "unknown"
     identifier = message.get("id") if ids else None
     if isinstance(identifier, str) and identifier and "]" not in identifier:
         label += f" #{identifier}"
-    return f"[{label}] {_render_content(message.get('content'), limit)}"
+    return f"[{label}] {_render_content(message.get('content'), limit, commands or {})}"
 
 
-def _render_content(content: object, limit: int | None) -> str:
+def _render_content(
+    content: object, limit: int | None, commands: Mapping[str, str] | None = None
+) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_render_block(block, limit) for block in content)
+        return "\n".join(_render_block(block, limit, commands or {}) for block in content)
     if content is None:
         return ""
     return _compact_json(content)
 
 
-def _render_block(block: object, limit: int | None) -> str:
+def _render_block(
+    block: object, limit: int | None, commands: Mapping[str, str] | None = None
+) -> str:
     if not isinstance(block, Mapping):
         return block if isinstance(block, str) else _compact_json(block)
     kind = block.get("type")
@@ -340,11 +364,16 @@ def _render_block(block: object, limit: int | None) -> str:
     if kind == "tool_use":
         call = tool_use_call(0, block)
         if call.command is not None:
-            return f"tool_use {call.name}: {call.label}"
+            edits = " (changes files)" if call.edits else ""
+            return f"tool_use {call.name}{edits}: {call.label}"
         return f"tool_use {call.label}"
     if kind == "tool_result":
         label = "tool_result (error)" if block.get("is_error") else "tool_result"
         output = _render_content(block.get("content"), None)
+        command = (commands or {}).get(str(block.get("tool_use_id")))
+        failure = read_failure(output, command) if command is not None else None
+        if failure is not None:
+            label = f"tool_result (failed: {failure.line})"
         return f"{label}: {trim_output(output, limit) if limit else output}"
     if kind == "thinking" and isinstance(block.get("thinking"), str):
         thought = str(block["thinking"])

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from memoryd.summarizers.outcomes import (
+    ERROR_LINE,
+    EXCEPTION_LINE,
     PLACEHOLDER_LEAD,
     changes_files,
     exit_status,
@@ -58,13 +60,6 @@ SHELL_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_]*)[ \t]*\n(?P<body>.*?)\n?
 """A fenced code block with its language (maybe none) and body."""
 _CD_PREFIX = re.compile(r"^cd\s+\S+\s*(?:&&|;)\s*(?=\S)")
 _PROMPT_PREFIX = re.compile(r"^\$\s+")
-EXCEPTION_LINE = re.compile(
-    r"^[ \t]*(?:E[ \t]+)?(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Z][A-Za-z0-9_]*(?:Error|Exception))"
-    r"(?=:|[ \t]*$)",
-    re.M,
-)
-"""An exception raised, at the start of a line of output (a traceback's last line, or
-pytest's ``E   TypeError: …``); not a name inside code such as ``raise ValueError(…)``."""
 EXCEPTION_NAME = re.compile(r"\b[A-Z][A-Za-z0-9_]*(?:Error|Exception)\b")
 """An exception's name anywhere in prose."""
 EXCEPTION_HINT = re.compile("Error|Exception")
@@ -74,14 +69,6 @@ ERROR_CODE = re.compile(r"[A-Z](?<![\w][A-Z])[A-Z]{0,3}\d{3,5}\b")
 or ``error`` (:data:`ERROR_CODE_LEAD`). Its first character is matched first, so that
 ``re`` skips to capital letters."""
 ERROR_CODE_LEAD = re.compile(r"(?::\d+(?::\d+)?:?[ \t]+|\berror[ \t]*\[?|\bwarning[ \t]*\[)$")
-ERROR_LINE = re.compile(
-    r"^(?:[^\s:]+:\d+(?::\d+)?:?[ \t]*(?:error|[A-Z]{1,4}\d{3,5})\b"
-    r"|[ \t]*(?:error|Error|ERROR|fatal|FATAL|FAILED|FAIL|panic|npm ERR!)\b"
-    r"|.*(?:command not found|No such file or directory|Permission denied|: error:)).*$",
-    re.M,
-)
-"""A line that reports an error: one that starts with it (``error: …``, ``FAILED …``,
-``fatal: …``, ``path:12:5: E501 …``) or a shell's own complaint."""
 _TEST_TALLY = re.compile(
     r"^[= \t]*(?P<tally>\d+ (?:passed|failed|errors?|error)\b[^=\n]*?)[= \t]*$", re.M
 )
