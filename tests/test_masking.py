@@ -18,6 +18,7 @@ from memoryd.pins import pinned_indices
 from memoryd.policy import running_tool_call
 from memoryd.strategies.masking import (
     MASKED_FIELD,
+    MIN_SHRINK,
     Masking,
     decide,
     placeholder_text,
@@ -26,6 +27,8 @@ from memoryd.strategies.masking import (
 )
 from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD
 from memoryd.summarizers.toolcalls import tool_use_call
+from memoryd.summarizers.transcript import result_text
+from memoryd.tokens import content_chars, estimate_text_tokens
 
 
 def lines_of(messages: list[dict[str, Any]]) -> list[Line]:
@@ -80,6 +83,13 @@ def test_a_masked_line_keeps_every_field_and_gains_is_masked() -> None:
         k: v for k, v in before.items() if k != "content"
     }
     assert masked.line.message == new
+    # The error flag is kept and the placeholder says the call failed; a call that did
+    # not fail is not said to have.
+    assert block["is_error"] is True
+    assert block["content"].startswith(f"{PLACEHOLDER_LEAD}`pytest -k case_0`: failed")
+    others = [json.loads(m.data)["content"][0]["content"] for m in
+              plan_masking(lines, 1, frozenset()).masked if m.line.index != 2]  # fmt: skip
+    assert others and not any("failed" in text for text in others)
 
 
 def test_text_mode_output_and_images_are_masked() -> None:
@@ -88,7 +98,23 @@ def test_text_mode_output_and_images_are_masked() -> None:
     lines = lines_of(text_agent(8, 40))
     masking = plan_masking(lines, 2, frozenset())
     assert [m.line.index for m in masking.masked] == output_lines(lines)[:-2]
-    assert all(isinstance(m.line.message["content"], str) for m in masking.masked)  # type: ignore[index]
+    assert masking.outputs == len(masking.masked) == 6
+    for m in masking.masked:
+        # The command of the fence before it, the exit status, the size of the original
+        # and the expand command with this message's id.
+        step = (m.line.index - 2) // 2
+        original = lines[m.line.index].message
+        assert original is not None
+        size = estimate_text_tokens(original["content"])
+        assert m.line.message is not None
+        assert m.line.message == {**original, "content": m.line.message["content"],
+                                  MASKED_FIELD: True}  # fmt: skip
+        text = m.line.message["content"]
+        assert text.startswith(f"{PLACEHOLDER_LEAD}`pytest -k case_{step}`: exit 1")
+        assert f"names src/app/module_{step}.py" in text
+        assert text.endswith(
+            f" — {size:,} tokens; the original: memoryd expand WORKSPACE {original['id']}]"
+        )
     image = {
         "type": "image",
         "source": {"type": "base64", "media_type": "image/png", "data": "A" * 4000},
@@ -112,6 +138,9 @@ def test_pins_a_running_call_assistant_messages_and_short_outputs_stay() -> None
     masked = {m.line.index for m in masking.masked}
     assert not masked & {0, 4, 6, len(lines) - 1}
     assert all(lines[i].role == "user" for i in masked)
+    # Every other output is masked: the results of steps 0, 3, 4, ... 10.
+    assert masked == set(output_lines(lines)) - {4, 6, len(lines) - 1}
+    assert masking.outputs == len(masked) == 9
 
 
 def test_the_new_file_is_the_old_one_with_only_the_masked_lines_replaced() -> None:
@@ -145,16 +174,47 @@ def test_property_masking_keeps_what_it_must_and_the_view_stays_valid(
     masking = plan_masking(lines, keep_recent, pinned)
     masked = {m.line.index: m for m in masking.masked}
     outputs = tool_outputs(lines)
-    for output in outputs[len(outputs) - keep_recent :] if keep_recent else []:
+    kept_from = max(0, len(outputs) - keep_recent)
+    for output in outputs[kept_from:]:
         if output.line in masked:  # a line of parallel results: only the older ones go
             assert output.block is not None
             new, old = masked[output.line].line.blocks, lines[output.line].blocks
             assert new[output.block] == old[output.block]
-    assert not masked.keys() & pinned
     running = running_tool_call(lines)
-    if running is not None:
-        open_ids = lines[running].tool_use_ids
-        assert not any(lines[i].tool_result_ids & open_ids for i in masked)
+    # The running turn's calls may sit on the lines after its first (a thinking line).
+    open_lines = lines[running:] if running is not None else []
+    open_ids = frozenset(i for x in open_lines for i in x.tool_use_ids)
+    answers_open = {x.index for x in open_lines if x.tool_result_ids & open_ids}
+    # Every older output of a line that may be masked is a placeholder of exactly what
+    # it was, or too short to be worth one.
+    placeholders = 0
+    for output in outputs[:kept_from]:
+        line = lines[output.line]
+        assert line.message is not None
+        if output.line in pinned or output.line in answers_open:
+            assert output.line not in masked
+            continue
+        if output.block is None:
+            before: Any = line.message["content"]
+        else:
+            before = line.blocks[output.block].get("content")
+        failed = output.block is not None and line.blocks[output.block].get("is_error") is True
+        expected = placeholder_text(output.call, result_text(before), failed, line.message["id"])
+        if output.line not in masked:
+            assert content_chars(before) < MIN_SHRINK * len(expected)
+            continue
+        after = masked[output.line].line.message
+        assert after is not None
+        if output.block is None:
+            now = after["content"]
+        else:
+            now = after["content"][output.block]["content"]
+        worth = content_chars(before) >= MIN_SHRINK * len(expected)
+        assert now == (expected if worth else before)
+        placeholders += worth
+    assert masking.outputs == placeholders
+    assert not masked.keys() & pinned
+    assert not masked.keys() & answers_open
     assert all(TASK not in m.data.decode() for m in masking.masked)
     for m in masking.masked:
         assert m.line.tokens < m.original.tokens

@@ -20,11 +20,13 @@ from structlog.testing import capture_logs
 
 from memoryd.api_view import messages_for_api
 from memoryd.config.settings import Settings, load_settings
+from memoryd.conversation import split_lines
 from memoryd.job.run import JobRequest, JobResult, run_job
 from memoryd.receipts.records import read_receipts
 from memoryd.search.recall import expand, recall
 from memoryd.signals.events import read_events
 from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD
 from memoryd.summarizers.transcript import result_text
 from memoryd.workspace import Workspace
 
@@ -114,6 +116,27 @@ def test_everyone_can_see_a_masking(tmp_path: Path, make_settings: SettingsFacto
     assert receipt.masked.messages == result.masked_messages
     assert receipt.masked.tokens_freed == result.masked_tokens
     assert receipt.masked.summary_followed is False
+    # What the receipt says, checked against the files: the archive it names holds the
+    # originals of the masked lines, one for each, and the tokens freed are theirs less
+    # their placeholders'; each placeholder counts as an output.
+    assert receipt.masked.archive is not None
+    archive = folder / receipt.masked.archive
+    assert [archive] == sorted(folder.joinpath(".memoryd", "archive").glob("*.jsonl"))
+    live_masked = [x for x in split_lines((folder / "conversation.jsonl").read_bytes(), 1 << 24)
+                   if x.message is not None and x.message.get("isMasked") is True]  # fmt: skip
+    originals = list(split_lines(archive.read_bytes(), 1 << 24))
+    assert [x.message["id"] for x in originals if x.message] == [
+        x.message["id"] for x in live_masked if x.message
+    ]
+    assert archive.read_bytes() == b"".join(original[x.message["id"]] for x in live_masked
+                                            if x.message)  # fmt: skip
+    assert receipt.masked.messages == len(live_masked)
+    assert receipt.masked.tokens_freed == sum(x.tokens for x in originals) - sum(
+        x.tokens for x in live_masked
+    )
+    placeholders = [b for x in live_masked for b in x.blocks
+                    if str(b.get("content", "")).startswith(PLACEHOLDER_LEAD)]  # fmt: skip
+    assert receipt.masked.outputs == len(placeholders) >= receipt.masked.messages
     assert receipt.llm.calls == 0 and receipt.summarized is None
     assert receipt.tokens_saved == result.tokens_before - result.tokens_after
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()

@@ -338,6 +338,26 @@ def test_rolling_always_keeps_the_newest_10(count: int) -> None:
     assert len(lines) - plan.keep_from >= 10
 
 
+def test_rolling_keeping_none_may_split_at_the_last_message() -> None:
+    """With recent_messages_to_keep 0 the split may fall on the newest message: here the
+    only boundary, a user turn after a run of tool exchanges."""
+    messages = [make_message(0, "user", "task")]
+    for step in range(4):
+        ident = f"t{step}"
+        messages.append(make_message(len(messages), "assistant", [tool_use(ident)]))
+        messages.append(make_message(len(messages), "user", [tool_result(ident), text_block()]))
+    messages.append(make_message(len(messages), "user", "and now the docs"))
+    lines = lines_of(messages)
+    user_turns = [k for k in range(len(messages)) if boundary_kind(messages, k) == "user"]
+    assert user_turns[-1] == len(lines) - 1
+    plan = rolling_split(lines, messages_to_summarize=len(lines), recent_messages_to_keep=0)
+    assert plan is not None and plan.keep_from == len(lines) - 1
+    assert plan.kept_tokens == lines[-1].tokens
+    # Keeping two, no user turn is left in range: the nearest call starts the kept part.
+    two = rolling_split(lines, messages_to_summarize=len(lines), recent_messages_to_keep=2)
+    assert two is not None and two.keep_from == len(lines) - 3
+
+
 def test_rolling_is_none_when_keeping_10_leaves_nothing_to_summarize() -> None:
     """10 messages: keeping the newest 10 leaves no split point."""
     assert rolling_split(rolling_lines(10, 100), **WINDOW) is None
@@ -428,14 +448,25 @@ def test_property_narrative_split_is_valid_nearest_and_complete(
 def test_property_rolling_split_is_valid_and_keeps_the_recent_messages(
     messages: list[dict[str, Any]], to_summarize: int, keep: int
 ) -> None:
-    """A rolling split keeps tool pairs whole, never passes a running tool call, and keeps
-    at least the newest ``keep``."""
+    """A rolling split keeps tool pairs whole, never passes a running tool call, keeps at
+    least the newest ``keep``, is the boundary the rules name (nearest the oldest
+    ``to_summarize``), and None means no boundary lies between the head and the newest
+    ``keep`` (with ``keep`` 0, the last message included)."""
     plan = rolling_split(
         lines_of(messages), messages_to_summarize=to_summarize, recent_messages_to_keep=keep
     )
+    n = len(messages)
+    head = 1 if messages and messages[0].get("isSummary") else 0
+    highest = n - keep
+    proposed = min(head + to_summarize, highest)
+    expected = _expected_split(
+        messages, proposed, head + 1, min(highest, n - 1), (head + 1, highest)
+    )
     if plan is None:
+        assert expected is None
         return
     k = plan.keep_from
+    assert k == expected
     assert boundary_kind(messages, k) is not None
     assert not straddling(messages, k)
     running = running_call(messages)

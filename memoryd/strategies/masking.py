@@ -215,8 +215,13 @@ def plan_masking(
     rules = rules or MaskRules()
     outputs = tool_outputs(lines)
     old = outputs[: max(0, len(outputs) - keep_recent)]
+    # The results of a running turn's calls: they follow the turn, whose calls may sit on
+    # lines after its first (a thinking line). An earlier result with one of those ids
+    # answered an earlier call: agents reuse ids.
     running = running_tool_call(lines)
-    running_ids = lines[running].tool_use_ids if running is not None else frozenset()
+    open_lines = lines[running:] if running is not None else []
+    open_ids = frozenset(i for line in open_lines for i in line.tool_use_ids)
+    answers_open = {line.index for line in open_lines if line.tool_result_ids & open_ids}
     chosen: dict[int, list[_Output]] = {}
     for output in old:
         if output.call is None or output.call.name not in rules.exclude_tools:
@@ -232,7 +237,7 @@ def plan_masking(
             or index in pinned
             or message.get(MASKED_FIELD) is True
             or not isinstance(message.get("id"), str)
-            or line.tool_result_ids & running_ids
+            or index in answers_open
         ):
             continue
         found = chosen.get(index)
@@ -292,7 +297,9 @@ def mask_line(
         masked_outputs = 1
     else:
         blocks = list(content) if isinstance(content, list) else []
-        wanted = {output.block: output.call for output in found}
+        # An output's block counts the content's objects (Line.blocks), not its items.
+        objects = [k for k, block in enumerate(blocks) if isinstance(block, Mapping)]
+        wanted = {objects[o.block]: o.call for o in found if o.block is not None}
         for k, block in enumerate(blocks):
             if not isinstance(block, Mapping):
                 continue

@@ -1,0 +1,116 @@
+"""The outcome reader at its edges (memoryd/summarizers/outcomes.py): the failure line is
+the whole line the verdict is on, wherever it sits in the output, its white space made
+one and cut at its limit; a short-flag bundle is read for its first letters only."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryd.summarizers.outcomes import (
+    MAX_FAILURE_CHARS,
+    _flag,
+    changes_files,
+    edit_form,
+    read_failure,
+    shows_only,
+)
+
+VERDICT = "FAILED tests/test_pay.py::test_total - AssertionError: 3 != 4"
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        f"{VERDICT}\n",
+        f"{VERDICT}",
+        f"collected 3 items\n\n{VERDICT}\n",
+        f"collected 3 items\nrunning\nmore\n{VERDICT}",
+        f"\n{VERDICT}\nlater output\n",
+        f"a\nb\nc\n{VERDICT}\nd\ne\n",
+    ],
+)
+def test_the_failure_line_is_exactly_the_line_of_the_verdict(output: str) -> None:
+    """First, middle or last line, with or without a newline after it, with lines before
+    and after: the line read is the verdict's, whole and nothing more."""
+    found = read_failure(output, "pytest")
+    assert found is not None
+    assert found.kind == "pytest"
+    assert found.line == VERDICT
+
+
+def test_the_failure_line_has_its_white_space_made_one() -> None:
+    found = read_failure("FAILED   tests/test_a.py::test_b  -   boom\t now\n")
+    assert found is not None and found.line == "FAILED tests/test_a.py::test_b - boom now"
+
+
+@pytest.mark.parametrize("extra", [0, 1, 2, 50])
+def test_a_long_failure_line_is_cut_to_its_limit(extra: int) -> None:
+    """A line of exactly MAX_FAILURE_CHARS stays whole; a longer one is cut to that many
+    characters, the last an ellipsis."""
+    line = VERDICT + " " + "x" * (MAX_FAILURE_CHARS - len(VERDICT) - 1 + extra)
+    found = read_failure(f"start\n{line}\nend\n")
+    assert found is not None
+    if extra == 0:
+        assert found.line == line
+    else:
+        assert len(found.line) == MAX_FAILURE_CHARS
+        assert found.line == line[: MAX_FAILURE_CHARS - 1] + "…"
+
+
+def test_a_short_flag_bundle_is_read_for_its_first_two_letters() -> None:
+    """``-pi`` and ``-in`` hold ``i``; a long option never does, nor a letter of an
+    option's value (``-MFile::Find`` loads a module)."""
+    assert _flag("-pi", "i") and _flag("-in", "i") and _flag("-i", "i")
+    assert _flag("-i.bak", "i")
+    assert not _flag("--in-place", "i") and not _flag("--i", "i")
+    assert not _flag("-MFile", "i") and not _flag("-e", "i") and not _flag("i", "i")
+
+
+@pytest.mark.parametrize(
+    ("command", "form"),
+    [
+        ("perl -ie 's/a/b/' x.txt", "perl -pi"),
+        ("perl -pi -e 's/a/b/' x.txt", "perl -pi"),
+        ("perl -MFile::Find -e 'find(sub { print }, \".\")'", None),
+        ("sed -in 's/a/b/' x.txt", "sed -i"),
+        ("sed -n 's/a/b/p' x.txt", None),
+    ],
+)
+def test_in_place_flags_in_a_bundle(command: str, form: str | None) -> None:
+    assert edit_form(command) == form
+    assert changes_files(command) is (form is not None)
+
+
+@pytest.mark.parametrize(
+    ("command", "only_shows"),
+    [
+        ("cat src/a.py", True),
+        ("/usr/bin/cat src/a.py", True),
+        ("sudo cat /etc/hosts", True),
+        ("LANG=C grep -n parse src/a.py", True),
+        ("cd src && cat a.py | grep parse", True),
+        ("sed -n '1,20p' a.py", True),
+        ("git diff", True),
+        ("/usr/bin/git log -3", True),
+        ("git --no-pager diff HEAD~1", True),
+        ("git status && git diff && ls", True),
+        ("", False),
+        ("cd src", False),
+        ("sudo", False),
+        ("cd src && pytest -x", False),
+        ("sed 's/a/b/' a.py", False),
+        ("pytest -n 4", False),
+        ("sed -n 1p a.py && pytest", False),
+        ("git diff && pytest", False),
+        ("git commit -m 'a diff'", False),
+        ("git --version", False),
+        ("git", False),
+        ("svn diff", False),
+        ("cat a.py > b.py", False),
+    ],
+)
+def test_what_only_shows_something(command: str, only_shows: bool) -> None:
+    """A command only shows when every simple command of it is a showing one (behind
+    ``sudo``, an assignment, a path or a ``cd``), ``sed -n`` or a showing git
+    sub-command; one runner, one write or nothing shown at all is not."""
+    assert shows_only(command) is only_shows
