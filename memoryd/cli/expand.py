@@ -42,8 +42,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if sources.is_source(args, args.workspace):
         from memoryd.search.lazylog import before_first_line
 
-        before_first_line(lambda: log_to_stderr(args))
-        data = sources.expand(args)
+        with before_first_line(lambda: log_to_stderr(args)):
+            data = sources.expand(args)
     else:
         log_to_stderr(args)
         from memoryd.search.recall import expand

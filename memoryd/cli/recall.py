@@ -114,8 +114,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if sources.is_source(args, args.path):
         from memoryd.search.lazylog import before_first_line
 
-        before_first_line(lambda: log_to_stderr(args))
-        return sources.recall(args, out)
+        with before_first_line(lambda: log_to_stderr(args)):
+            return sources.recall(args, out)
     log_to_stderr(args)
     from memoryd.search.recall import recall
 

@@ -2,22 +2,28 @@
 
 structlog (and what it imports) costs a one-shot command about as much CPU as the rest of
 its start; a search that logs nothing, the usual case, need not pay it. The command says,
-with :func:`before_first_line`, how logging is to be set up, and that is done just before
-the first line (docs/design.md#sources).
+with :func:`before_first_line`, how logging is to be set up while it runs, and that is done
+just before the first line (docs/design.md#sources).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 _pending: list[Callable[[], None]] = []
 
 
-def before_first_line(configure: Callable[[], None]) -> None:
-    """Run ``configure`` (set up logging) before the first line any :class:`LazyLog`
-    logs; never, when none is logged."""
+@contextlib.contextmanager
+def before_first_line(configure: Callable[[], None]) -> Iterator[None]:
+    """Inside, run ``configure`` (set up logging) before the first line any
+    :class:`LazyLog` logs; never, when none is logged."""
     _pending[:] = [configure]
+    try:
+        yield
+    finally:
+        _pending.clear()
 
 
 class LazyLog:
