@@ -26,6 +26,7 @@ from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
 from memoryd.files.paths import check_workspace
 from memoryd.mcp_server.sources import (
+    RoleArg,
     SourceArg,
     SourceHitOut,
     source_hit,
@@ -205,13 +206,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         limit: Annotated[
             int, Field(ge=1, le=MAX_LIMIT, description="At most this many hits.")
         ] = 10,
-        role: Annotated[
-            Literal["user", "assistant", "tool", "summary", "info"] | None,
-            Field(
-                description="Only this role's messages; tool (a tool's output), summary and "
-                "info are in another agent's sessions only."
-            ),
-        ] = None,
+        role: RoleArg = None,
         source: SourceArg = None,
     ) -> RecallOut:
         """Search the messages that were summarized away (the archive) for exact details.

@@ -16,6 +16,13 @@ from memoryd.errors import MemorydError
 from memoryd.sources.layout import storable
 from memoryd.sources.search import SourceHit, expand_source, recall_source
 
+RoleArg = Annotated[
+    Literal["user", "assistant", "tool", "summary", "info"] | None,
+    Field(
+        description="Only this role's messages; tool (a tool's output), summary and info are "
+        "in another agent's sessions only."
+    ),
+]
 SourceKind = Literal["claude-code", "codex", "gemini"]
 SourceArg = Annotated[
     SourceKind | None,

@@ -2,8 +2,8 @@
 
 structlog (and what it imports) costs a one-shot command about as much CPU as the rest of
 its start; a search that logs nothing, the usual case, need not pay it. The command says,
-with :func:`before_first_line`, how logging is to be set up, and that is done just before
-the first line (docs/design.md#sources).
+with :func:`before_first_line`, how logging is to be set up while it runs, and that is done
+just before the first line (docs/design.md#sources).
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ _pending: list[Callable[[], None]] = []
 
 @contextlib.contextmanager
 def before_first_line(configure: Callable[[], None]) -> Iterator[None]:
-    """Within the block, run ``configure`` (set up logging) before the first line any
-    :class:`LazyLog` logs; never, when none is logged. The set-up is forgotten when the
-    block ends, so that a command run in-process leaves no logging set-up behind."""
+    """Inside, run ``configure`` (set up logging) before the first line any
+    :class:`LazyLog` logs; never, when none is logged."""
     _pending[:] = [configure]
     try:
         yield
