@@ -18,13 +18,13 @@ from memoryd.pins import pinned_indices
 from memoryd.policy import running_tool_call
 from memoryd.strategies.masking import (
     MASKED_FIELD,
-    MIN_SHRINK,
     Masking,
     decide,
     placeholder_text,
     plan_masking,
     tool_outputs,
 )
+from memoryd.strategies.masking_rules import MIN_SHRINK
 from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD
 from memoryd.summarizers.toolcalls import tool_use_call
 from memoryd.summarizers.transcript import result_text

@@ -24,7 +24,6 @@ from memoryd.strategies.masking import (
     MASKED_FIELD,
     MAX_LINE_REFERENCES,
     MAX_LISTING_PATHS,
-    MIN_SHRINK,
     Masking,
     MaskingStage,
     decide,
@@ -33,6 +32,7 @@ from memoryd.strategies.masking import (
     plan_masking,
     tool_outputs,
 )
+from memoryd.strategies.masking_rules import MIN_SHRINK
 from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD, read_failure
 from memoryd.summarizers.toolcalls import ToolCall, tool_use_call
 from memoryd.tokens import estimate_text_tokens
