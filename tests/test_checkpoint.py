@@ -84,9 +84,12 @@ def commands_llm(monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic)
 
 
 def budget_for(folder: Path, usage: float, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Set MEMORYD_TOKEN_LIMIT so that the conversation sits at about ``usage``."""
+    """Set MEMORYD_TOKEN_LIMIT so that the conversation sits at about ``usage``, masking
+    off: the checkpoint's own split is the subject here (with masking on a job compacts
+    only the least part, tests/test_least_loss.py)."""
     limit = int(tokens_of(conversation(folder)) / usage)
     monkeypatch.setenv("MEMORYD_TOKEN_LIMIT", str(limit))
+    monkeypatch.setenv("MEMORYD_MASKING__ENABLED", "false")
     return limit
 
 
