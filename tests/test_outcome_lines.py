@@ -94,6 +94,8 @@ def test_in_place_flags_in_a_bundle(command: str, form: str | None) -> None:
         ("/usr/bin/git log -3", True),
         ("git --no-pager diff HEAD~1", True),
         ("git status && git diff && ls", True),
+        ("(cat a.py)", True),
+        ("sudo && cat a.py", True),
         ("", False),
         ("cd src", False),
         ("sudo", False),
@@ -114,3 +116,68 @@ def test_what_only_shows_something(command: str, only_shows: bool) -> None:
     ``sudo``, an assignment, a path or a ``cd``), ``sed -n`` or a showing git
     sub-command; one runner, one write or nothing shown at all is not."""
     assert shows_only(command) is only_shows
+
+
+@pytest.mark.parametrize(
+    ("command", "form"),
+    [
+        ("sudo sed -i 's/a/b/' x.txt", "sed -i"),
+        ("LANG=C sed -i 's/a/b/' x.txt", "sed -i"),
+        ("/usr/bin/sed -i 's/a/b/' x.txt", "sed -i"),
+        ("sed --in-place 's/a/b/' x.txt", "sed -i"),
+        ("sed -Ei 's/a+/b/' x.txt", "sed -i"),
+        ("sed -E 's/a+/b/' x.txt", None),
+        ("rm -f", None),
+        ("rm -f build.log", "rm"),
+        ("cp -r src", None),
+        ("cp -r src dst", "cp"),
+        ("sudo", None),
+    ],
+)
+def test_an_edit_behind_a_prefix_a_path_or_a_flag_bundle(command: str, form: str | None) -> None:
+    """The command's name is read behind ``sudo``, an assignment or a path; an in-place
+    flag in any of its spellings; a file operation needs its operands, not its flags."""
+    assert edit_form(command) == form
+
+
+@pytest.mark.parametrize(
+    ("command", "form"),
+    [
+        ("patch -p1 < fix.diff", "patch"),
+        ("apply_patch <<'EOF'\n*** Begin Patch\nEOF", "apply_patch"),
+        ("applypatch fix.diff", "apply_patch"),
+        ("git apply fix.diff", "git apply"),
+        ("git am 0001.patch", "git am"),
+        ("git --no-pager mv a.py b.py", "git mv"),
+        ("git rm old.py", "git rm"),
+        ("git restore src/a.py", "git restore"),
+        ("git checkout -- src/a.py", "git checkout"),
+        ("git checkout main", None),
+        ("git", None),
+        ("git --version", None),
+        ("git status -- src", None),
+        ("tee out.txt", "tee"),
+        ("tee /dev/null", None),
+        ("mv a.py b.py", "mv"),
+        ("cp a.py b.py", "cp"),
+        ("install -m 644 a.conf /etc/a.conf", "cp"),
+        ("rsync -a src/ dst/", "cp"),
+        ("rsync src/", None),
+        ("find . -name '*.pyc' -delete", "rm"),
+        ("find . -name '*.pyc'", None),
+        ("ls -delete", None),
+        ("rm a.py", "rm"),
+        ("unlink a.py", "rm"),
+        ("shred secret.txt", "rm"),
+        ("touch a.py", "touch"),
+        ("truncate -s 0 a.log", "touch"),
+        ("touch", None),
+        ("echo hi > /dev/null", None),
+        ("echo hi > out.txt", "redirect"),
+        ("cat <<'EOF' > a.py\nprint(1)\nEOF", "heredoc"),
+    ],
+)
+def test_each_edit_form_is_named(command: str, form: str | None) -> None:
+    """Every way a command changes files has its name, and the commands next to them
+    (a branch checkout, a search without ``-delete``, a copy without a target) none."""
+    assert edit_form(command) == form
