@@ -20,11 +20,11 @@ from memoryd.strategies.masking import (
     MASKED_FIELD,
     Masking,
     decide,
-    placeholder_text,
     plan_masking,
     tool_outputs,
 )
 from memoryd.strategies.masking_rules import MIN_SHRINK
+from memoryd.strategies.placeholders import placeholder_text
 from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD
 from memoryd.summarizers.toolcalls import tool_use_call
 from memoryd.summarizers.transcript import result_text

@@ -22,17 +22,19 @@ from memoryd.policy import running_tool_call
 from memoryd.receipts.records import MaskedSpan
 from memoryd.strategies.masking import (
     MASKED_FIELD,
-    MAX_LINE_REFERENCES,
-    MAX_LISTING_PATHS,
     Masking,
     MaskingStage,
     decide,
     masking_stage,
-    placeholder_text,
     plan_masking,
     tool_outputs,
 )
 from memoryd.strategies.masking_rules import MIN_SHRINK
+from memoryd.strategies.placeholders import (
+    MAX_LINE_REFERENCES,
+    MAX_LISTING_PATHS,
+    placeholder_text,
+)
 from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD, read_failure
 from memoryd.summarizers.toolcalls import ToolCall, tool_use_call
 from memoryd.tokens import estimate_text_tokens

@@ -19,7 +19,8 @@ from real_outputs import CHANGES, FAILURES, REAL_OUTPUTS, ROUTINE, RealOutput
 
 from memoryd.conversation import Line, split_lines
 from memoryd.job.run import JobRequest, run_job
-from memoryd.strategies.masking import MAX_LINE_REFERENCES, placeholder_text, plan_masking
+from memoryd.strategies.masking import plan_masking
+from memoryd.strategies.placeholders import MAX_LINE_REFERENCES, placeholder_text
 from memoryd.summarizers.extractive import extractive_summary, new_items
 from memoryd.summarizers.items import HeadItem, classify, parse_head
 from memoryd.summarizers.outcomes import (

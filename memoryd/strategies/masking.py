@@ -18,9 +18,8 @@ summaries, lines already masked, lines with no ``id`` and lines that are not obj
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from memoryd import strict_json
@@ -37,28 +36,20 @@ from memoryd.strategies.masking_rules import (
     old_media,
     worth,
 )
-from memoryd.summarizers.checkpoint_calls import call_line
-from memoryd.summarizers.outcomes import FAILURE_NOTE, PLACEHOLDER_LEAD
-from memoryd.summarizers.output_places import definitions, named_paths
+from memoryd.strategies.placeholders import placeholder_text
 from memoryd.summarizers.toolcalls import (
     ToolCall,
     fenced_commands,
-    outcome_of,
     shell_call,
     tool_use_call,
 )
 from memoryd.summarizers.transcript import result_text
-from memoryd.tokens import content_chars, estimate_message_tokens, estimate_text_tokens
+from memoryd.tokens import content_chars, estimate_message_tokens
 
 if TYPE_CHECKING:
     from memoryd.config.settings import Settings
 
 MASKED_FIELD = "isMasked"
-MAX_LINE_REFERENCES = 3
-"""``line N`` references a placeholder keeps: the last ones, nearest where it failed."""
-MAX_LISTING_PATHS = 3
-"""Paths a placeholder names of a file shown (the digest names none: its definitions)."""
-_LINE_REFERENCE = re.compile(r"\bline \d+\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,53 +319,6 @@ def _worth(placeholder: str, output_chars: int) -> bool:
 
 def _text_block(text: str) -> dict[str, str]:
     return {"type": "text", "text": text}
-
-
-def line_references(output: str) -> list[str]:
-    """The last :data:`MAX_LINE_REFERENCES` distinct ``line N`` an output mentions, in
-    their order (pure): where an error or a search pointed."""
-    found = list(dict.fromkeys(m.group() for m in _LINE_REFERENCE.finditer(output)))
-    return found[-MAX_LINE_REFERENCES:]
-
-
-def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_id: str) -> str:
-    """What a masked output says (pure): the call with its key argument and outcome (exit
-    status, first error, where it was raised, the files it names); when it failed, its
-    first error line in its tool's own words (``failure: …``, what
-    :func:`memoryd.summarizers.outcomes.read_failure` reads back); at most
-    :data:`MAX_LINE_REFERENCES` ``line N``; the output's size in tokens, and the command
-    that prints the original."""
-    notes: list[str] = []
-    failure: str | None = "error flag" if failed else None
-    if call is not None:
-        outcome = outcome_of(output, failed, call.command is not None, call.command)
-        # The frames it names share the placeholder's few ``line N`` with its references.
-        frames = outcome.frames[: MAX_LINE_REFERENCES - 1]
-        digest = call_line([replace(call, outcome=replace(outcome, frames=frames))], named=True)
-        if outcome.listing:
-            # A file shown: what it defines, and the paths it names (its own among them).
-            defined = definitions(outcome.listing)
-            named = [p for p in named_paths(output)[:MAX_LISTING_PATHS] if p not in digest]
-            notes += ["defines " + ", ".join(defined)] if defined else []
-            notes += ["names " + ", ".join(named)] if named else []
-        if outcome.failed:
-            status = f"exit {outcome.status}" if outcome.status else None
-            failure = outcome.failure or outcome.error_line or status or failure
-    else:
-        digest = "a tool" + (" (error)" if failed else "")
-    if failure is not None:
-        notes.append(FAILURE_NOTE.removeprefix("; ") + failure)
-    room = MAX_LINE_REFERENCES - len(_LINE_REFERENCE.findall(digest))
-    references = [ref for ref in line_references(output) if ref not in digest]
-    references = references[len(references) - room :] if room > 0 else []
-    notes += [", ".join(references)] if references else []
-    if notes:
-        digest += "; " + "; ".join(notes)
-    size = estimate_text_tokens(output)
-    return (
-        f"{PLACEHOLDER_LEAD}{digest} — {size:,} tokens; "
-        f"the original: memoryd expand WORKSPACE {message_id}]"
-    )
 
 
 @dataclass(frozen=True, slots=True)
