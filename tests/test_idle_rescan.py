@@ -188,9 +188,9 @@ def test_the_safety_net_walks_only_a_root_whose_folders_changed(
     step_until(supervisor, "counted", lambda: messages(supervisor, root / "g" / "ws") == 2)
     walks: list[Path] = []
 
-    def counted_scan(top: Path, *args: object) -> object:
+    def counted_scan(top: Path, *args: object, **kwargs: object) -> object:
         walks.append(top)
-        return scan_workspaces(top, *args)  # type: ignore[arg-type]
+        return scan_workspaces(top, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(workspaces, "scan_workspaces", counted_scan)
     age(root)
