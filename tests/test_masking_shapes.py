@@ -653,3 +653,16 @@ def test_a_deep_traceback_names_where_it_was_raised_and_the_frame_before() -> No
     assert text.startswith(f"{PLACEHOLDER_LEAD}`python -m app`: KeyError at /src/app/d.py line 44")
     assert "; via /src/app/c.py line 33;" in text
     assert len(re.findall(r"\bline \d+\b", text)) == MAX_LINE_REFERENCES
+
+
+def test_references_fill_only_the_room_the_digest_leaves() -> None:
+    """One frame names a line; of the output's other references only as many as fit in
+    MAX_LINE_REFERENCES follow, the last ones."""
+    output = (
+        'Traceback (most recent call last):\n  File "/src/app/d.py", line 44, in d\n'
+        "    call()\nKeyError: 1\nsee line 5, line 6 and line 7\n" + "noise\n" * 300
+    )
+    text = placeholder_text(shell("python -m app"), output, False, "m")
+    found = re.findall(r"\bline \d+\b", text)
+    assert len(found) == MAX_LINE_REFERENCES
+    assert found[0] == "line 44" and found[-1] == "line 7"
