@@ -6,6 +6,7 @@ an image beside a tool result, ``keep_recent`` at and past the number of outputs
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -640,3 +641,30 @@ def test_the_failure_note_is_what_the_classifier_reads_back() -> None:
     assert "; failure: Permission denied: a.py — " in denied
     blank = placeholder_text(read, "   \n" * 50, True, "m")
     assert blank.startswith(f"{PLACEHOLDER_LEAD}read a.py: failed; failure: error flag — ")
+
+
+def test_a_deep_traceback_names_where_it_was_raised_and_the_frame_before() -> None:
+    """Where the exception was raised, the frame that called it, then references, the
+    placeholder's ``line N`` no more than MAX_LINE_REFERENCES in all."""
+    frames = "".join(
+        f'  File "/src/app/{name}.py", line {n}, in {name}\n    call()\n'
+        for name, n in (("a", 11), ("b", 22), ("c", 33), ("d", 44))
+    )
+    traceback = f"Traceback (most recent call last):\n{frames}KeyError: 1\n" + "noise\n" * 300
+    text = placeholder_text(shell("python -m app"), traceback, False, "m")
+    assert text.startswith(f"{PLACEHOLDER_LEAD}`python -m app`: KeyError at /src/app/d.py line 44")
+    assert "; via /src/app/c.py line 33;" in text
+    assert len(re.findall(r"\bline \d+\b", text)) == MAX_LINE_REFERENCES
+
+
+def test_references_fill_only_the_room_the_digest_leaves() -> None:
+    """One frame names a line; of the output's other references only as many as fit in
+    MAX_LINE_REFERENCES follow, the last ones."""
+    output = (
+        'Traceback (most recent call last):\n  File "/src/app/d.py", line 44, in d\n'
+        "    call()\nKeyError: 1\nsee line 5, line 6 and line 7\n" + "noise\n" * 300
+    )
+    text = placeholder_text(shell("python -m app"), output, False, "m")
+    found = re.findall(r"\bline \d+\b", text)
+    assert len(found) == MAX_LINE_REFERENCES
+    assert found[0] == "line 44" and found[-1] == "line 7"
