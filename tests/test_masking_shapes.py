@@ -325,7 +325,7 @@ def shell(command: str) -> ToolCall:
 
 
 def test_a_placeholder_names_the_call_outcome_size_and_expand() -> None:
-    """Every part in its place: the lead, the command in backticks, the outcome, the
+    """Every part in its place: the opening words, the command in backticks, the outcome, the
     size with thousands separated, the expand command with the real id."""
     output = "boom\n" + "x" * 8000 + "\nexit status 3\n"
     size = estimate_text_tokens(output)

@@ -57,6 +57,14 @@ def _with_scheme(cls: type, url: str) -> str:
     return url
 
 
+def _sendable(cls: type, headers: dict[str, str]) -> dict[str, str]:
+    """Header values that HTTP can carry: no CR/LF, ASCII only; names that are tokens."""
+    problem = header_problem(headers)
+    if problem:
+        raise ValueError(problem)
+    return headers
+
+
 class AnthropicSettings(BaseModel):
     """``[anthropic]``: the Messages API client; the key and URL fall back to the SDK's env."""
 
@@ -72,13 +80,7 @@ class AnthropicSettings(BaseModel):
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key: SecretStr | None = None
 
-    @field_validator("default_headers")
-    @classmethod
-    def _sendable_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        problem = header_problem(headers)
-        if problem:
-            raise ValueError(problem)
-        return headers
+    _headers_can_be_sent = field_validator("default_headers")(_sendable)
 
     @field_validator("api_key")
     @classmethod
@@ -117,13 +119,7 @@ class OpenAISettings(BaseModel):
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key: SecretStr | None = None
 
-    @field_validator("default_headers")
-    @classmethod
-    def _sendable_headers(cls, headers: dict[str, str]) -> dict[str, str]:
-        problem = header_problem(headers)
-        if problem:
-            raise ValueError(problem)
-        return headers
+    _headers_can_be_sent = field_validator("default_headers")(_sendable)
 
     @field_validator("api_key")
     @classmethod
