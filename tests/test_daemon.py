@@ -113,7 +113,9 @@ def test_dropped_in_workspaces_are_summarized_with_a_live_heartbeat_and_agreeing
         assert len(checkins) >= 2, f"{ws.name}: last_checkin never advanced while active"
         final = read_heartbeat(ws)
         assert final["status"] == "completed"
-        assert final["last_result"].startswith("replaced ")
+        # What was done and why, then what the summary replaced.
+        assert final["last_result"].startswith("summarized "), final["last_result"]
+        assert ": replaced " in final["last_result"]
 
         events = read_events(ws)
         jobs = [e["type"] for e in events if e["type"].startswith("summarize_")]
