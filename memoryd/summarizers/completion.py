@@ -128,30 +128,27 @@ class AnswerGuard:
         """As :meth:`check`, for bytes of the stream read (whatever they carry)."""
         self.bytes += added_bytes
         if self.bytes > self.max_bytes:
-            return Failure(
-                f"runaway answer: more than {self.max_bytes:,} bytes streamed for max_tokens "
-                f"{self.max_tokens:,}, reading stopped",
-                retryable=True,
-                bad_answer=True,
-            )
+            return self._runaway(f"{self.max_bytes:,} bytes streamed")
         return self.check()
 
     def check(self, added_chars: int = 0) -> Failure | None:
         """None while reading may go on; else the failure that ends the attempt."""
         self.chars += added_chars
         if self.chars > self.max_chars:
-            return Failure(
-                f"runaway answer: more than {self.max_chars:,} characters for max_tokens "
-                f"{self.max_tokens:,}, reading stopped",
-                retryable=True,
-                bad_answer=True,
-            )
+            return self._runaway(f"{self.max_chars:,} characters")
         if time.monotonic() > self.ends_at:
             return Failure(
                 f"the answer was still arriving at the {seconds(self.deadline)} s deadline",
                 retryable=False,
             )
         return None
+
+    def _runaway(self, past: str) -> Failure:
+        return Failure(
+            f"runaway answer: more than {past} for max_tokens {self.max_tokens:,}, reading stopped",
+            retryable=True,
+            bad_answer=True,
+        )
 
 
 def not_a_stream(content_type: str, body: bytes, truncated: bool, expected: str) -> Failure:
