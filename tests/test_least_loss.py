@@ -191,7 +191,7 @@ def test_a_job_with_masking_on_never_summarizes_more_than_the_share(
     folder = write_workspace(tmp_path / "ws", transcript)
     config = config_for(make_settings, transcript, True, **{"masking.target": 0.02})
     lines = read_lines(folder)
-    stage = masking_stage(lines, config, sum(x.tokens for x in lines), 1.0)
+    stage = masking_stage(lines, config, sum(x.tokens for x in lines), 1.0, config.summarize_at)
     assert stage is not None and stage.decision == "summarize"
     masked = stage.masking.applied(lines)
     share = plan_job(masked, strategy_for(config), True)

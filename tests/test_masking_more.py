@@ -205,9 +205,10 @@ def test_an_old_large_input_field_becomes_a_placeholder_in_the_same_object() -> 
         assert list(tool_input) == ["file_path", "content", "mode"]
         assert tool_input["file_path"] == f"src/app/m{m.line.index}.py"
         assert tool_input["mode"] == 420
+        n = (m.line.index - 1) // 2
         assert tool_input["content"] == (
             "[tool input masked by memoryd: content, 4,000 characters (~1,000 tokens); "
-            f"the original: memoryd expand WORKSPACE msg-{m.line.index:04d}]"
+            f"defines handler_{n}; the original: memoryd expand WORKSPACE msg-{m.line.index:04d}]"
         )
     assert masking.what() == "0 tool outputs, 3 tool inputs"
 

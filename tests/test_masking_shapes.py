@@ -21,6 +21,7 @@ from memoryd.api_view import api_messages
 from memoryd.conversation import Line, split_lines
 from memoryd.policy import running_tool_call
 from memoryd.receipts.records import MaskedSpan
+from memoryd.strategies.least_loss import masking_aim
 from memoryd.strategies.masking import (
     MASKED_FIELD,
     Masking,
@@ -412,7 +413,7 @@ def test_the_stage_reports_its_outputs_tokens_and_archive() -> None:
     lines = lines_of(tool_loop(6, 40, parallel=frozenset({0})))
     masking = plan_masking(lines, 1, frozenset())
     assert len(masking.masked) == 5 and masking.outputs == 6
-    stage = MaskingStage(masking, "enough", 12_345)
+    stage = MaskingStage(masking, "enough", 12_345, 0.5)
     assert stage.text == "masked 6 tool outputs (freed 12,345 tokens)"
     assert stage.span(".memoryd/archive/a.jsonl", True) == MaskedSpan(
         5, 6, 12_345, ".memoryd/archive/a.jsonl", True
@@ -424,34 +425,38 @@ def test_the_stage_reports_its_outputs_tokens_and_archive() -> None:
 def test_the_stage_frees_calibrated_tokens(
     calibration: float, make_settings: SettingsFactory
 ) -> None:
-    """What the stage frees is the masking's estimate times the calibration, and the
-    decision is taken on that figure."""
-    lines = lines_of(tool_loop(8, 40))
+    """What the stage frees is the masking's estimate times the calibration, enough to
+    bring usage to its aim, and the decision is taken on that figure."""
+    lines = lines_of(tool_loop(8, 400))
     tokens = sum(x.tokens for x in lines)
-    config = make_settings(token_limit=tokens, **{"masking.enabled": True,
-                                                  "masking.keep_recent": 2})  # fmt: skip
-    stage = masking_stage(lines, config, round(tokens * calibration), calibration)
-    assert stage is not None
-    estimate = plan_masking(lines, 2, frozenset({0})).freed_tokens
-    assert stage.freed_tokens == round(estimate * calibration)
+    before = round(tokens * calibration)
+    limit = round(before / 0.7)  # every old output would free twice what the aim needs
+    config = make_settings(token_limit=limit, **{"masking.enabled": True,
+                                                 "masking.keep_recent": 2})  # fmt: skip
+    stage = masking_stage(lines, config, before, calibration, 0.65)
+    assert stage is not None and stage.aim == pytest.approx(masking_aim(0.6, 0.65))
+    assert stage.freed_tokens == round(stage.masking.freed_tokens * calibration)
+    assert before - stage.freed_tokens <= stage.aim * limit
     assert stage.decision == decide(
-        round(tokens * calibration), stage.freed_tokens, tokens, config.masking.target,
-        config.masking.min_freed,
-    )  # fmt: skip
-    assert masked_indices(stage.masking) == [2, 4, 6, 8, 10, 12]
+        before, stage.freed_tokens, limit, config.masking.target, config.masking.min_freed
+    )
+    old = [2, 4, 6, 8, 10, 12]
+    assert set(masked_indices(stage.masking)) <= set(old)
+    every = plan_masking(lines, 2, frozenset({0}))
+    assert masked_indices(every) == old and len(stage.masking.masked) < len(every.masked)
 
 
 def test_the_stage_is_none_when_off_or_not_worth_it(make_settings: SettingsFactory) -> None:
     lines = lines_of(tool_loop(8, 40))
     tokens = sum(x.tokens for x in lines)
     off = make_settings(token_limit=tokens, **{"masking.enabled": False})
-    assert masking_stage(lines, off, tokens, 1.0) is None
+    assert masking_stage(lines, off, tokens, 1.0, 0.8) is None
     small = make_settings(token_limit=tokens, **{"masking.enabled": True,
                                                  "masking.min_freed": 0.99})  # fmt: skip
-    assert masking_stage(lines, small, tokens, 1.0) is None
+    assert masking_stage(lines, small, tokens, 1.0, 0.8) is None
     kept = make_settings(token_limit=tokens, **{"masking.enabled": True,
                                                 "masking.keep_recent": 8})  # fmt: skip
-    assert masking_stage(lines, kept, tokens, 1.0) is None
+    assert masking_stage(lines, kept, tokens, 1.0, 0.8) is None
 
 
 @settings(max_examples=40, deadline=None)

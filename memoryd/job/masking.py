@@ -116,8 +116,7 @@ def _commit_masking(
     span = stage.span(archive, summary_followed=False)
     # Judged on what the job wrote, as after a summary (lines appended meanwhile are growth).
     written = round(sum(x.tokens for x in head) * scale)
-    aim = settings.masking.target
-    why = job_text(len(masking.masked), 0, aim, usage_ratio(written, settings.token_limit))
+    why = job_text(len(masking.masked), 0, stage.aim, usage_ratio(written, settings.token_limit))
     result_text = f"{why}: {stage.detail}"
     trigger = job.trigger
     still = None
@@ -143,7 +142,7 @@ def _commit_masking(
         pins_kept=len(pinned_indices(lines, settings.keep_first)),
         masked=span,
         why=why,
-        aim=aim,
+        aim=stage.aim,
     )
     record_receipt(workspace, receipt)
     heartbeat = HeartbeatManager(workspace)

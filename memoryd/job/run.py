@@ -166,7 +166,7 @@ def _run_locked(
     trigger = strategy.trigger
     over = trigger is not None and over_trigger(tokens_before, settings.token_limit, trigger)
     # Masking first, summarizing only if needed (docs/design.md#masking).
-    stage = masking_stage(lines, settings, tokens_before, request.calibration) if over else None
+    stage = masking_stage(lines, settings, tokens_before, request.calibration, trigger)
     if stage is not None:
         mask_only = functools.partial(
             masking_only,

@@ -48,6 +48,20 @@ def summary_aim(target: float, trigger: float) -> float:
     return max(SUMMARY_MARGIN, min(min(target, trigger) - SUMMARY_MARGIN, 2 * target - trigger))
 
 
+def masking_aim(target: float, trigger: float) -> float:
+    """The usage share a masking aims at (pure): halfway from the masking target down to
+    :func:`summary_aim` (0.50 with the defaults, 0.45 for the checkpoint's 0.9), never
+    above the target or the trigger less :data:`SUMMARY_MARGIN`.
+
+    A masking takes only the old outputs it needs to get there, those that lose the
+    fewest details first (:mod:`memoryd.strategies.mask_choice`): the rest stay verbatim.
+    Aiming at the target itself would keep a little more and bring the next job, and
+    the agent's next prompt-cache miss, twice as soon (docs/design.md#least-loss).
+    """
+    low = summary_aim(target, trigger)
+    return round(max(low, min(target, trigger - SUMMARY_MARGIN, (target + low) / 2)), 4)
+
+
 def summary_ceiling(max_summary_tokens: int) -> int:
     """The most tokens a new head may take (pure): what it is counted at when the split
     is chosen, before it exists."""

@@ -18,6 +18,7 @@ summaries, lines already masked, lines with no ``id`` and lines that are not obj
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,8 +27,10 @@ from memoryd import strict_json
 from memoryd.commit.rewrite import Part
 from memoryd.conversation import Line
 from memoryd.pins import byte_ranges, pinned_indices
-from memoryd.policy import running_tool_call
+from memoryd.policy import over_trigger, running_tool_call
 from memoryd.receipts.records import MaskedSpan
+from memoryd.strategies.least_loss import masking_aim
+from memoryd.strategies.mask_choice import choose
 from memoryd.strategies.masking_rules import (
     MaskRules,
     mask_more,
@@ -329,6 +332,8 @@ class MaskingStage:
     decision: Decision
     freed_tokens: int
     """Calibrated tokens the masking frees."""
+    aim: float
+    """The usage share it aimed at."""
 
     @property
     def text(self) -> str:
@@ -355,15 +360,28 @@ class MaskingStage:
 
 
 def masking_stage(
-    lines: Sequence[Line], settings: Settings, tokens_before: int, calibration: float
+    lines: Sequence[Line],
+    settings: Settings,
+    tokens_before: int,
+    calibration: float,
+    trigger: float | None,
 ) -> MaskingStage | None:
-    """The masking a usage-triggered job does first, or None when masking is off or would
-    free too little (pure)."""
+    """The masking a usage-triggered job does first (usage over its strategy's
+    ``trigger``), or None when masking is off, usage is not over it, or the masking would
+    free too little (pure): the old outputs that bring usage to
+    :func:`memoryd.strategies.least_loss.masking_aim`, fewest details lost first, or all
+    of them when that is not enough."""
     config = settings.masking
-    if not config.enabled:
+    if not config.enabled or trigger is None:
+        return None
+    if not over_trigger(tokens_before, settings.token_limit, trigger):
         return None
     pinned = pinned_indices(lines, settings.keep_first)
     masking = plan_masking(lines, config.keep_recent, pinned, MaskRules.of(settings))
+    aim = masking_aim(config.target, trigger)
+    # Only the outputs it needs, those that lose least first (docs/design.md#least-loss).
+    needed = math.ceil((tokens_before - aim * settings.token_limit) / calibration)
+    masking = Masking(choose(masking.masked, lines, needed))
     freed = round(masking.freed_tokens * calibration)
     decision = decide(tokens_before, freed, settings.token_limit, config.target, config.min_freed)
-    return None if decision == "skip" else MaskingStage(masking, decision, freed)
+    return None if decision == "skip" else MaskingStage(masking, decision, freed, aim)

@@ -18,11 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from memoryd.conversation import Line
 from memoryd.media import Media, measure
+from memoryd.summarizers.output_places import definitions, named_paths
 from memoryd.tokens import estimate_text_tokens
 
 if TYPE_CHECKING:
     from memoryd.config.settings import Settings
 
+INPUT_NAMES = 8
+"""Names a masked input's placeholder lists of what its code defines."""
+INPUT_PATHS = 3
+"""File paths a masked input's placeholder names (the first ones)."""
 MIN_SHRINK = 2
 """An output, input field or medium is masked only when it is at least this many times
 its placeholder (characters; a medium counts four a token of its API cost)."""
@@ -163,10 +168,17 @@ def mask_input(
 
 
 def input_placeholder(field: str, value: str, message_id: str) -> str:
-    """What a masked input field says: its name, its size and ``memoryd expand``."""
+    """What a masked input field says: its name, its size, what the code it holds
+    defines and the files it names (a script written by a heredoc, an edit's new text),
+    and ``memoryd expand``."""
+    notes = ""
+    defined = definitions(value, INPUT_NAMES)
+    named = named_paths(value)[:INPUT_PATHS]
+    notes += f"; defines {', '.join(defined)}" if defined else ""
+    notes += f"; names {', '.join(named)}" if named else ""
     return (
         f"{INPUT_PLACEHOLDER_LEAD}{field}, {len(value):,} characters "
-        f"(~{estimate_text_tokens(value):,} tokens); "
+        f"(~{estimate_text_tokens(value):,} tokens){notes}; "
         f"the original: memoryd expand WORKSPACE {message_id}]"
     )
 

@@ -18,6 +18,9 @@ MAX_LINE_REFERENCES = 3
 """``line N`` references a placeholder keeps: the last ones, nearest where it failed."""
 MAX_LISTING_PATHS = 3
 """Paths a placeholder names of a file shown (the digest names none: its definitions)."""
+OUTLINE_NAMES = 24
+"""Names a placeholder lists of what a file shown defines: its outline, which tells the
+agent whether to read it again."""
 _LINE_REFERENCE = re.compile(r"\bline \d+\b")
 
 
@@ -41,10 +44,15 @@ def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_i
         outcome = outcome_of(output, failed, call.command is not None, call.command)
         # The frames it names share the placeholder's few ``line N`` with its references.
         frames = outcome.frames[: MAX_LINE_REFERENCES - 1]
-        digest = call_line([replace(call, outcome=replace(outcome, frames=frames))], named=True)
+        # A file shown is told by its outline below, not by the call line's first few names.
+        shown = replace(outcome, frames=frames, listing="", head="") if outcome.listing else None
+        digest = call_line(
+            [replace(call, outcome=shown or replace(outcome, frames=frames))], named=True
+        )
         if outcome.listing:
-            # A file shown: what it defines, and the paths it names (its own among them).
-            defined = definitions(outcome.listing)
+            # A file shown: its outline (what it defines), and the paths it names (its
+            # own among them).
+            defined = definitions(outcome.listing, OUTLINE_NAMES)
             named = [p for p in named_paths(output)[:MAX_LISTING_PATHS] if p not in digest]
             notes += ["defines " + ", ".join(defined)] if defined else []
             notes += ["names " + ", ".join(named)] if named else []

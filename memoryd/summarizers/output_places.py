@@ -118,10 +118,10 @@ def output_listing(output: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def definitions(output: str) -> tuple[str, ...]:
+def definitions(output: str, limit: int = MAX_DEFINITIONS) -> tuple[str, ...]:
     """The names whose definition a file shown (numbered or not) holds at the start of a
-    line, in order, at most :data:`MAX_DEFINITIONS` (pure; remembered for the last few
-    outputs, which a call's brief, full and named lines all ask about)."""
+    line, in order, at most ``limit`` (pure; remembered for the last few outputs, which a
+    call's brief, full and named lines and its placeholder all ask about)."""
     found: list[str] = []
     output = output[:DEFINITIONS_SCAN_CHARS]
     if not any(word in output for word in _DEFINITION_WORDS):
@@ -130,6 +130,6 @@ def definitions(output: str) -> tuple[str, ...]:
         start = output.rfind("\n", 0, match.start()) + 1
         if LINE_NUMBER.fullmatch(output, start, match.start()) and match["name"] not in found:
             found.append(match["name"])
-            if len(found) == MAX_DEFINITIONS:
+            if len(found) == limit:
                 break
     return tuple(found)

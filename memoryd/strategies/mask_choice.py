@@ -1,0 +1,106 @@
+"""Which old tool outputs a masking takes: only as many as bring usage to its aim, those
+that lose the fewest details for the tokens they free first (pure;
+docs/design.md#least-loss).
+
+A masking that takes every old output frees far more than a job needs and leaves the
+agent placeholders where a short traceback or a search's few hits would have cost
+little. Each candidate line is weighed by the details its placeholder drops (file paths,
+error names, ``line N``, names defined or quoted) that no line staying as it is holds,
+per token it frees: a 2,000-token file listing whose placeholder names its definitions
+goes before a 300-token traceback naming ten frames. Ties go to the oldest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from memoryd.summarizers.transcript import result_text
+
+if TYPE_CHECKING:
+    from memoryd.conversation import Line
+
+
+class Candidate(Protocol):
+    """A line a masking may rewrite (:class:`memoryd.strategies.masking.MaskedLine`)."""
+
+    @property
+    def original(self) -> Line: ...
+    @property
+    def line(self) -> Line: ...
+    @property
+    def freed(self) -> int: ...
+
+
+C = TypeVar("C", bound=Candidate)
+
+_DETAIL = re.compile(
+    r"(?<![\w/.~-])(?:~?/?[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,5}(?![\w/])"  # a file path
+    r"|\b[A-Z]\w*(?:Error|Exception)\b"  # an error's name
+    r"|\bline \d+\b"
+    r"|(?<=def )[A-Za-z_]\w{3,}|(?<=class )[A-Za-z_]\w{3,}|(?<=function )[A-Za-z_]\w{3,}"
+    r"|(?<=`)[A-Za-z_]\w*_\w+(?=`)"  # a quoted snake_case name
+)
+SCAN_CHARS = 40_000
+"""Characters of one message searched for details (the head of a huge output)."""
+
+
+def details(text: str) -> set[str]:
+    """The details a reader would note in ``text`` (pure): file paths, error names,
+    ``line N``, names defined (``def``, ``class``, ``function``) or quoted."""
+    return set(_DETAIL.findall(text[:SCAN_CHARS]))
+
+
+def message_details(message: Mapping[str, Any] | None) -> set[str]:
+    """:func:`details` of every string a message holds: text, tool inputs and results."""
+    if message is None:
+        return set()
+    return details("\n".join(_strings(message.get("content"))))
+
+
+def _strings(value: object) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, Mapping) and item.get("type") == "tool_result":
+                yield result_text(item.get("content"))
+            else:
+                yield from _strings(item)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+
+
+def choose(candidates: Sequence[C], lines: Sequence[Line], needed: int) -> tuple[C, ...]:
+    """The ``candidates`` to mask so that they free at least ``needed`` tokens
+    (uncalibrated), fewest details lost per token freed first, oldest first among equals;
+    all of them when together they free no more (pure). The result keeps their order."""
+    if needed <= 0:
+        return ()
+    if sum(m.freed for m in candidates) <= needed:
+        return tuple(candidates)
+    masked = {m.original.index for m in candidates}
+    kept: set[str] = set()
+    for line in lines:
+        if line.index not in masked:
+            kept |= message_details(line.message)
+    ranked = sorted(
+        candidates,
+        key=lambda m: (_lost(m, kept) / max(1, m.freed), m.original.index),
+    )
+    chosen: list[C] = []
+    freed = 0
+    for candidate in ranked:
+        if freed >= needed:
+            break
+        chosen.append(candidate)
+        freed += candidate.freed
+    return tuple(sorted(chosen, key=lambda m: m.original.index))
+
+
+def _lost(candidate: Candidate, kept: set[str]) -> int:
+    before = message_details(candidate.original.message)
+    after = message_details(candidate.line.message)
+    return len(before - after - kept)

@@ -1,0 +1,198 @@
+"""A masking takes only the old outputs it needs, those that lose the fewest details for
+the tokens they free first (memoryd/strategies/mask_choice.py, the aim in
+memoryd/strategies/least_loss.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SettingsFactory, make_message
+from split_checks import lines_of
+
+from memoryd.job.run import JobRequest, run_job
+from memoryd.receipts.records import read_receipts
+from memoryd.strategies.least_loss import masking_aim, summary_aim
+from memoryd.strategies.mask_choice import choose, details
+from memoryd.strategies.masking import plan_masking
+from memoryd.workspace import Workspace
+
+TASK = "Fix the rounding of invoice totals in the ledger module; keep the public API."
+# A real run's output, verbatim: SWE-agent/mini-swe-agent (MIT), commit 3c7d1d7f8fb8,
+# output/deepseek_bench1/django__django-10914/django__django-10914.traj.json, message 48
+# (`python -m django test file_storage.tests.FileStoragePermissions`).
+DJANGO_TRACEBACK = (
+    "<returncode>1</returncode>\n"
+    "<output>\n"
+    "Traceback (most recent call last):\n"
+    '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+    '  File "<frozen runpy>", line 88, in _run_code\n'
+    '  File "/testbed/django/__main__.py", line 9, in <module>\n'
+    "    management.execute_from_command_line()\n"
+    '  File "/testbed/django/core/management/__init__.py", line 381, in execute_from_command_line\n'
+    "    utility.execute()\n"
+    '  File "/testbed/django/core/management/__init__.py", line 375, in execute\n'
+    "    self.fetch_command(subcommand).run_from_argv(self.argv)\n"
+    '  File "/testbed/django/core/management/commands/test.py", line 23, in run_from_argv\n'
+    "    super().run_from_argv(argv)\n"
+    '  File "/testbed/django/core/management/base.py", line 315, in run_from_argv\n'
+    "    parser = self.create_parser(argv[0], argv[1])\n"
+    "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/testbed/django/core/management/base.py", line 289, in create_parser\n'
+    "    self.add_arguments(parser)\n"
+    '  File "/testbed/django/core/management/commands/test.py", line 44, in add_arguments\n'
+    "    test_runner_class = get_runner(settings, self.test_runner)\n"
+    "                        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/testbed/django/test/utils.py", line 301, in get_runner\n'
+    "    test_runner_class = test_runner_class or settings.TEST_RUNNER\n"
+    "                                             ^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/testbed/django/conf/__init__.py", line 76, in __getattr__\n'
+    "    self._setup(name)\n"
+    '  File "/testbed/django/conf/__init__.py", line 63, in _setup\n'
+    "    self._wrapped = Settings(settings_module)\n"
+    "                    ^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/testbed/django/conf/__init__.py", line 159, in __init__\n'
+    '    raise ImproperlyConfigured("The SECRET_KEY setting must not be empty.")\n'
+    "django.core.exceptions.ImproperlyConfigured: The SECRET_KEY setting must not be empty.\n"
+    "</output>"
+)
+"""A real traceback: every frame a path and a ``line N`` no other line holds."""
+
+
+def listing(name: str, lines: int) -> str:
+    """A file shown with ``cat -n``: long, one definition, nothing else a reader notes."""
+    body = "".join(f"{n:6}\t    total = total + row.amount  # running sum\n" for n in range(lines))
+    return f"{'':6}\tdef {name}(rows):\n" + body
+
+
+def call(index: int, call_id: str, command: str) -> dict[str, Any]:
+    block = {"type": "tool_use", "id": call_id, "name": "bash", "input": {"command": command}}
+    return make_message(index, "assistant", [{"type": "text", "text": "Next."}, block])
+
+
+def result(index: int, call_id: str, output: str) -> dict[str, Any]:
+    block = {"type": "tool_result", "tool_use_id": call_id, "content": output}
+    return make_message(index, "user", [block])
+
+
+def loop(outputs: list[tuple[str, str]], recent: int = 3) -> list[dict[str, Any]]:
+    """The task, a call and its result per (command, output), then ``recent`` small ones."""
+    messages = [make_message(0, "user", TASK)]
+    tail = [(f"ls src/pkg{n}", "a.py\nb.py") for n in range(recent)]
+    for n, (command, output) in enumerate([*outputs, *tail]):
+        messages.append(call(len(messages), f"c{n}", command))
+        messages.append(result(len(messages), f"c{n}", output))
+    return messages
+
+
+def test_details_are_what_a_reader_notes() -> None:
+    text = (
+        "File \"/srv/app/ledger.py\", line 41, in total\nKeyError: 'id'\n"
+        "def reconcile_batch(rows):\nclass LedgerEntry:\nsee `round_half_even` here"
+    )
+    assert details(text) == {
+        "/srv/app/ledger.py", "line 41", "KeyError", "reconcile_batch", "LedgerEntry",
+        "round_half_even",
+    }  # fmt: skip
+    assert details("all 60 tests passed") == set()
+
+
+def test_a_long_listing_goes_before_a_short_traceback() -> None:
+    """The listing frees far more and loses one name its placeholder keeps; the traceback
+    would lose every frame: only the listing is masked when it is enough."""
+    messages = loop(
+        [("python -m pytest", DJANGO_TRACEBACK), ("cat -n src/ledger.py", listing("sum_rows", 400))]
+    )
+    lines = lines_of(messages)
+    every = plan_masking(lines, 3, frozenset({0}))
+    assert [m.original.index for m in every.masked] == [2, 4]
+    listing_line = every.masked[1]
+    chosen = choose(every.masked, lines, listing_line.freed)
+    assert [m.original.index for m in chosen] == [4]
+    assert details(DJANGO_TRACEBACK), "the fixture names frames"
+
+
+def test_equal_losses_go_oldest_first() -> None:
+    messages = loop(
+        [("cat -n a.py", listing("alpha", 300)), ("cat -n b.py", listing("alpha", 300))]
+    )
+    lines = lines_of(messages)
+    every = plan_masking(lines, 3, frozenset({0}))
+    assert [m.original.index for m in every.masked] == [2, 4]
+    assert every.masked[0].freed == every.masked[1].freed
+    chosen = choose(every.masked, lines, 1)
+    assert [m.original.index for m in chosen] == [2]
+
+
+def test_details_a_kept_line_holds_cost_nothing() -> None:
+    """Two tracebacks alike in size: the one whose frames the agent quoted later (a line
+    that stays) is masked first, though it is the newer."""
+    first = DJANGO_TRACEBACK.replace("line ", "line 9")
+    second = DJANGO_TRACEBACK
+    messages = loop([("pytest -x", first), ("pytest -x", second)])
+    quoted = make_message(len(messages), "assistant", f"Noted:\n{second}")
+    messages.append(quoted)
+    lines = lines_of(messages)
+    every = plan_masking(lines, 3, frozenset({0}))
+    assert [m.original.index for m in every.masked] == [2, 4]
+    chosen = choose(every.masked, lines, 1)
+    assert [m.original.index for m in chosen] == [4]
+
+
+def test_nothing_needed_takes_none_and_too_much_takes_all() -> None:
+    messages = loop([("cat -n a.py", listing("alpha", 300)), ("pytest", DJANGO_TRACEBACK)])
+    lines = lines_of(messages)
+    every = plan_masking(lines, 3, frozenset({0}))
+    assert choose(every.masked, lines, 0) == ()
+    assert choose(every.masked, lines, -5) == ()
+    assert choose(every.masked, lines, every.freed_tokens) == every.masked
+    assert choose(every.masked, lines, every.freed_tokens + 1) == every.masked
+    assert len(choose(every.masked, lines, every.freed_tokens - 1)) == 2
+
+
+@pytest.mark.parametrize(
+    ("target", "trigger", "aim"),
+    [(0.6, 0.8, 0.5), (0.6, 0.9, 0.45), (0.5, 0.8, 0.35), (0.7, 0.7, 0.65), (0.9, 0.8, 0.75)],
+)
+def test_the_masking_aims_halfway_to_the_summary_aim(
+    target: float, trigger: float, aim: float
+) -> None:
+    assert masking_aim(target, trigger) == pytest.approx(aim)
+    assert summary_aim(target, trigger) <= masking_aim(target, trigger) <= target
+
+
+def test_a_job_masks_only_what_reaches_the_aim_and_keeps_the_traceback(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    """At 95% of the budget, masking every old output would end near 0.2: the job masks
+    the long listings, keeps the traceback verbatim, says what it aimed at, and every
+    original is in the archive."""
+    outputs = [("python -m pytest", DJANGO_TRACEBACK)]
+    outputs += [(f"cat -n src/m{n}.py", listing(f"fn{n}", 400)) for n in range(6)]
+    messages = loop(outputs)
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / "conversation.jsonl").write_bytes(data)
+    tokens = sum(x.tokens for x in lines_of(messages))
+    config = make_settings(
+        keep_first=1,
+        token_limit=int(tokens / 0.95),
+        **{"masking.enabled": True, "summarizer.backend": "extractive"},
+    )
+    done = run_job(JobRequest(folder, config, reason="trigger"))
+    assert done.outcome == "completed" and done.summarized_count == 0
+    live = (folder / "conversation.jsonl").read_bytes().splitlines(keepends=True)
+    original = data.splitlines(keepends=True)
+    assert original[2] in live, "the traceback stays verbatim"
+    masked = [x for x in live if b'"isMasked"' in x]
+    assert 0 < len(masked) < len(outputs)
+    usage = done.tokens_after / config.token_limit
+    assert usage <= config.masking.target
+    [receipt] = read_receipts(Workspace(folder))
+    assert receipt.why is not None and receipt.why.startswith(f"masked {len(masked)} to reach 0.50")
+    archive = Workspace(folder).archive_dir
+    archived = [x for f in sorted(archive.glob("*.jsonl")) for x in f.read_bytes().splitlines(True)]
+    assert sorted(archived) == sorted(x for x in original if x not in live)
