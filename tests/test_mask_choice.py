@@ -5,6 +5,7 @@ memoryd/strategies/least_loss.py)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,10 @@ from memoryd.receipts.records import read_receipts
 from memoryd.strategies.least_loss import masking_aim, summary_aim
 from memoryd.strategies.mask_choice import choose, details
 from memoryd.strategies.masking import plan_masking
+from memoryd.strategies.masking_rules import input_placeholder
+from memoryd.strategies.placeholders import placeholder_text
+from memoryd.summarizers.outcomes import Failure, read_failure
+from memoryd.summarizers.toolcalls import tool_use_call
 from memoryd.workspace import Workspace
 
 TASK = "Fix the rounding of invoice totals in the ledger module; keep the public API."
@@ -196,3 +201,39 @@ def test_a_job_masks_only_what_reaches_the_aim_and_keeps_the_traceback(
     archive = Workspace(folder).archive_dir
     archived = [x for f in sorted(archive.glob("*.jsonl")) for x in f.read_bytes().splitlines(True)]
     assert sorted(archived) == sorted(x for x in original if x not in live)
+
+
+def test_a_tracebacks_placeholder_says_the_exception_that_ended_it() -> None:
+    """The first error line of a Python traceback is its last: the header only says one
+    follows (and ``ImproperlyConfigured`` ends in neither Error nor Exception)."""
+    run = tool_use_call(1, call(1, "c", "python -m django test file_storage")["content"][1])
+    text = placeholder_text(run, DJANGO_TRACEBACK, False, "m-48")
+    failure = (
+        "django.core.exceptions.ImproperlyConfigured: The SECRET_KEY setting must not be empty."
+    )
+    assert f"failure: {failure}" in text
+    assert "Traceback (most recent call last)" not in text
+    assert read_failure(DJANGO_TRACEBACK) == Failure("traceback", failure)
+    assert len(re.findall(r"\bline \d+\b", text)) <= 3
+
+
+def test_a_file_shown_keeps_its_outline_once() -> None:
+    names = [f"test_case_{n}" for n in range(30)]
+    shown = "".join(
+        f"{k * 3 + 1:6}\tdef {name}(self):\n{k * 3 + 2:6}\t    pass\n"
+        for k, name in enumerate(names)
+    )
+    view = tool_use_call(1, call(1, "c", "cat -n tests/test_cases.py")["content"][1])
+    text = placeholder_text(view, shown * 3, False, "m")
+    assert f"defines {', '.join(names[:24])} — " in text
+    assert text.count("test_case_0") == 1 and "test_case_24" not in text
+
+
+def test_a_masked_input_names_what_its_code_defines_and_the_paths_it_names() -> None:
+    script = "cd /testbed && cat > test_fix.py << 'EOF'\nimport sys\n\nclass MockModel:\n"
+    script += "    pass\n\nclass MockMapping:\n    pass\n\n"
+    script += "def check(path='astropy/modeling/separable.py'):\n"
+    script += "    return path\n" * 200 + "EOF\npython3 test_fix.py"
+    text = input_placeholder("command", script, "m-39")
+    assert "; defines MockModel, MockMapping, check; names astropy/modeling/separable.py;" in text
+    assert text.endswith("the original: memoryd expand WORKSPACE m-39]")
