@@ -49,17 +49,19 @@ def summary_aim(target: float, trigger: float) -> float:
 
 
 def masking_aim(target: float, trigger: float) -> float:
-    """The usage share a masking aims at (pure): halfway from the masking target down to
-    :func:`summary_aim` (0.50 with the defaults, 0.45 for the checkpoint's 0.9), never
-    above the target or the trigger less :data:`SUMMARY_MARGIN`.
+    """The usage share a masking aims at (pure): :data:`SUMMARY_MARGIN` below the masking
+    target (0.55 with the defaults, for every strategy), and below the trigger by as
+    much, never below :func:`summary_aim`.
 
     A masking takes only the old outputs it needs to get there, those that lose the
-    fewest details first (:mod:`memoryd.strategies.mask_choice`): the rest stay verbatim.
-    Aiming at the target itself would keep a little more and bring the next job, and
-    the agent's next prompt-cache miss, twice as soon (docs/design.md#least-loss).
+    fewest details first (:mod:`memoryd.strategies.mask_choice`); the rest stay verbatim.
+    The margin leaves the next job a little further away than the target itself would;
+    aiming lower brings the job's placeholders to outputs a reader would want whole (a
+    short traceback, a search's few hits) sooner than it spares prompt-cache misses
+    (docs/design.md#least-loss).
     """
     low = summary_aim(target, trigger)
-    return round(max(low, min(target, trigger - SUMMARY_MARGIN, (target + low) / 2)), 4)
+    return round(max(low, min(target, trigger) - SUMMARY_MARGIN), 4)
 
 
 def summary_ceiling(max_summary_tokens: int) -> int:
