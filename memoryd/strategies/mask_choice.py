@@ -5,7 +5,7 @@ docs/design.md#least-loss).
 A masking that takes every old output frees far more than a job needs and leaves the
 agent placeholders where a short traceback or a search's few hits would have cost
 little. Each candidate line is weighed by the details its placeholder drops (file paths,
-error names, ``line N``, names defined or quoted) that no line staying as it is holds,
+error names, ``line N``, names defined or quoted) that no line it may not mask holds,
 per token it frees: a 2,000-token file listing whose placeholder names its definitions
 goes before a 300-token traceback naming ten frames. Ties go to the oldest.
 """
