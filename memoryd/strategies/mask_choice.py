@@ -35,21 +35,35 @@ class Candidate(Protocol):
 
 C = TypeVar("C", bound=Candidate)
 
-_DETAIL = re.compile(
-    r"(?<![\w/.~-])(?:~?/?[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,5}(?![\w/])"  # a file path
-    r"|\b[A-Z]\w*(?:Error|Exception)\b"  # an error's name
-    r"|\bline \d+\b"
-    r"|(?<=def )[A-Za-z_]\w{3,}|(?<=class )[A-Za-z_]\w{3,}|(?<=function )[A-Za-z_]\w{3,}"
-    r"|(?<=`)[A-Za-z_]\w*_\w+(?=`)"  # a quoted snake_case name
-)
+_PATH = re.compile(r"(?<![\w/.~-])(?:~?/?[\w.-]+/)+[\w.-]*\w\.[A-Za-z]\w{0,5}(?![\w/])")
+_ERROR = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
+_LINE = re.compile(r"\bline \d+\b")
+_DEFINED = re.compile(r"\b(?:def|class|function)[ \t]+([A-Za-z_]\w{3,})")
+_QUOTED = re.compile(r"`([A-Za-z_]\w*_\w+)`")
 SCAN_CHARS = 40_000
 """Characters of one message searched for details (the head of a huge output)."""
 
 
 def details(text: str) -> set[str]:
     """The details a reader would note in ``text`` (pure): file paths, error names,
-    ``line N``, names defined (``def``, ``class``, ``function``) or quoted."""
-    return set(_DETAIL.findall(text[:SCAN_CHARS]))
+    ``line N``, names defined (``def``, ``class``, ``function``) or quoted. Each kind is
+    looked for only where a word it needs occurs (a few substring scans, not a regex of
+    alternatives at every character)."""
+    text = text[:SCAN_CHARS]
+    found: set[str] = set()
+    if "/" in text:
+        for line in text.splitlines():
+            if "/" in line:
+                found.update(_PATH.findall(line))
+    if "Error" in text or "Exception" in text:
+        found.update(_ERROR.findall(text))
+    if "line " in text:
+        found.update(_LINE.findall(text))
+    if "def " in text or "class " in text or "function " in text:
+        found.update(_DEFINED.findall(text))
+    if "`" in text:
+        found.update(_QUOTED.findall(text))
+    return found
 
 
 def message_details(message: Mapping[str, Any] | None) -> set[str]:
