@@ -16,7 +16,7 @@ from split_checks import lines_of
 from memoryd.job.run import JobRequest, run_job
 from memoryd.receipts.records import read_receipts
 from memoryd.strategies.least_loss import masking_aim, summary_aim
-from memoryd.strategies.mask_choice import choose, details
+from memoryd.strategies.mask_choice import choose, details, message_details
 from memoryd.strategies.masking import plan_masking
 from memoryd.strategies.masking_rules import input_placeholder
 from memoryd.strategies.placeholders import placeholder_text
@@ -102,6 +102,44 @@ def test_details_are_what_a_reader_notes() -> None:
         "round_half_even",
     }  # fmt: skip
     assert details("all 60 tests passed") == set()
+    # Each kind alone: the substring that lets its expression run is its own.
+    assert details("raised QuotaExceededException twice") == {"QuotaExceededException"}
+    assert details("class LedgerEntry:\n    pass") == {"LedgerEntry"}
+    assert details("export function renderTable(rows) {") == {"renderTable"}
+    assert details("def reconcile_batch(rows):") == {"reconcile_batch"}
+    assert details("see line 41") == {"line 41"}
+    assert details("open src/app/ledger.py now") == {"src/app/ledger.py"}
+
+
+def test_a_messages_details_come_from_every_string_but_media() -> None:
+    """Text blocks, a call's nested input, a result's blocks; each string on its own line
+    (a path at the end of one is not glued to the next); an image's data is not read."""
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBOR/w0KGgo.png"}
+    message = make_message(1, "user", [
+        {"type": "text", "text": "see src/app/ledger.py"},
+        {"type": "text", "text": "line 41 raised KeyError"},
+        {"type": "tool_use", "id": "t", "name": "Edit",
+         "input": {"edits": [{"file_path": "src/app/rates.py", "new": "def round_half(x):"}]}},
+        {"type": "tool_result", "tool_use_id": "t", "content": [
+            {"type": "text", "text": "class LedgerEntry:"}, {"type": "image", "source": png}]},
+        {"type": "document", "source": {"type": "text", "data": "docs/spec/ledger.md"}},
+    ])  # fmt: skip
+    assert message_details(message) == {
+        "src/app/ledger.py", "line 41", "KeyError", "src/app/rates.py", "round_half",
+        "LedgerEntry",
+    }  # fmt: skip
+    assert message_details(None) == set()
+
+
+def test_a_listing_whose_placeholder_keeps_its_names_loses_nothing() -> None:
+    """What the placeholder still says is not lost: a listing of named definitions and a
+    plain log lose nothing alike, so the older goes first."""
+    plain = "".join(f"{n:6}\t    total = total + row.amount\n" for n in range(300))
+    messages = loop([("cat -n src/ledger.py", listing("sum_rows", 300)), ("tail build.log", plain)])
+    lines = lines_of(messages)
+    every = plan_masking(lines, 3, frozenset({0}))
+    assert [m.original.index for m in every.masked] == [2, 4]
+    assert [m.original.index for m in choose(every.masked, lines, 1)] == [2]
 
 
 def test_a_long_listing_goes_before_a_short_traceback() -> None:
@@ -137,8 +175,8 @@ def test_details_a_kept_line_holds_cost_nothing() -> None:
     first = DJANGO_TRACEBACK.replace("line ", "line 9")
     second = DJANGO_TRACEBACK
     messages = loop([("pytest -x", first), ("pytest -x", second)])
-    quoted = make_message(len(messages), "assistant", f"Noted:\n{second}")
-    messages.append(quoted)
+    # The quote comes before the newest outputs, which stay too and hold nothing of it.
+    messages.insert(5, make_message(5, "assistant", f"Noted:\n{second}"))
     lines = lines_of(messages)
     every = plan_masking(lines, 3, frozenset({0}))
     assert [m.original.index for m in every.masked] == [2, 4]

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from memoryd.summarizers.transcript import result_text
+from memoryd.strategies.masking_rules import MEDIA_BLOCKS
 
 if TYPE_CHECKING:
     from memoryd.conversation import Line
@@ -67,7 +67,8 @@ def details(text: str) -> set[str]:
 
 
 def message_details(message: Mapping[str, Any] | None) -> set[str]:
-    """:func:`details` of every string a message holds: text, tool inputs and results."""
+    """:func:`details` of every string a message holds (text, tool inputs and results),
+    one per line; never an image's or a document's data."""
     if message is None:
         return set()
     return details("\n".join(_strings(message.get("content"))))
@@ -78,9 +79,7 @@ def _strings(value: object) -> Iterable[str]:
         yield value
     elif isinstance(value, list):
         for item in value:
-            if isinstance(item, Mapping) and item.get("type") == "tool_result":
-                yield result_text(item.get("content"))
-            else:
+            if not (isinstance(item, Mapping) and item.get("type") in MEDIA_BLOCKS):
                 yield from _strings(item)
     elif isinstance(value, Mapping):
         for item in value.values():
@@ -115,6 +114,9 @@ def choose(candidates: Sequence[C], lines: Sequence[Line], needed: int) -> tuple
 
 
 def _lost(candidate: Candidate, kept: set[str]) -> int:
-    before = message_details(candidate.original.message)
-    after = message_details(candidate.line.message)
-    return len(before - after - kept)
+    """The details of ``candidate``'s original that neither its placeholder (a file's
+    outline, a traceback's exception) nor a line it may not mask still says."""
+    message = candidate.line.message
+    after = "\n".join(_strings(message.get("content"))) if message is not None else ""
+    before = message_details(candidate.original.message) - kept
+    return sum(1 for detail in before if detail not in after)
