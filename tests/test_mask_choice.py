@@ -16,7 +16,7 @@ from split_checks import lines_of
 from memoryd.job.run import JobRequest, run_job
 from memoryd.receipts.records import read_receipts
 from memoryd.strategies.least_loss import masking_aim, summary_aim
-from memoryd.strategies.mask_choice import choose, details, message_details
+from memoryd.strategies.mask_choice import choose, details, message_details, message_text
 from memoryd.strategies.masking import plan_masking
 from memoryd.strategies.masking_rules import input_placeholder
 from memoryd.strategies.placeholders import placeholder_text
@@ -128,7 +128,22 @@ def test_a_messages_details_come_from_every_string_but_media() -> None:
         "src/app/ledger.py", "line 41", "KeyError", "src/app/rates.py", "round_half",
         "LedgerEntry",
     }  # fmt: skip
-    assert message_details(None) == set()
+    assert message_details(None) == set() and message_text(None) == ""
+    text = message_text(message).splitlines()
+    assert "see src/app/ledger.py" in text and "line 41 raised KeyError" in text
+
+
+def test_equal_losses_go_to_the_output_that_frees_more() -> None:
+    """Each of two logs would lose one quoted name (a placeholder names none); the longer
+    frees more for it, so it goes first though it is the newer."""
+    short = "loaded `rate_table_a`\n" + "ok\n" * 400
+    long = "loaded `rate_table_b`\n" + "ok\n" * 1600
+    messages = loop([("tail a.log", short), ("tail b.log", long)])
+    lines = lines_of(messages)
+    every = plan_masking(lines, 3, frozenset({0}))
+    assert [m.original.index for m in every.masked] == [2, 4]
+    assert every.masked[1].freed > 2 * every.masked[0].freed
+    assert [m.original.index for m in choose(every.masked, lines, 1)] == [4]
 
 
 def test_a_listing_whose_placeholder_keeps_its_names_loses_nothing() -> None:

@@ -30,7 +30,9 @@ class Candidate(Protocol):
     @property
     def line(self) -> Line: ...
     @property
-    def freed(self) -> int: ...
+    def freed(self) -> int:
+        """Tokens it frees: at least one (a masking that frees none is not made)."""
+        ...
 
 
 C = TypeVar("C", bound=Candidate)
@@ -66,12 +68,15 @@ def details(text: str) -> set[str]:
     return found
 
 
+def message_text(message: Mapping[str, Any] | None) -> str:
+    """Every string a message holds (text, tool inputs and results), one per line; never
+    an image's or a document's data."""
+    return "" if message is None else "\n".join(_strings(message.get("content")))
+
+
 def message_details(message: Mapping[str, Any] | None) -> set[str]:
-    """:func:`details` of every string a message holds (text, tool inputs and results),
-    one per line; never an image's or a document's data."""
-    if message is None:
-        return set()
-    return details("\n".join(_strings(message.get("content"))))
+    """:func:`details` of :func:`message_text`."""
+    return details(message_text(message))
 
 
 def _strings(value: object) -> Iterable[str]:
@@ -101,7 +106,7 @@ def choose(candidates: Sequence[C], lines: Sequence[Line], needed: int) -> tuple
             kept |= message_details(line.message)
     ranked = sorted(
         candidates,
-        key=lambda m: (_lost(m, kept) / max(1, m.freed), m.original.index),
+        key=lambda m: (_lost(m, kept) / m.freed, m.original.index),
     )
     chosen: list[C] = []
     freed = 0
@@ -116,7 +121,6 @@ def choose(candidates: Sequence[C], lines: Sequence[Line], needed: int) -> tuple
 def _lost(candidate: Candidate, kept: set[str]) -> int:
     """The details of ``candidate``'s original that neither its placeholder (a file's
     outline, a traceback's exception) nor a line it may not mask still says."""
-    message = candidate.line.message
-    after = "\n".join(_strings(message.get("content"))) if message is not None else ""
+    after = message_text(candidate.line.message)
     before = message_details(candidate.original.message) - kept
-    return sum(1 for detail in before if detail not in after)
+    return len([detail for detail in before if detail not in after])
