@@ -45,10 +45,8 @@ def placeholder_text(call: ToolCall | None, output: str, failed: bool, message_i
         # The frames it names share the placeholder's few ``line N`` with its references.
         frames = outcome.frames[: MAX_LINE_REFERENCES - 1]
         # A file shown is told by its outline below, not by the call line's first few names.
-        shown = replace(outcome, frames=frames, listing="", head="") if outcome.listing else None
-        digest = call_line(
-            [replace(call, outcome=shown or replace(outcome, frames=frames))], named=True
-        )
+        told = None if outcome.listing else replace(outcome, frames=frames)
+        digest = call_line([replace(call, outcome=told)], named=True)
         if outcome.listing:
             # A file shown: its outline (what it defines), and the paths it names (its
             # own among them).
