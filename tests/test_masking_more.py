@@ -253,6 +253,7 @@ def test_old_media_of_user_turns_become_text_placeholders() -> None:
     masking = plan_masking(lines, 2, frozenset(), ALL_ON)
     assert [m.line.index for m in masking.masked] == [0, 2, 4]
     assert masking.media == 3
+    assert masking.what() == "0 tool outputs, 3 images or documents"
     texts = [m.line.blocks[0]["text"] for m in masking.masked]
     assert texts == [
         f"[image 1382{TIMES}1090 png, ~1,533 tokens: memoryd expand WORKSPACE msg-0000]",
