@@ -34,7 +34,7 @@ from memoryd.sources.layout import (
     session_name,
     storable,
 )
-from memoryd.sources.listing import list_changes
+from memoryd.sources.listing import FULL_LOOK_KEY, Listing, list_changes
 from memoryd.sources.reader import Changed, lines_from, open_regular
 from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, load, safe_text
 from memoryd.sources.rows import FileRow, Pass, drop_file
@@ -198,10 +198,12 @@ def _known_rows(conn: sqlite3.Connection, names: list[str]) -> dict[str, Known]:
     return known
 
 
-def _keep_folders(conn: sqlite3.Connection, folders: dict[str, int]) -> None:
-    """Remember the folders' times for the next pass's cached listing."""
+def _keep_folders(conn: sqlite3.Connection, listing: Listing) -> None:
+    """Remember the folders' times for the next pass's cached listing, and when every
+    known file was last looked at."""
+    folders = listing.folders
     held = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
-    if held == folders:
+    if held == folders and not listing.full:
         return
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany(
@@ -211,6 +213,10 @@ def _keep_folders(conn: sqlite3.Connection, folders: dict[str, int]) -> None:
         "INSERT OR REPLACE INTO folders VALUES (?, ?)",
         [item for item in folders.items() if held.get(item[0]) != item[1]],
     )
+    if listing.full:
+        conn.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)", (FULL_LOOK_KEY, str(listing.started))
+        )
     conn.execute("COMMIT")
 
 
@@ -314,27 +320,11 @@ def sync(
     first = False
     if paths is None or any(path.is_dir() and not path.is_symlink() for path in paths):
         if root.is_dir():
-            held = {
-                name: (dev, ino, mtime_ns, size)
-                for name, dev, ino, mtime_ns, size in conn.execute(
-                    "SELECT name, dev, ino, mtime_ns, size FROM archives"
-                )
-            }
-            folders = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
-            listing = list_changes(
-                root,
-                source,
-                folders,
-                held,
-                lambda name, st: (
-                    held.get(name) == (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-                ),
-            )
-            files, names = listing.changed, listing.names
-            wanted = [storable(file.name) for file in files]
-            wanted += [name for name in held if name not in names]
-            known = _known_rows(conn, wanted)
-            first = not held
+            listing = list_changes(conn, root, source)
+            files = listing.changed
+            names = {storable(file.name) for file in files}
+            known = _known_rows(conn, sorted(names | set(listing.gone)))
+            first = listing.first
         else:
             rows = conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives")
             known = {row.name: row for row in map(Known._make, rows)}
@@ -379,7 +369,7 @@ def sync(
         batch.rollback()
         raise
     if listing is not None:
-        _keep_folders(conn, listing.folders)
+        _keep_folders(conn, listing)
     for problem in result.problems[:1]:
         log.warning(
             "source_file_problem",

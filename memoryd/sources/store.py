@@ -211,7 +211,7 @@ def is_current(conn: sqlite3.Connection, root: Path, source: str) -> bool:
     if (app_id, version) != (APPLICATION_ID, SCHEMA_VERSION):
         return False
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    return meta == {"root": os.fsdecode(root), "source": source}
+    return (meta.get("root"), meta.get("source")) == (os.fsdecode(root), source)
 
 
 def ensure_schema(conn: sqlite3.Connection, root: Path, source: str) -> bool:
