@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, NotRequired, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -26,7 +26,9 @@ from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
 from memoryd.files.paths import check_workspace
 from memoryd.mcp_server.sources import (
+    FilePickArg,
     RoleArg,
+    SessionPickArg,
     SourceArg,
     SourceHitOut,
     source_hit,
@@ -79,6 +81,8 @@ class ExpandOut(TypedDict):
     id: str
     lines: list[str]
     """The original JSON lines, oldest first, the message itself among them."""
+    notes: NotRequired[list[str]]
+    """With ``source``: that several different lines have this id, and which was given."""
 
 
 class StatusOut(TypedDict):
@@ -239,20 +243,26 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         before: Annotated[int, Field(ge=0, le=50, description="Lines before it.")] = 0,
         after: Annotated[int, Field(ge=0, le=50, description="Lines after it.")] = 0,
         source: SourceArg = None,
+        session: SessionPickArg = None,
+        file: FilePickArg = None,
     ) -> ExpandOut:
         """Read one archived (or live) message word for word, with lines around it.
 
         Returns the original JSON lines exactly as they were appended, oldest first.
         Use the id of a recall hit, or the firstId/lastId of a summary message. With
-        `source`, the message is one of that agent's sessions (lines in session order).
+        `source`, the message is one of that agent's sessions (lines in session order);
+        when its id is in several files, `session` or `file` picks the copy.
         """
         if source is not None:
             path = source_path(scope.sources, source)
-            return {
-                "workspace": str(path),
-                "id": id,
-                "lines": source_lines(path, source, id, before, after),
-            }
+            notes: list[str] = []
+            found = source_lines(path, source, id, before, after, session, file, notes)
+            out: ExpandOut = {"workspace": str(path), "id": id, "lines": found}
+            if notes:
+                out["notes"] = notes
+            return out
+        if session is not None or file is not None:
+            raise ToolError("session and file pick a copy in another agent's sessions: give source")
         path = scope.path(workspace, workspace=True)
         try:
             lines = expand(path, id, before, after)

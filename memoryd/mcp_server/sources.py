@@ -14,7 +14,7 @@ from typing_extensions import TypedDict
 
 from memoryd.errors import MemorydError
 from memoryd.sources.layout import storable
-from memoryd.sources.search import SourceHit, expand_source, recall_source
+from memoryd.sources.search import Pick, SourceHit, expand_source, recall_source
 
 RoleArg = Annotated[
     Literal["user", "assistant", "tool", "summary", "info"] | None,
@@ -29,6 +29,21 @@ SourceArg = Annotated[
     Field(
         description="Search another agent's past sessions instead of memoryd's archive: "
         "claude-code, codex or gemini (the session folder this server was given for it)."
+    ),
+]
+
+SessionPickArg = Annotated[
+    str | None,
+    Field(
+        description="With source, when one id is in several sessions: the copy in this "
+        "session (a hit's `session`); else the line said first."
+    ),
+]
+FilePickArg = Annotated[
+    str | None,
+    Field(
+        description="With source, when one id is in several files: the copy in this file "
+        "(a hit's `file` or one of its `copies`)."
     ),
 ]
 
@@ -47,6 +62,8 @@ class SourceHitOut(TypedDict):
     length: int
     snippet: str
     score: float
+    copies: list[str]
+    """Other files holding the same line (a subagent's copy); ``file`` said it first."""
 
 
 def source_path(sources: tuple[tuple[str, Path], ...], kind: str) -> Path:
@@ -82,13 +99,26 @@ def source_hit(hit: SourceHit) -> SourceHitOut:
         length=hit.length,
         snippet=hit.snippet,
         score=hit.score,
+        copies=[storable(str(copy)) for copy in hit.copies],
     )
 
 
-def source_lines(path: Path, kind: str, id: str, before: int, after: int) -> list[str]:
-    """The original lines of a source's message, as text."""
+def source_lines(
+    path: Path,
+    kind: str,
+    id: str,
+    before: int,
+    after: int,
+    session: str | None = None,
+    file: str | None = None,
+    notes: list[str] | None = None,
+) -> list[str]:
+    """The original lines of a source's message, as text; the copy in ``session`` or
+    ``file`` when given (``notes`` is told when several different lines have the id)."""
     try:
-        lines = expand_source(path, id, before, after, source=kind)
+        lines = expand_source(
+            path, id, before, after, source=kind, pick=Pick(session, file), notes=notes
+        )
     except MemorydError as exc:
         raise ToolError(str(exc)) from None
     return [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
