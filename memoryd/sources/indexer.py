@@ -139,18 +139,25 @@ def _read(
             work.take(record, offset, length)
             end = offset + length
             row.lines += 1
-            if end >= due:
+            if end >= due and end < file.size:  # at the end, the file's own commit
                 _save(conn, work, fd, end)
+                _count(result, work, end - start)  # counted as committed
+                start = end
                 batch.commit_within_file()
                 committed, due = end, end + batch.commit_bytes
     _save(conn, work, fd, end)
     batch.pending += end - committed
-    result.added += work.added
-    result.removed += work.removed
-    result.bytes += end - start
+    _count(result, work, end - start)
     if problem is not None:
         result.problems.append(f"{storable(file.name or file.path.name)}: {problem}")
     return end
+
+
+def _count(result: SyncResult, work: Pass, read: int) -> None:
+    result.added += work.added
+    result.removed += work.removed
+    result.bytes += read
+    work.added = work.removed = 0
 
 
 def _save(conn: sqlite3.Connection, work: Pass, fd: int, end: int) -> None:
@@ -300,6 +307,26 @@ def _index_one(
         os.close(fd)
 
 
+Counts = tuple[int, int, int, int, int, int]
+
+
+def _counts(result: SyncResult) -> Counts:
+    return (
+        result.files,
+        result.bytes,
+        result.added,
+        result.removed,
+        len(result.problems),
+        len(result.unknown),
+    )
+
+
+def _restore(result: SyncResult, counts: Counts) -> None:
+    """``result`` as it was when ``counts`` were taken."""
+    result.files, result.bytes, result.added, result.removed, problems, unknown = counts
+    del result.problems[problems:], result.unknown[unknown:]
+
+
 def sync(
     conn: sqlite3.Connection,
     root: Path,
@@ -353,17 +380,36 @@ def sync(
     done = 0
     if progress is not None:
         progress(Progress(first, 0, len(todo), 0, total, 0.0))
+    number = reached = 0
+    failed: set[int] = set()
+    saved = [_counts(result)]
+    batch.on_begin = lambda: saved.__setitem__(0, _counts(result))
     try:
-        for number, (file, seen) in enumerate(todo, 1):
-            try:
-                _index_one(conn, source, file, seen, result, batch)
-            except OSError as exc:
-                name = storable(file.name or file.path.name)
-                result.problems.append(f"{name}: {exc.strerror or exc}")
-            done += file.size
-            if progress is not None:
-                seconds = time.monotonic() - started
-                progress(Progress(first, number, len(todo), done, total, seconds))
+        while number < len(todo):
+            file, seen = todo[number]
+            if number not in failed:
+                batch.current = number
+                try:
+                    _index_one(conn, source, file, seen, result, batch)
+                except OSError as exc:
+                    # The transaction is rolled back: the files since it began are
+                    # indexed again (from what the index now holds of them), without this.
+                    began = min(batch.began, number)
+                    _restore(result, saved[0])
+                    name = storable(file.name or file.path.name)
+                    result.problems.append(f"{name}: {exc.strerror or exc}")
+                    failed.add(number)
+                    again = [each for each, _ in todo[began:number]]
+                    fresh = _known_rows(conn, [storable(each.name) for each in again])
+                    todo[began:number] = [(each, fresh.get(storable(each.name))) for each in again]
+                    number = began
+                    continue
+            number += 1
+            if number > reached:
+                reached, done = number, done + file.size
+                if progress is not None:
+                    seconds = time.monotonic() - started
+                    progress(Progress(first, reached, len(todo), done, total, seconds))
         batch.commit()
     except BaseException:
         batch.rollback()
