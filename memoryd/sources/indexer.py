@@ -16,7 +16,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,7 +33,7 @@ from memoryd.sources.layout import (
     session_name,
     storable,
 )
-from memoryd.sources.listing import FULL_LOOK_KEY, Listing, list_changes
+from memoryd.sources.listing import Listing, SyncResult, keep_folders, list_changes
 from memoryd.sources.reader import Changed, lines_from, open_regular
 from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, load, safe_text
 from memoryd.sources.rows import FileRow, Pass, drop_file
@@ -55,19 +54,6 @@ LOOKS_LIKE: dict[str, Callable[[object], bool]] = {
 HEAD_BYTES = 4096
 COMMIT_BYTES = 64 << 20
 """A long first pass commits every this many bytes, so a reader sees it grow."""
-
-
-@dataclass(slots=True)
-class SyncResult:
-    """What one pass did."""
-
-    files: int = 0
-    bytes: int = 0
-    added: int = 0
-    removed: int = 0
-    problems: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-    """Files of this pass in no format the source writes (skipped until they change)."""
 
 
 class Known(NamedTuple):
@@ -205,28 +191,6 @@ def _known_rows(conn: sqlite3.Connection, names: list[str]) -> dict[str, Known]:
     return known
 
 
-def _keep_folders(conn: sqlite3.Connection, listing: Listing) -> None:
-    """Remember the folders' times for the next pass's cached listing, and when every
-    known file was last looked at."""
-    folders = listing.folders
-    held = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
-    if held == folders and not listing.full:
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    conn.executemany(
-        "DELETE FROM folders WHERE name = ?", [(name,) for name in held if name not in folders]
-    )
-    conn.executemany(
-        "INSERT OR REPLACE INTO folders VALUES (?, ?)",
-        [item for item in folders.items() if held.get(item[0]) != item[1]],
-    )
-    if listing.full:
-        conn.execute(
-            "INSERT OR REPLACE INTO meta VALUES (?, ?)", (FULL_LOOK_KEY, str(listing.started))
-        )
-    conn.execute("COMMIT")
-
-
 def _known_format(source: str, file: SessionFile, fd: int) -> bool:
     """True unless the first line (or document) of a new file is in no format ``source``
     writes; an empty file, or a first line still being written, is given the benefit of
@@ -333,6 +297,7 @@ def sync(
     source: str,
     changed: Iterable[Path] | None = None,
     progress: Callable[[Progress], None] | None = None,
+    listing: Listing | None = None,
 ) -> SyncResult:
     """Bring the index behind ``conn`` up to date with the session files below ``root``:
     all of them, or only the ``changed`` paths (what a watcher saw; a folder among them
@@ -343,11 +308,10 @@ def sync(
     """
     result = SyncResult()
     paths = None if changed is None else list(changed)
-    listing = None
     first = False
     if paths is None or any(path.is_dir() and not path.is_symlink() for path in paths):
         if root.is_dir():
-            listing = list_changes(conn, root, source)
+            listing = listing or list_changes(conn, root, source)
             files = listing.changed
             names = {storable(file.name) for file in files}
             known = _known_rows(conn, sorted(names | set(listing.gone)))
@@ -415,7 +379,7 @@ def sync(
         batch.rollback()
         raise
     if listing is not None:
-        _keep_folders(conn, listing)
+        keep_folders(conn, listing)
     for problem in result.problems[:1]:
         log.warning(
             "source_file_problem",

@@ -32,6 +32,20 @@ an append to a session quiet for a day (one resumed) is found within it."""
 FULL_LOOK_KEY = "full_look_ns"
 """The ``meta`` key holding when every known file was last looked at."""
 
+
+@dataclass(slots=True)
+class SyncResult:
+    """What one pass did."""
+
+    files: int = 0
+    bytes: int = 0
+    added: int = 0
+    removed: int = 0
+    problems: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    """Files of this pass in no format the source writes (skipped until they change)."""
+
+
 Stat = tuple[int, int, int, int]
 """A file's (dev, ino, mtime_ns, size) as the index holds it."""
 
@@ -194,3 +208,25 @@ def list_changes(
                 found.changed.append(again)
     found.changed.sort(key=lambda file: file.name)
     return found
+
+
+def keep_folders(conn: sqlite3.Connection, listing: Listing) -> None:
+    """Remember the folders' times for the next pass's cached listing, and when every
+    known file was last looked at."""
+    folders = listing.folders
+    held = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
+    if held == folders and not listing.full:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        "DELETE FROM folders WHERE name = ?", [(name,) for name in held if name not in folders]
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO folders VALUES (?, ?)",
+        [item for item in folders.items() if held.get(item[0]) != item[1]],
+    )
+    if listing.full:
+        conn.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)", (FULL_LOOK_KEY, str(listing.started))
+        )
+    conn.execute("COMMIT")

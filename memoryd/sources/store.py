@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.search.index import connect_wal
 from memoryd.search.schema import PREFIX_INDEX, TOKENIZER
+from memoryd.search.wal import connect_wal
 from memoryd.sources.places import state_dir
 
 APPLICATION_ID = 0x6D656D73
