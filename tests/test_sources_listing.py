@@ -6,9 +6,14 @@ at at all; the first index says how far it is on a terminal. Nothing here is tim
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import pty
+import select
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -256,3 +261,68 @@ def test_a_first_index_reports_its_progress_as_it_goes(
     claude_session(home, "99990000-0008", words_for("p99"))
     assert update(home, "claude-code", progress=told.append) is not None
     assert told and not any(p.first for p in told)
+
+
+def _big_codex_home(home: Path, files: int, lines: int) -> None:
+    """``files`` Codex rollouts of ``lines`` user messages of ~1 KB each."""
+    for number in range(files):
+        session = f"{number:08x}-0000-4000-8000-{number:012x}"
+        records = [
+            {
+                "timestamp": "2026-03-01T10:00:00.000Z",
+                "type": "session_meta",
+                "payload": {"id": session, "cwd": "/home/dev/proj", "cli_version": "0.46.0"},
+            },
+        ]
+        for turn in range(lines):
+            text = " ".join(f"word{(number * lines + turn) * 7 + k}" for k in range(120))
+            records.append(
+                {
+                    "timestamp": "2026-03-01T10:00:01.000Z",
+                    "type": "response_item",
+                    "payload": {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": text}],
+                    },
+                }
+            )
+        folder = home / "sessions" / "2026" / "03" / "01"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"rollout-2026-03-01T10-00-00-{session}.jsonl"
+        path.write_bytes(b"".join(line(record) for record in records))
+
+
+@pytest.mark.slow
+def test_a_first_index_on_a_terminal_shows_its_progress_line(tmp_path: Path) -> None:
+    """``memoryd recall`` run with its stderr on a terminal, on a folder whose first index
+    lasts seconds: a line shows the files and megabytes done, the rate and the time left,
+    rewritten in place, and ends before the hits; with stderr not a terminal, no such
+    line."""
+    home = tmp_path / ".codex"
+    _big_codex_home(home, 40, 200)  # ~10 MB
+    argv = [sys.executable, "-m", "memoryd", "recall", str(home), "word77"]
+    master, slave = pty.openpty()
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = bytearray()
+    while process.poll() is None or select.select([master], [], [], 0.1)[0]:
+        if select.select([master], [], [], 0.1)[0]:
+            try:
+                seen.extend(os.read(master, 65536))
+            except OSError:  # EIO once the child has exited
+                break
+    with contextlib.suppress(OSError):
+        os.close(master)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert b"word77" in out
+    shown = seen.decode().replace("\r\n", "\n")  # the terminal's own newline
+    assert "\rindexing: " in shown and shown.endswith("\n"), shown
+    last = shown.rsplit("\r", 1)[-1]
+    assert " of 40 files, " in last and " MB (" in last and " MB/s" in last, last
+    assert "left" in shown
+    plain = subprocess.run(
+        [*argv[:-1], "word78"], capture_output=True, check=True, cwd=tmp_path, timeout=120
+    )
+    assert b"indexing:" not in plain.stderr
