@@ -100,11 +100,11 @@ def _age(path: Path, days: float) -> None:
         os.utime(each, (then, then))
 
 
-def _full_look_due(home: Path) -> None:
-    """As if the last look at every file was over a minute ago."""
+def _full_look_due(home: Path, value: str = "0") -> None:
+    """As if the last look at every file was over a minute ago (or at ``value``)."""
     conn = store.connect(store.index_path(home, "claude-code"))
     with conn:
-        conn.execute("UPDATE meta SET value = '0' WHERE key = ?", (listing.FULL_LOOK_KEY,))
+        conn.execute("UPDATE meta SET value = ? WHERE key = ?", (value, listing.FULL_LOOK_KEY))
     conn.close()
 
 
@@ -162,6 +162,15 @@ def test_an_append_to_a_session_quiet_for_a_day_is_found_by_the_next_full_look(
     looked_at.clear()
     assert recall_source(home, "resumedword")  # now written a moment ago: live
     assert looked_at == [os.fspath(quiet)]
+    other = claude_session(
+        home, "99990000-0015", {k: v for k, v in words_for("q2").items() if k != "spilled"}
+    )
+    _age(other, 2)
+    assert recall_source(home, "questionq2")
+    with other.open("ab") as file:
+        file.write(line({"type": "summary", "summary": "clockwentback", "leafUuid": "y"}))
+    _full_look_due(home, str(time.time_ns() + 3600 * 10**9))  # a look "in the future"
+    assert recall_source(home, "clockwentback")  # the clock went back: every file looked at
 
 
 def test_a_full_look_drops_a_file_removed_from_a_folder_read_since(tmp_path: Path) -> None:

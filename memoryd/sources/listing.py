@@ -109,7 +109,11 @@ def list_changes(
     folders = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
     if full is None:
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (FULL_LOOK_KEY,)).fetchone()
-        full = row is None or now - int(row[0]) >= FULL_LOOK_NS
+        try:
+            since = now - int(row[0]) if row is not None else -1
+        except (TypeError, ValueError):
+            since = -1
+        full = not 0 <= since < FULL_LOOK_NS  # never looked, or the clock went back
     found = Listing(full=full, started=now)
     found.first = conn.execute("SELECT 1 FROM archives LIMIT 1").fetchone() is None
     sub_folders: dict[str, list[str]] = {}
