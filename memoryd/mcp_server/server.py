@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, NotRequired, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -26,13 +26,14 @@ from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
 from memoryd.files.paths import check_workspace
 from memoryd.mcp_server.sources import (
+    ExpandOut,
     FilePickArg,
     RoleArg,
     SessionPickArg,
     SourceArg,
     SourceHitOut,
+    source_expand,
     source_hit,
-    source_lines,
     source_path,
     source_search,
 )
@@ -74,15 +75,6 @@ class HitOut(TypedDict):
 
 class RecallOut(TypedDict):
     hits: list[HitOut | SourceHitOut]
-
-
-class ExpandOut(TypedDict):
-    workspace: str
-    id: str
-    lines: list[str]
-    """The original JSON lines, oldest first, the message itself among them."""
-    notes: NotRequired[list[str]]
-    """With ``source``: that several different lines have this id, and which was given."""
 
 
 class StatusOut(TypedDict):
@@ -255,12 +247,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         """
         if source is not None:
             path = source_path(scope.sources, source)
-            notes: list[str] = []
-            found = source_lines(path, source, id, before, after, session, file, notes)
-            out: ExpandOut = {"workspace": str(path), "id": id, "lines": found}
-            if notes:
-                out["notes"] = notes
-            return out
+            return source_expand(path, source, id, before, after, session, file)
         if session is not None or file is not None:
             raise ToolError("session and file pick a copy in another agent's sessions: give source")
         path = scope.path(workspace, workspace=True)

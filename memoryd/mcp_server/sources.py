@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NotRequired
 
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -46,6 +46,15 @@ FilePickArg = Annotated[
         "(a hit's `file` or one of its `copies`)."
     ),
 ]
+
+
+class ExpandOut(TypedDict):
+    workspace: str
+    id: str
+    lines: list[str]
+    """The original JSON lines, oldest first, the message itself among them."""
+    notes: NotRequired[list[str]]
+    """With ``source``: that several different lines have this id, and which was given."""
 
 
 class SourceHitOut(TypedDict):
@@ -103,7 +112,7 @@ def source_hit(hit: SourceHit) -> SourceHitOut:
     )
 
 
-def source_lines(
+def source_expand(
     path: Path,
     kind: str,
     id: str,
@@ -111,14 +120,19 @@ def source_lines(
     after: int,
     session: str | None = None,
     file: str | None = None,
-    notes: list[str] | None = None,
-) -> list[str]:
-    """The original lines of a source's message, as text; the copy in ``session`` or
-    ``file`` when given (``notes`` is told when several different lines have the id)."""
+) -> ExpandOut:
+    """What the ``expand`` tool returns for a source's message: its original lines as
+    text, the copy in ``session`` or ``file`` when given, and ``notes`` when several
+    different lines have the id."""
+    notes: list[str] = []
     try:
         lines = expand_source(
             path, id, before, after, source=kind, pick=Pick(session, file), notes=notes
         )
     except MemorydError as exc:
         raise ToolError(str(exc)) from None
-    return [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
+    text = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
+    out: ExpandOut = {"workspace": str(path), "id": id, "lines": text}
+    if notes:
+        out["notes"] = notes
+    return out
