@@ -36,7 +36,7 @@ else:
     from memoryd.cli import main
     code = main(argv, io.StringIO())
     assert code == 0, code
-print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in heavy)))
+print(json.dumps(sorted(n for n in sys.modules if n in heavy or n.split(".")[0] in heavy)))
 """
 
 
@@ -125,3 +125,31 @@ def test_the_heartbeat_statuses_are_the_values_of_its_status_type() -> None:
     assert isinstance(literal.slice, ast.Tuple)
     words = tuple(ast.literal_eval(element) for element in literal.slice.elts)
     assert words == heartbeat.STATUSES
+
+
+INDEXING = (
+    "memoryd.sources.indexer",
+    "memoryd.sources.claude",
+    "memoryd.sources.codex",
+    "memoryd.sources.gemini",
+    "memoryd.sources.rows",
+    "memoryd.sources.record",
+    "memoryd.search.index",
+)
+"""What indexes a source's files, and a workspace's index machinery."""
+
+
+def test_a_warm_recall_over_an_agents_folder_loads_nothing_to_index_it(tmp_path: Path) -> None:
+    """When the look for changes finds none, ``recall`` over an agent's sessions reads
+    the index without loading the indexer or the parsers (docs/design.md#sources), and
+    none of the heavy packages and slow standard modules but sqlite3, which it reads,
+    and hashlib, which names the index; the query that builds the index loads them."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from agent_sessions import claude_session, words_for
+
+    home = tmp_path / ".claude"
+    claude_session(home, "5a5a5a5a-0001", words_for("w1"))
+    argv = ["recall", str(home), "questionw1"]
+    names = (*HEAVY, *SLOW_STDLIB, "typing", *INDEXING)
+    assert "memoryd.sources.indexer" in heavy_modules_after(argv, names)
+    assert heavy_modules_after(argv, names) == ["hashlib", "sqlite3", "sqlite3.dbapi2"]

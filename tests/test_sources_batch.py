@@ -1,6 +1,8 @@
-"""A pass indexes many session files in one transaction, each file in a savepoint: a file
-that fails midway leaves nothing of itself and takes nothing of the others with it, and
-commits within and between files (every ``COMMIT_BYTES``) index each line exactly once."""
+"""A pass indexes many session files in one transaction, with no savepoint per file (FTS5
+would write a segment at each): a file that fails midway rolls the transaction back and
+the files read since it began are read again, so that it leaves nothing of itself and
+takes nothing of the others with it; commits within and between files (every
+``COMMIT_BYTES``) index each line exactly once, a failure among them too."""
 
 from __future__ import annotations
 
@@ -71,6 +73,35 @@ def test_commits_within_and_between_files_index_every_line_once(
         for word in (f"question{tag}", f"inputword{tag}", f"outputword{tag}"):
             assert {hit.file for hit in recall_source(home, word)} == {paths[n]}, word
     built = figures(home.resolve(), "codex")
+    monkeypatch.setattr(indexer, "COMMIT_BYTES", 64 << 20)
+    assert built == _fresh(home)
+
+
+def test_a_file_failing_after_commits_within_files_loses_and_repeats_no_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / ".codex"
+    paths = _sessions(home, ["d1", "d2", "d3", "d4"])
+    monkeypatch.setattr(indexer, "COMMIT_BYTES", 700)  # commits within and between files
+    real = reader.lines_from
+
+    def failing(fd: int, offset: int) -> Iterator[tuple[int, bytes | None, int]]:
+        lines = real(fd, offset)
+        if Path(f"/proc/self/fd/{fd}").resolve() == paths[2].resolve():
+            yield next(lines)
+            raise OSError(errno.EIO, "Input/output error")
+        yield from lines
+
+    monkeypatch.setattr(indexer, "lines_from", failing)
+    result = update(home.resolve(), "codex")
+    assert result is not None and result.files == 3 and len(result.problems) == 1
+    for tag in ("d1", "d2", "d4"):
+        assert recall_source(home, f"outputword{tag}"), tag
+    monkeypatch.setattr(indexer, "lines_from", real)
+    again = update(home.resolve(), "codex")
+    assert again is not None and again.files == 1 and not again.problems
+    built = figures(home.resolve(), "codex")
+    assert built["bytes_indexed"] == sum(path.stat().st_size for path in paths)
     monkeypatch.setattr(indexer, "COMMIT_BYTES", 64 << 20)
     assert built == _fresh(home)
 

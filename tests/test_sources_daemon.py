@@ -163,6 +163,54 @@ def test_mcp_recall_and_expand_take_a_source(tmp_path: Path) -> None:
     assert sys.executable
 
 
+@pytest.mark.slow
+def test_mcp_expand_picks_the_copy_of_a_colliding_id_by_session_or_file(tmp_path: Path) -> None:
+    """One id on different lines of two sessions (a session file copied and changed): the
+    MCP ``expand`` gives the line said first and says the id is on several lines;
+    ``session`` or ``file`` picks the other, as the CLI's ``--session`` and ``--file`` do;
+    without ``source`` they are refused."""
+    claude = tmp_path / ".claude"
+    original = claude_session(claude, "8b8b8b8b-0006", words_for("k1"))
+    copy = claude / "projects" / "-elsewhere" / "copied-0006.jsonl"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(
+        original.read_bytes()
+        .replace(b"8b8b8b8b-0006", b"copied-0006")
+        .replace(b"outputwordk1", b"changedwordk1")
+    )
+    (tmp_path / "agents").mkdir()
+
+    async def session(client: Client) -> None:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert {"session", "file"} <= set(tools["expand"].input_schema["properties"])
+        [hit] = structured(
+            await client.call_tool("recall", {"query": "changedwordk1", "source": "claude-code"})
+        )["hits"]
+        assert hit["file"] == str(copy.resolve()) and hit["copies"] == []
+        ident = hit["id"]
+        first = structured(await client.call_tool("expand", {"id": ident, "source": "claude-code"}))
+        assert len(first["lines"]) == 1  # one of the two: the one said first
+        assert any("different lines have this id" in note for note in first["notes"])
+        for pick, word in (
+            ({"session": "copied-0006"}, "changedwordk1"),
+            ({"file": hit["file"]}, "changedwordk1"),
+            ({"session": "8b8b8b8b-0006"}, "outputwordk1"),
+            ({"file": str(original.resolve())}, "outputwordk1"),
+        ):
+            picked = structured(
+                await client.call_tool("expand", {"id": ident, "source": "claude-code", **pick})
+            )
+            assert [word in line for line in picked["lines"]] == [True], pick
+        nowhere = await client.call_tool(
+            "expand", {"id": ident, "source": "claude-code", "session": "no-such-session"}
+        )
+        assert nowhere.is_error
+        refused = await client.call_tool("expand", {"id": ident, "session": "copied-0006"})
+        assert "give source" in error_text(refused)
+
+    with_server(tmp_path, "--root", str(tmp_path / "agents"), "--source", str(claude))(session)
+
+
 def test_a_single_session_file_is_tailed_from_its_watch_events(tmp_path: Path) -> None:
     from memoryd.config.settings import SourceEntry
 

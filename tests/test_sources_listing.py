@@ -1,13 +1,19 @@
 """The look for changes before a query costs what changed, not what is there: folders whose
-time did not change are not read again (a cached listing), only their known files are
-looked at; a source the daemon tails is not looked at at all; the first index says how
-far it is on a terminal. Nothing here is timed (bench/sources.py measures the costs)."""
+time did not change are not read again (a cached listing), only the files written within
+a day are looked at (all of them once a minute); a source the daemon tails is not looked
+at at all; the first index says how far it is on a terminal. Nothing here is timed
+(bench/sources.py measures the costs)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import pty
+import select
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +22,7 @@ import pytest
 from agent_sessions import claude_session, line, words_for
 
 from memoryd.cli.sources import ProgressLine
-from memoryd.sources import store
+from memoryd.sources import listing, store
 from memoryd.sources.places import STATUS_FILE, state_dir
 from memoryd.sources.search import recall_source, update
 from memoryd.sources.store import Progress
@@ -69,6 +75,113 @@ def test_unchanged_folders_are_not_read_again_and_appends_and_new_files_are_foun
     assert recall_source(home, "questionc3")
     (project / "cccc0000-0003.jsonl").unlink()
     assert recall_source(home, "questionc3") == []
+
+
+@pytest.fixture
+def looked_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The session files the listing looks at (``os.lstat`` of a ``.jsonl`` below
+    ``projects/``, spied on)."""
+    seen: list[str] = []
+    real = os.lstat
+
+    def spy(path: str, *args: object, **kwargs: object) -> os.stat_result:
+        if "/projects/" in os.fspath(path) and os.fspath(path).endswith(".jsonl"):
+            seen.append(os.fspath(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "lstat", spy)
+    yield seen
+
+
+def _age(path: Path, days: float) -> None:
+    """``path`` and its subagents' and spilled files as last written ``days`` ago."""
+    then = time.time() - days * 86400
+    for each in [path, *path.with_suffix("").rglob("*.*")]:
+        os.utime(each, (then, then))
+
+
+def _full_look_due(home: Path, value: str = "0") -> None:
+    """As if the last look at every file was over a minute ago (or at ``value``)."""
+    conn = store.connect(store.index_path(home, "claude-code"))
+    with conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = ?", (value, listing.FULL_LOOK_KEY))
+    conn.close()
+
+
+def test_the_next_query_finds_an_append_to_a_live_session_and_a_new_file_in_a_folder(
+    tmp_path: Path, looked_at: list[str], read_folders: list[str]
+) -> None:
+    """A query looks at the sessions written within a day (an agent may still append to
+    them), not at older ones; an append to a live session and a new file in a folder
+    already listed are both found by the next query."""
+    home = (tmp_path / ".claude").resolve()
+    old = [claude_session(home, f"{n:04d}0000-0009", words_for(f"o{n}")) for n in range(20)]
+    live = claude_session(home, "77770000-0010", words_for("l1"))
+    for path in old:
+        _age(path, 3)
+    settle(home)
+    live_files = sorted(map(os.fspath, [live, *live.with_suffix("").rglob("*.jsonl")]))
+    assert len(live_files) == 2  # the session and its subagent's file
+    assert recall_source(home, "questiono3")  # indexes all, looks at all (the first look)
+    looked_at.clear()
+    read_folders.clear()
+    assert recall_source(home, "questionl1")
+    assert sorted(looked_at) == live_files and read_folders == []
+    with live.open("ab") as file:
+        file.write(line({"type": "summary", "summary": "appendedtolive", "leafUuid": "x"}))
+    assert [hit.file for hit in recall_source(home, "appendedtolive")] == [live]
+    settle(home)
+    looked_at.clear()
+    recall_source(home, "questionl1")
+    assert sorted(looked_at) == live_files
+    added = claude_session(home, "88880000-0011", words_for("n1"))  # same folder, new file
+    assert {hit.file for hit in recall_source(home, "questionn1")} == {added}
+
+
+def test_an_append_to_a_session_quiet_for_a_day_is_found_by_the_next_full_look(
+    tmp_path: Path, looked_at: list[str]
+) -> None:
+    """A session last written over a day ago is not looked at by each query, but by the
+    first one a minute after the last full look: an append to it (a resumed session) is
+    found then."""
+    home = (tmp_path / ".claude").resolve()
+    quiet = claude_session(
+        home, "99990000-0012", {k: v for k, v in words_for("q1").items() if k != "spilled"}
+    )
+    _age(quiet, 2)
+    settle(home)
+    assert recall_source(home, "questionq1")
+    with quiet.open("ab") as file:  # its time is now new, but the index holds the old one
+        file.write(line({"type": "summary", "summary": "resumedword", "leafUuid": "x"}))
+    looked_at.clear()
+    assert recall_source(home, "resumedword") == []
+    assert looked_at == []
+    _full_look_due(home)
+    assert [hit.file for hit in recall_source(home, "resumedword")] == [quiet]
+    assert looked_at == [os.fspath(quiet)]
+    looked_at.clear()
+    assert recall_source(home, "resumedword")  # now written a moment ago: live
+    assert looked_at == [os.fspath(quiet)]
+    other = claude_session(
+        home, "99990000-0015", {k: v for k, v in words_for("q2").items() if k != "spilled"}
+    )
+    _age(other, 2)
+    assert recall_source(home, "questionq2")
+    with other.open("ab") as file:
+        file.write(line({"type": "summary", "summary": "clockwentback", "leafUuid": "y"}))
+    _full_look_due(home, str(time.time_ns() + 3600 * 10**9))  # a look "in the future"
+    assert recall_source(home, "clockwentback")  # the clock went back: every file looked at
+
+
+def test_a_full_look_drops_a_file_removed_from_a_folder_read_since(tmp_path: Path) -> None:
+    home = (tmp_path / ".claude").resolve()
+    first = claude_session(home, "aaaa0000-0013", words_for("r1"))
+    claude_session(home, "bbbb0000-0014", words_for("r2"))
+    settle(home)
+    assert recall_source(home, "questionr1")
+    first.unlink()
+    assert recall_source(home, "questionr1") == []  # its folder changed: read again
+    assert recall_source(home, "questionr2")
 
 
 def test_a_folder_changed_a_moment_ago_is_read_again_whatever_its_time(
@@ -157,3 +270,68 @@ def test_a_first_index_reports_its_progress_as_it_goes(
     claude_session(home, "99990000-0008", words_for("p99"))
     assert update(home, "claude-code", progress=told.append) is not None
     assert told and not any(p.first for p in told)
+
+
+def _big_codex_home(home: Path, files: int, lines: int) -> None:
+    """``files`` Codex rollouts of ``lines`` user messages of ~1 KB each."""
+    for number in range(files):
+        session = f"{number:08x}-0000-4000-8000-{number:012x}"
+        records = [
+            {
+                "timestamp": "2026-03-01T10:00:00.000Z",
+                "type": "session_meta",
+                "payload": {"id": session, "cwd": "/home/dev/proj", "cli_version": "0.46.0"},
+            },
+        ]
+        for turn in range(lines):
+            text = " ".join(f"word{(number * lines + turn) * 7 + k}" for k in range(120))
+            records.append(
+                {
+                    "timestamp": "2026-03-01T10:00:01.000Z",
+                    "type": "response_item",
+                    "payload": {
+                        "type": "message",
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": text}],
+                    },
+                }
+            )
+        folder = home / "sessions" / "2026" / "03" / "01"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"rollout-2026-03-01T10-00-00-{session}.jsonl"
+        path.write_bytes(b"".join(line(record) for record in records))
+
+
+@pytest.mark.slow
+def test_a_first_index_on_a_terminal_shows_its_progress_line(tmp_path: Path) -> None:
+    """``memoryd recall`` run with its stderr on a terminal, on a folder whose first index
+    lasts seconds: a line shows the files and megabytes done, the rate and the time left,
+    rewritten in place, and ends before the hits; with stderr not a terminal, no such
+    line."""
+    home = tmp_path / ".codex"
+    _big_codex_home(home, 40, 200)  # ~10 MB
+    argv = [sys.executable, "-m", "memoryd", "recall", str(home), "word77"]
+    master, slave = pty.openpty()
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = bytearray()
+    while process.poll() is None or select.select([master], [], [], 0.1)[0]:
+        if select.select([master], [], [], 0.1)[0]:
+            try:
+                seen.extend(os.read(master, 65536))
+            except OSError:  # EIO once the child has exited
+                break
+    with contextlib.suppress(OSError):
+        os.close(master)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert b"word77" in out
+    shown = seen.decode().replace("\r\n", "\n")  # the terminal's own newline
+    assert "\rindexing: " in shown and shown.endswith("\n"), shown
+    last = shown.rsplit("\r", 1)[-1]
+    assert " of 40 files, " in last and " MB (" in last and " MB/s" in last, last
+    assert "left" in shown
+    plain = subprocess.run(
+        [*argv[:-1], "word78"], capture_output=True, check=True, cwd=tmp_path, timeout=120
+    )
+    assert b"indexing:" not in plain.stderr

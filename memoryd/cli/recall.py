@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
 from memoryd.cli.common import log_to_stderr, when
 from memoryd.search.query import QUERY_SECONDS
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from memoryd.search.recall import Hit
 
 

@@ -7,11 +7,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
 from memoryd.sources.layout import SOURCES, by_layout, recognise, sources_in
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from memoryd.sources.search import SourceHit
     from memoryd.sources.store import Progress
 

@@ -26,11 +26,14 @@ from memoryd.config.settings import Settings
 from memoryd.errors import MemorydError
 from memoryd.files.paths import check_workspace
 from memoryd.mcp_server.sources import (
+    ExpandOut,
+    FilePickArg,
     RoleArg,
+    SessionPickArg,
     SourceArg,
     SourceHitOut,
+    source_expand,
     source_hit,
-    source_lines,
     source_path,
     source_search,
 )
@@ -72,13 +75,6 @@ class HitOut(TypedDict):
 
 class RecallOut(TypedDict):
     hits: list[HitOut | SourceHitOut]
-
-
-class ExpandOut(TypedDict):
-    workspace: str
-    id: str
-    lines: list[str]
-    """The original JSON lines, oldest first, the message itself among them."""
 
 
 class StatusOut(TypedDict):
@@ -239,20 +235,21 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         before: Annotated[int, Field(ge=0, le=50, description="Lines before it.")] = 0,
         after: Annotated[int, Field(ge=0, le=50, description="Lines after it.")] = 0,
         source: SourceArg = None,
+        session: SessionPickArg = None,
+        file: FilePickArg = None,
     ) -> ExpandOut:
         """Read one archived (or live) message word for word, with lines around it.
 
         Returns the original JSON lines exactly as they were appended, oldest first.
         Use the id of a recall hit, or the firstId/lastId of a summary message. With
-        `source`, the message is one of that agent's sessions (lines in session order).
+        `source`, the message is one of that agent's sessions (lines in session order);
+        when its id is in several files, `session` or `file` picks the copy.
         """
         if source is not None:
             path = source_path(scope.sources, source)
-            return {
-                "workspace": str(path),
-                "id": id,
-                "lines": source_lines(path, source, id, before, after),
-            }
+            return source_expand(path, source, id, before, after, session, file)
+        if session is not None or file is not None:
+            raise ToolError("session and file pick a copy in another agent's sessions: give source")
         path = scope.path(workspace, workspace=True)
         try:
             lines = expand(path, id, before, after)

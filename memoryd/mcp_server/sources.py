@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NotRequired
 
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
@@ -14,7 +14,7 @@ from typing_extensions import TypedDict
 
 from memoryd.errors import MemorydError
 from memoryd.sources.layout import storable
-from memoryd.sources.search import SourceHit, expand_source, recall_source
+from memoryd.sources.search import Pick, SourceHit, expand_source, recall_source
 
 RoleArg = Annotated[
     Literal["user", "assistant", "tool", "summary", "info"] | None,
@@ -32,6 +32,30 @@ SourceArg = Annotated[
     ),
 ]
 
+SessionPickArg = Annotated[
+    str | None,
+    Field(
+        description="With source, when one id is in several sessions: the copy in this "
+        "session (a hit's `session`); else the line said first."
+    ),
+]
+FilePickArg = Annotated[
+    str | None,
+    Field(
+        description="With source, when one id is in several files: the copy in this file "
+        "(a hit's `file` or one of its `copies`)."
+    ),
+]
+
+
+class ExpandOut(TypedDict):
+    workspace: str
+    id: str
+    lines: list[str]
+    """The original JSON lines, oldest first, the message itself among them."""
+    notes: NotRequired[list[str]]
+    """With ``source``: that several different lines have this id, and which was given."""
+
 
 class SourceHitOut(TypedDict):
     """One message of an agent's past session that matches."""
@@ -47,6 +71,8 @@ class SourceHitOut(TypedDict):
     length: int
     snippet: str
     score: float
+    copies: list[str]
+    """Other files holding the same line (a subagent's copy); ``file`` said it first."""
 
 
 def source_path(sources: tuple[tuple[str, Path], ...], kind: str) -> Path:
@@ -82,13 +108,31 @@ def source_hit(hit: SourceHit) -> SourceHitOut:
         length=hit.length,
         snippet=hit.snippet,
         score=hit.score,
+        copies=[storable(str(copy)) for copy in hit.copies],
     )
 
 
-def source_lines(path: Path, kind: str, id: str, before: int, after: int) -> list[str]:
-    """The original lines of a source's message, as text."""
+def source_expand(
+    path: Path,
+    kind: str,
+    id: str,
+    before: int,
+    after: int,
+    session: str | None = None,
+    file: str | None = None,
+) -> ExpandOut:
+    """What the ``expand`` tool returns for a source's message: its original lines as
+    text, the copy in ``session`` or ``file`` when given, and ``notes`` when several
+    different lines have the id."""
+    notes: list[str] = []
     try:
-        lines = expand_source(path, id, before, after, source=kind)
+        lines = expand_source(
+            path, id, before, after, source=kind, pick=Pick(session, file), notes=notes
+        )
     except MemorydError as exc:
         raise ToolError(str(exc)) from None
-    return [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
+    text = [line.decode("utf-8", "replace").rstrip("\n") for line in lines]
+    out: ExpandOut = {"workspace": str(path), "id": id, "lines": text}
+    if notes:
+        out["notes"] = notes
+    return out

@@ -16,12 +16,15 @@ import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError
 from memoryd.files.paths import resolve_inside
 from memoryd.workspace import CONVERSATION, Workspace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import Any
 
 ARCHIVE_RE = re.compile(r"^conversation-[0-9A-Za-z]+-[0-9a-f]+\.jsonl$")
 ARCHIVE_FOLDER = ".memoryd/archive"

@@ -16,7 +16,6 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError, UnsafePathError
@@ -42,15 +41,19 @@ from memoryd.search.schema import (
     passage_rows,
     schema_problem,
 )
+from memoryd.search.wal import BUSY_TIMEOUT_S, connect_wal
 from memoryd.workspace import Workspace
 
 log = LazyLog()
 
 INDEX = "index.sqlite"
-BUSY_TIMEOUT_S = 30.0
 BATCH = 2000
 SIDE_FILES = ("-wal", "-shm", "-journal")
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 
 class _Rebuild(Exception):
@@ -88,29 +91,6 @@ def _create_file(path: Path) -> None:
 def _connect(path: Path) -> sqlite3.Connection:
     """A writer's connection; the caller holds ``index.lock``."""
     return connect_wal(path, "NORMAL")
-
-
-def connect_wal(path: Path, synchronous: str) -> sqlite3.Connection:
-    """A connection to an index file in WAL mode with ``PRAGMA synchronous`` as given;
-    the file must exist (``mode=rw``: SQLite never creates it, we did, with mode 0600; its
-    -wal and -shm files take the database file's mode). Only a writer under its index's
-    lock calls it: two connections turning a new file to WAL at once can each hold a
-    shared lock and want an exclusive one, and SQLite then answers "database is locked"
-    at once instead of waiting."""
-    conn = sqlite3.connect(
-        f"file:{urllib.parse.quote(os.fsencode(path))}?mode=rw",  # bytes: any folder name
-        uri=True,
-        timeout=BUSY_TIMEOUT_S,
-        isolation_level=None,
-    )
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
 
 
 def _schema_ok(conn: sqlite3.Connection) -> None:

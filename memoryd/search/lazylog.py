@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import Any
 
 _pending: list[Callable[[], None]] = []
 

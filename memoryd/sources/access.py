@@ -10,19 +10,22 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError
 from memoryd.search.lazylog import LazyLog
 from memoryd.sources import store
-from memoryd.sources.indexer import SyncResult, sync
 from memoryd.sources.layout import UNKNOWN, agent_root, by_layout, recognise, sources_in
+from memoryd.sources.listing import SyncResult, keep_folders, list_changes
 from memoryd.sources.places import STATUS_FILE, state_dir
 from memoryd.sources.store import Progress
 
 log = LazyLog()
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import TypeVar
+
+    T = TypeVar("T")
 DAEMON_SLACK = 10.0
 """Seconds a daemon's status may be late beyond two rescan intervals."""
 WAIT_STEP = 0.25
@@ -94,10 +97,18 @@ def update(
                 store.create_file(path)
                 conn = store.connect(path)
                 try:
-                    store.for_writing(conn)
                     if store.ensure_schema(conn, root, source):
+                        listing = None
+                        if changed is None and root.is_dir():
+                            listing = list_changes(conn, root, source)
+                            if not listing.changed and not listing.gone:
+                                keep_folders(conn, listing)
+                                return SyncResult()  # nothing to read: no indexer loaded
+                        from memoryd.sources.indexer import sync
+
+                        store.for_writing(conn)
                         with store.progress_file(path, progress) as told:
-                            result = sync(conn, root, source, changed, told)
+                            result = sync(conn, root, source, changed, told, listing)
                         if result.bytes >= CHECKPOINT_BYTES:
                             conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                         return result

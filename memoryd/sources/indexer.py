@@ -16,7 +16,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,7 +33,7 @@ from memoryd.sources.layout import (
     session_name,
     storable,
 )
-from memoryd.sources.listing import list_changes
+from memoryd.sources.listing import Listing, SyncResult, keep_folders, list_changes
 from memoryd.sources.reader import Changed, lines_from, open_regular
 from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, load, safe_text
 from memoryd.sources.rows import FileRow, Pass, drop_file
@@ -55,19 +54,6 @@ LOOKS_LIKE: dict[str, Callable[[object], bool]] = {
 HEAD_BYTES = 4096
 COMMIT_BYTES = 64 << 20
 """A long first pass commits every this many bytes, so a reader sees it grow."""
-
-
-@dataclass(slots=True)
-class SyncResult:
-    """What one pass did."""
-
-    files: int = 0
-    bytes: int = 0
-    added: int = 0
-    removed: int = 0
-    problems: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-    """Files of this pass in no format the source writes (skipped until they change)."""
 
 
 class Known(NamedTuple):
@@ -139,18 +125,25 @@ def _read(
             work.take(record, offset, length)
             end = offset + length
             row.lines += 1
-            if end >= due:
+            if end >= due and end < file.size:  # at the end, the file's own commit
                 _save(conn, work, fd, end)
+                _count(result, work, end - start)  # counted as committed
+                start = end
                 batch.commit_within_file()
                 committed, due = end, end + batch.commit_bytes
     _save(conn, work, fd, end)
     batch.pending += end - committed
-    result.added += work.added
-    result.removed += work.removed
-    result.bytes += end - start
+    _count(result, work, end - start)
     if problem is not None:
         result.problems.append(f"{storable(file.name or file.path.name)}: {problem}")
     return end
+
+
+def _count(result: SyncResult, work: Pass, read: int) -> None:
+    result.added += work.added
+    result.removed += work.removed
+    result.bytes += read
+    work.added = work.removed = 0
 
 
 def _save(conn: sqlite3.Connection, work: Pass, fd: int, end: int) -> None:
@@ -196,22 +189,6 @@ def _known_rows(conn: sqlite3.Connection, names: list[str]) -> dict[str, Known]:
         )
         known.update((row.name, row) for row in map(Known._make, rows))
     return known
-
-
-def _keep_folders(conn: sqlite3.Connection, folders: dict[str, int]) -> None:
-    """Remember the folders' times for the next pass's cached listing."""
-    held = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
-    if held == folders:
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    conn.executemany(
-        "DELETE FROM folders WHERE name = ?", [(name,) for name in held if name not in folders]
-    )
-    conn.executemany(
-        "INSERT OR REPLACE INTO folders VALUES (?, ?)",
-        [item for item in folders.items() if held.get(item[0]) != item[1]],
-    )
-    conn.execute("COMMIT")
 
 
 def _known_format(source: str, file: SessionFile, fd: int) -> bool:
@@ -294,12 +271,33 @@ def _index_one(
         os.close(fd)
 
 
+Counts = tuple[int, int, int, int, int, int]
+
+
+def _counts(result: SyncResult) -> Counts:
+    return (
+        result.files,
+        result.bytes,
+        result.added,
+        result.removed,
+        len(result.problems),
+        len(result.unknown),
+    )
+
+
+def _restore(result: SyncResult, counts: Counts) -> None:
+    """``result`` as it was when ``counts`` were taken."""
+    result.files, result.bytes, result.added, result.removed, problems, unknown = counts
+    del result.problems[problems:], result.unknown[unknown:]
+
+
 def sync(
     conn: sqlite3.Connection,
     root: Path,
     source: str,
     changed: Iterable[Path] | None = None,
     progress: Callable[[Progress], None] | None = None,
+    listing: Listing | None = None,
 ) -> SyncResult:
     """Bring the index behind ``conn`` up to date with the session files below ``root``:
     all of them, or only the ``changed`` paths (what a watcher saw; a folder among them
@@ -310,31 +308,14 @@ def sync(
     """
     result = SyncResult()
     paths = None if changed is None else list(changed)
-    listing = None
     first = False
     if paths is None or any(path.is_dir() and not path.is_symlink() for path in paths):
         if root.is_dir():
-            held = {
-                name: (dev, ino, mtime_ns, size)
-                for name, dev, ino, mtime_ns, size in conn.execute(
-                    "SELECT name, dev, ino, mtime_ns, size FROM archives"
-                )
-            }
-            folders = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
-            listing = list_changes(
-                root,
-                source,
-                folders,
-                held,
-                lambda name, st: (
-                    held.get(name) == (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-                ),
-            )
-            files, names = listing.changed, listing.names
-            wanted = [storable(file.name) for file in files]
-            wanted += [name for name in held if name not in names]
-            known = _known_rows(conn, wanted)
-            first = not held
+            listing = listing or list_changes(conn, root, source)
+            files = listing.changed
+            names = {storable(file.name) for file in files}
+            known = _known_rows(conn, sorted(names | set(listing.gone)))
+            first = listing.first
         else:
             rows = conn.execute(f"SELECT {KNOWN_COLUMNS} FROM archives")
             known = {row.name: row for row in map(Known._make, rows)}
@@ -363,23 +344,42 @@ def sync(
     done = 0
     if progress is not None:
         progress(Progress(first, 0, len(todo), 0, total, 0.0))
+    number = reached = 0
+    failed: set[int] = set()
+    saved = [_counts(result)]
+    batch.on_begin = lambda: saved.__setitem__(0, _counts(result))
     try:
-        for number, (file, seen) in enumerate(todo, 1):
-            try:
-                _index_one(conn, source, file, seen, result, batch)
-            except OSError as exc:
-                name = storable(file.name or file.path.name)
-                result.problems.append(f"{name}: {exc.strerror or exc}")
-            done += file.size
-            if progress is not None:
-                seconds = time.monotonic() - started
-                progress(Progress(first, number, len(todo), done, total, seconds))
+        while number < len(todo):
+            file, seen = todo[number]
+            if number not in failed:
+                batch.current = number
+                try:
+                    _index_one(conn, source, file, seen, result, batch)
+                except OSError as exc:
+                    # The transaction is rolled back: the files since it began are
+                    # indexed again (from what the index now holds of them), without this.
+                    began = min(batch.began, number)
+                    _restore(result, saved[0])
+                    name = storable(file.name or file.path.name)
+                    result.problems.append(f"{name}: {exc.strerror or exc}")
+                    failed.add(number)
+                    again = [each for each, _ in todo[began:number]]
+                    fresh = _known_rows(conn, [storable(each.name) for each in again])
+                    todo[began:number] = [(each, fresh.get(storable(each.name))) for each in again]
+                    number = began
+                    continue
+            number += 1
+            if number > reached:
+                reached, done = number, done + file.size
+                if progress is not None:
+                    seconds = time.monotonic() - started
+                    progress(Progress(first, reached, len(todo), done, total, seconds))
         batch.commit()
     except BaseException:
         batch.rollback()
         raise
     if listing is not None:
-        _keep_folders(conn, listing.folders)
+        keep_folders(conn, listing)
     for problem in result.problems[:1]:
         log.warning(
             "source_file_problem",

@@ -1,13 +1,14 @@
-"""The session files of a source read with a cached listing: only the folders whose time
-changed since the last pass are read again (docs/design.md#sources)."""
+"""The look for changes before a query, at the cost of what changed: only the folders
+whose time changed since the last pass are read again, and only the files an agent may
+still be writing are looked at, the rest at most once a minute (docs/design.md#sources)."""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd.sources.layout import (
@@ -22,43 +23,106 @@ from memoryd.sources.layout import (
 SETTLE_NS = 2_000_000_000
 """A folder changed this recently is listed again next time, whatever its time says: a
 file made in the same tick as the listing would not change it."""
+LIVE_NS = 24 * 3600 * 1_000_000_000
+"""A file whose time, when last looked at, was this recent is looked at by every pass
+(one ``lstat``): an agent may still be appending to it."""
+FULL_LOOK_NS = 60 * 1_000_000_000
+"""Every known file is looked at by the first pass this long after the last such look:
+an append to a session quiet for a day (one resumed) is found within it."""
+FULL_LOOK_KEY = "full_look_ns"
+"""The ``meta`` key holding when every known file was last looked at."""
+
+
+@dataclass(slots=True)
+class SyncResult:
+    """What one pass did."""
+
+    files: int = 0
+    bytes: int = 0
+    added: int = 0
+    removed: int = 0
+    problems: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    """Files of this pass in no format the source writes (skipped until they change)."""
+
+
+Stat = tuple[int, int, int, int]
+"""A file's (dev, ino, mtime_ns, size) as the index holds it."""
 
 
 @dataclass(slots=True)
 class Listing:
     """What a pass over a source's folders found, reading only folders that changed."""
 
-    names: set[str]
-    """Every session file there (by the name the index keeps)."""
-    changed: list[SessionFile]
-    """Those new, or whose inode, size or time differ from what the index holds."""
-    folders: dict[str, int]
+    changed: list[SessionFile] = field(default_factory=list)
+    """Files new, or whose inode, size or time differ from what the index holds."""
+    gone: list[str] = field(default_factory=list)
+    """Files the index holds that are no longer there (by the name the index keeps)."""
+    folders: dict[str, int] = field(default_factory=dict)
     """Each folder walked and its modification time (-1: list it again next time)."""
+    full: bool = False
+    """Every known file was looked at (else only the live ones)."""
+    first: bool = False
+    """The index held no file."""
+    started: int = 0
+    """When the look began (ns since the epoch)."""
+
+
+def _same(held: Stat, st: os.stat_result) -> bool:
+    return held == (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _rows_in(conn: sqlite3.Connection, folder: str) -> dict[str, Stat]:
+    """The files the index holds directly in ``folder`` (by the name it keeps)."""
+    if folder:
+        prefix = folder + "/"
+        rows = conn.execute(
+            "SELECT name, dev, ino, mtime_ns, size FROM archives WHERE name >= ? AND name < ?",
+            (prefix, folder + "0"),  # "0" follows "/": the names below the folder
+        )
+        return {
+            name: (dev, ino, mtime, size)
+            for name, dev, ino, mtime, size in rows
+            if "/" not in name[len(prefix) :]
+        }
+    rows = conn.execute(
+        "SELECT name, dev, ino, mtime_ns, size FROM archives WHERE instr(name, '/') = 0"
+    )
+    return {name: (dev, ino, mtime, size) for name, dev, ino, mtime, size in rows}
 
 
 def list_changes(
-    root: Path,
-    source: str,
-    folders: dict[str, int],
-    known: Iterable[str],
-    unchanged: Callable[[str, os.stat_result], bool],
+    conn: sqlite3.Connection, root: Path, source: str, *, full: bool | None = None
 ) -> Listing:
-    """The session files below the folder ``root``, read with a cached listing: a folder
-    whose time is the one in ``folders`` (from the last pass) holds the entries it held,
-    so it is not read again; only its ``known`` files are looked at (one ``lstat`` each,
-    for appends) and its known subfolders walked. A folder that changed is read as
-    :func:`session_files` reads it (docs/design.md#sources)."""
-    by_folder: dict[str, list[str]] = {}
-    for name in known:
-        parent, _, _ = name.rpartition("/")
-        by_folder.setdefault(parent, []).append(name)
+    """What changed below the folder ``root`` since the index behind ``conn`` was last
+    brought up to date (docs/design.md#sources):
+
+    - a folder whose time is the one kept from the last pass holds the entries it held
+      (a file made, removed or renamed changes its folder's time), so it is not read
+      again; a folder that changed is read and its entries compared with the index's rows;
+    - a file in such a folder may still have grown (an append changes the file's time,
+      not its folder's): the files whose time was within :data:`LIVE_NS` of now when last
+      looked at are looked at (one ``lstat`` each); all known files are when ``full`` is
+      True, or, when it is None, once :data:`FULL_LOOK_NS` passed since the last full look.
+    """
+    now = time.time_ns()
+    folders = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
+    if full is None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (FULL_LOOK_KEY,)).fetchone()
+        try:
+            since = now - int(row[0]) if row is not None else -1
+        except (TypeError, ValueError):
+            since = -1
+        full = not 0 <= since < FULL_LOOK_NS  # never looked, or the clock went back
+    found = Listing(full=full, started=now)
+    found.first = conn.execute("SELECT 1 FROM archives LIMIT 1").fetchone() is None
     sub_folders: dict[str, list[str]] = {}
     for name in folders:
         if name:
             parent, _, _ = name.rpartition("/")
             sub_folders.setdefault(parent, []).append(name)
-    found = Listing(set(), [], {})
-    now = time.time_ns()
+    kept: set[str] = set()
+    read: dict[str, dict[str, SessionFile]] = {}
     base = os.fspath(root)
     prefix = base + os.sep
     stack = [
@@ -76,19 +140,7 @@ def list_changes(
         settled = st.st_mtime_ns < now - SETTLE_NS
         if settled and folders.get(name) == st.st_mtime_ns:
             found.folders[name] = st.st_mtime_ns
-            for file_name in by_folder.get(name, ()):
-                path = prefix + file_name
-                try:
-                    file_st = os.lstat(path)
-                except OSError:
-                    continue
-                if not stat.S_ISREG(file_st.st_mode):
-                    continue
-                found.names.add(file_name)
-                if not unchanged(file_name, file_st):
-                    again = entry_of(root, source, Path(path), file_st)
-                    if again is not None:
-                        found.changed.append(again)
+            kept.add(name)
             for sub in sub_folders.get(name, ()):
                 if depth < MAX_DEPTH:
                     stack.append((os.path.join(base, sub), sub, depth + 1))
@@ -98,7 +150,8 @@ def list_changes(
             with os.scandir(folder) as scan:
                 entries = list(scan)
         except OSError:
-            continue
+            continue  # not walked: its files leave the index until it can be read
+        listed_here = read.setdefault(name, {})
         spill = spill_folder(Path(folder))
         for entry in entries:
             try:
@@ -115,12 +168,69 @@ def list_changes(
                 entry.name.endswith((".jsonl", ".json")) or spill
             ):
                 listed = entry_of(root, source, Path(entry.path), entry_st)
-                if listed is None:
-                    continue
-                kept = storable(listed.name)
-                found.names.add(kept)
-                if not unchanged(kept, entry_st):
-                    found.changed.append(listed)
+                if listed is not None:
+                    listed_here[storable(listed.name)] = listed
         found.folders[name] = trusted
+    # Folders read: their entries against the index's rows. Folders no longer there
+    # (removed, or below a removed one): their files are gone.
+    for name in [*read, *(name for name in folders if name not in found.folders)]:
+        listed_here = read.get(name, {})
+        for kept_name, held in _rows_in(conn, name).items():
+            listed = listed_here.pop(kept_name, None)
+            if listed is None:
+                found.gone.append(kept_name)
+            elif (held[0], held[1]) != listed.inode or (held[2], held[3]) != (
+                listed.mtime_ns,
+                listed.size,
+            ):
+                found.changed.append(listed)
+        found.changed.extend(listed_here.values())
+    # Folders not read: their live files (every file on a full look) may have grown.
+    query = "SELECT name, dev, ino, mtime_ns, size FROM archives"
+    rows = (
+        conn.execute(query)
+        if full
+        else conn.execute(f"{query} WHERE mtime_ns >= ?", (now - LIVE_NS,))
+    )
+    for kept_name, dev, ino, mtime, size in rows:
+        parent, _, _ = kept_name.rpartition("/")
+        if parent not in kept:
+            if full and kept_name and parent not in found.folders and parent not in folders:
+                found.gone.append(kept_name)  # in no folder walked (a folder unreadable)
+            continue
+        path = prefix + kept_name
+        try:
+            file_st = os.lstat(path)
+        except OSError:
+            found.gone.append(kept_name)
+            continue
+        if not stat.S_ISREG(file_st.st_mode):
+            found.gone.append(kept_name)
+        elif not _same((dev, ino, mtime, size), file_st):
+            again = entry_of(root, source, Path(path), file_st)
+            if again is not None:
+                found.changed.append(again)
     found.changed.sort(key=lambda file: file.name)
     return found
+
+
+def keep_folders(conn: sqlite3.Connection, listing: Listing) -> None:
+    """Remember the folders' times for the next pass's cached listing, and when every
+    known file was last looked at."""
+    folders = listing.folders
+    held = dict(conn.execute("SELECT name, mtime_ns FROM folders").fetchall())
+    if held == folders and not listing.full:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        "DELETE FROM folders WHERE name = ?", [(name,) for name in held if name not in folders]
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO folders VALUES (?, ?)",
+        [item for item in folders.items() if held.get(item[0]) != item[1]],
+    )
+    if listing.full:
+        conn.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)", (FULL_LOOK_KEY, str(listing.started))
+        )
+    conn.execute("COMMIT")

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.search.index import connect_wal
 from memoryd.search.schema import PREFIX_INDEX, TOKENIZER
+from memoryd.search.wal import connect_wal
 from memoryd.sources.places import state_dir
 
 APPLICATION_ID = 0x6D656D73
@@ -211,7 +211,7 @@ def is_current(conn: sqlite3.Connection, root: Path, source: str) -> bool:
     if (app_id, version) != (APPLICATION_ID, SCHEMA_VERSION):
         return False
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    return meta == {"root": os.fsdecode(root), "source": source}
+    return (meta.get("root"), meta.get("source")) == (os.fsdecode(root), source)
 
 
 def ensure_schema(conn: sqlite3.Connection, root: Path, source: str) -> bool:
@@ -265,32 +265,45 @@ def damaged(exc: sqlite3.DatabaseError) -> bool:
 class Batch:
     """The transaction that files are indexed in: one for many files, committed once
     ``commit_bytes`` were read (within a file too, so a reader sees a long first pass
-    grow); each file in a savepoint, so that one that fails leaves nothing behind."""
+    grow). There is no savepoint per file: FTS5 writes its pending terms to disk at every
+    savepoint, a segment per file to merge later. A file that fails midway rolls the
+    whole transaction back instead (:meth:`end_file` says so), and the pass indexes the
+    files of that transaction again without it (docs/design.md#sources)."""
 
     def __init__(self, conn: sqlite3.Connection, commit_bytes: int) -> None:
         self.conn, self.commit_bytes = conn, commit_bytes
         self.open = False
         self.pending = 0
         """Bytes read in the open transaction."""
+        self.current = 0
+        """The number (in the pass) of the file being indexed."""
+        self.began = 0
+        """The number of the file the open transaction began in."""
+        self.on_begin: Callable[[], None] | None = None
+        """Called as a transaction begins (the pass notes its counts)."""
 
     def begin_file(self) -> None:
         if not self.open:
             self.conn.execute("BEGIN IMMEDIATE")
             self.open = True
-        self.conn.execute("SAVEPOINT file")
+            self.began = self.current
+            if self.on_begin is not None:
+                self.on_begin()
 
-    def end_file(self, ok: bool) -> None:
-        if not self.conn.in_transaction:  # SQLite rolled it all back (disk full, ...)
+    def end_file(self, ok: bool) -> bool:
+        """False when the transaction is gone: rolled back because the file failed (or by
+        SQLite itself: disk full, ...); the files since :attr:`began` must be read again."""
+        if not self.conn.in_transaction:
             self.open, self.pending = False, 0
-            return
+            return False
         if not ok:
-            self.conn.execute("ROLLBACK TO file")
-        self.conn.execute("RELEASE file")
+            self.rollback()
+            return False
         if self.pending >= self.commit_bytes:
             self.commit()
+        return True
 
     def commit_within_file(self) -> None:
-        self.conn.execute("RELEASE file")
         self.commit()
         self.begin_file()
 
@@ -302,4 +315,4 @@ class Batch:
     def rollback(self) -> None:
         if self.open and self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
-            self.open, self.pending = False, 0
+        self.open, self.pending = False, 0
