@@ -7,7 +7,8 @@ This is the one reader of outcomes: the call lines of a summary
 masked outputs all ask it. A call failed when its output says so as its tool says it:
 a test runner's own tally or marker (pytest, unittest, jest, vitest, mocha, go test,
 cargo test, rspec, minitest, ExUnit), a compiler's ``error:`` (tsc, gcc, clang, rustc,
-go), make's ``*** … Error``, npm's ``ERR!``, a shell's ``command not found``, a Python
+go), a program naming itself before ``error:`` (``configure: error: …``), make's
+``*** … Error``, npm's ``ERR!``, a shell's ``command not found``, a Python
 traceback, an exit status other than 0 written out (``exit code 1``,
 ``<returncode>1</returncode>``, ``Exit: 1``), or, for a masked output, its placeholder's
 ``failure:`` note. Counts of zero (``0 failed``, ``errors=0``) are not failures, and the
@@ -84,6 +85,7 @@ _LINE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"[ \t]*(?:ERROR|FATAL|FAILED|FAILURE|BUILD FAILED)\b",
             r"\[ERROR\]",
             r"(?:error|fatal|Error):[ \t]",
+            r"[A-Za-z][\w.+-]*: error:[ \t]",
             r"\S+ exited with code [1-9]",
         ),
     ),
