@@ -123,7 +123,7 @@ _LINTER_HINT = re.compile(r":\d+:? [A-Z]{1,4}\d{3}")
 EXIT_STATUS = re.compile(
     r"\b(?:exit[ _]?(?:code|status)|exited with(?: exit)? code|return[ _]?code)\b"
     r"\W{0,3}(-?\d{1,3})\b"
-    r"|^\W{0,3}exit:[ \t]*(-?\d{1,3})\b",
+    r"|^[^\w\n]{0,3}exit:[ \t]*(-?\d{1,3})\b",
     re.I | re.M,
 )
 """An exit status written out: ``exit code 1``, ``Exit status: 2``,
@@ -279,7 +279,7 @@ def edit_form(command: str) -> str | None:
     if _EDITOR_COMMANDS.match(text):
         return "editor"
     first_line, _, _ = text.partition("\n")
-    heredoc = _HEREDOC.search(first_line)
+    heredoc = _heredoc_opener(first_line)
     body = _without_heredocs(text)
     bare = _FD_COPY.sub(" ", _QUOTED.sub("''", body))
     for simple in _SEPARATOR.split(bare):
@@ -305,10 +305,25 @@ def _without_heredocs(text: str) -> str:
                 until = None
             continue
         kept.append(line)
-        opened = _HEREDOC.search(_QUOTED.sub("''", line))
+        opened = _heredoc_opener(line)
         if opened is not None:
             until = opened["word"]
     return "\n".join(kept)
+
+
+def _heredoc_opener(line: str) -> re.Match[str] | None:
+    """The first heredoc ``line`` opens (``<<'EOF'``, ``<<-EOF``), not counting a ``<<``
+    inside a quoted string."""
+    quoted = [found.span() for found in _QUOTED.finditer(line)]
+    for opened in _HEREDOC.finditer(line):
+        if not any(start <= opened.start() < end for start, end in quoted):
+            return opened
+    return None
+
+
+def _command_name(word: str) -> str:
+    """The name a command word runs: ``sed`` of ``/usr/bin/sed``."""
+    return word.rpartition("/")[2]
 
 
 def _simple_edit(words: list[str]) -> str | None:
@@ -320,16 +335,16 @@ def _simple_edit(words: list[str]) -> str | None:
         words = words[1:]
     if not words:
         return None
-    name, args = words[0].rsplit("/", 1)[-1], words[1:]
+    name, args = _command_name(words[0]), words[1:]
     operands = [a for a in args if not a.startswith("-")]
-    if name == "sed" and any(a.startswith(("-i", "--in-place")) or _flag(a, "i") for a in args):
+    if name == "sed" and any(a.startswith("--in-place") or _flag(a, "i") for a in args):
         return "sed -i"
     if name == "perl" and any(_flag(a, "i") for a in args):
         return "perl -pi"
     if name in ("patch", "apply_patch", "applypatch"):
         return name if name != "applypatch" else "apply_patch"
-    if name == "git" and args:
-        sub = next((a for a in args if not a.startswith("-")), "")
+    if name == "git" and operands:
+        sub = operands[0]
         if sub in ("apply", "am", "mv", "rm", "restore"):
             return f"git {sub}"
         if sub == "checkout" and "--" in args:
@@ -337,7 +352,7 @@ def _simple_edit(words: list[str]) -> str | None:
     if name == "tee" and any(not _NOT_A_FILE.match(a) for a in operands):
         return "tee"
     if name in ("mv", "cp", "install", "rsync") and len(operands) >= 2:
-        return name if name in ("mv", "cp") else "cp"
+        return "mv" if name == "mv" else "cp"
     if name == "find" and "-delete" in args:
         return "rm"
     if name in ("rm", "unlink", "touch", "truncate", "shred") and operands:
@@ -363,7 +378,7 @@ def shows_only(command: str) -> bool:
             words = words[1:]
         if not words:
             continue
-        name = words[0].rsplit("/", 1)[-1]
+        name = _command_name(words[0])
         if name == "cd":
             continue
         if name == "sed" and "-n" in words[1:]:
