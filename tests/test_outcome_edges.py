@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from memoryd.summarizers import outcomes as outcomes_module
 from memoryd.summarizers.outcomes import edit_form, exit_status, read_failure, shows_only
 
 
@@ -95,3 +96,86 @@ def test_an_exit_status_on_its_own_line_is_quoted_as_that_line() -> None:
         assert failure.line.lower().startswith("exit: "), output
     assert exit_status("\n\nExit: 4") == 4
     assert read_failure("\nExit: 0") is None
+
+
+def _lines(count: int, width: int = 79) -> str:
+    return "\n".join("." * width for _ in range(count))
+
+
+def test_a_huge_output_is_read_at_its_start_and_its_end_but_not_its_middle() -> None:
+    """Past twice the scanned length, the verdict is read in the first and the last
+    60,000 characters, the cut joined by a line break; at exactly twice, nothing is
+    left out."""
+    scanned = outcomes_module._SCANNED_CHARS
+    phrase = "FAILED tests/pay/test_ledger.py::test_reconcile - KeyError: 'x'"
+    filler = _lines(scanned // 80 + 5)
+    tail = phrase + "\n" + _lines(scanned // 80)[: scanned - len(phrase) - 1]
+    at_the_end = filler + "\n" + tail
+    assert len(tail) == scanned and len(at_the_end) > 2 * scanned
+    found = read_failure(at_the_end)
+    assert found is not None and found.line == phrase
+    middle = filler + "\n" + phrase + "\n" + filler
+    assert len(middle) > 2 * scanned and read_failure(middle) is None
+    at_the_start = phrase + "\n" + filler + "\n" + filler
+    found = read_failure(at_the_start)
+    assert found is not None and found.line == phrase
+    half = scanned - len(phrase) // 2
+    exact = "x" * (half - 1) + "\n" + phrase + "\n"
+    exact += "y" * (2 * scanned - len(exact))
+    assert len(exact) == 2 * scanned
+    found = read_failure(exact)
+    assert found is not None and found.line == phrase
+
+
+def test_colour_codes_are_read_through_and_left_out_of_the_line() -> None:
+    output = "\x1b[1m\x1b[31mFAILED\x1b[0m tests/a.py::test_x - AssertionError\n"
+    found = read_failure(output)
+    assert found is not None and found.kind == "pytest"
+    assert found.line == "FAILED tests/a.py::test_x - AssertionError"
+
+
+def test_a_masked_placeholder_reads_back_as_a_masked_failure_or_none() -> None:
+    lead = outcomes_module.PLACEHOLDER_LEAD
+    with_note = f"{lead}Bash `pytest`; failure: FAILED a.py::t - E; line 3 — 2 KB]"
+    found = read_failure(with_note)
+    assert found == outcomes_module.Failure("masked", "FAILED a.py::t - E")
+    assert read_failure(f"{lead}Bash `ls` — 2 KB]") is None
+    assert read_failure(f"{lead}Bash `ls` — 2 KB]\nTraceback (most recent call last):") is None
+
+
+def test_a_phrase_inside_a_line_counts_where_its_line_starts() -> None:
+    """A shell's complaint inside a line before any line-start phrase is the failure, its
+    whole line quoted; one after the first line-start phrase is not the first."""
+    found = read_failure("ok\nbash: pytets: command not found\nFAILED a.py::t - E")
+    assert found == outcomes_module.Failure("shell", "bash: pytets: command not found")
+    found = read_failure("FAILED a.py::t - E\nbash: pytets: command not found")
+    assert found == outcomes_module.Failure("pytest", "FAILED a.py::t - E")
+    found = read_failure("done: not found here\nsh: 1: tox: not found")
+    assert found == outcomes_module.Failure("shell", "sh: 1: tox: not found")
+    found = read_failure("x\n  thread 'main' panicked at src/lib.rs:3:5:")
+    assert found == outcomes_module.Failure(
+        "cargo test", "thread 'main' panicked at src/lib.rs:3:5:"
+    )
+    assert read_failure("nothing panicked at all") is not None
+    assert read_failure("the fix: not found anywhere") is None
+
+
+def test_a_shown_file_counts_only_the_shells_own_complaint() -> None:
+    """For ``cat``, a file's ``FAILED`` lines and ``panicked at`` are content; a missing
+    file is the shell's complaint."""
+    content = "FAILED a.py::t - E\nthread 'main' panicked at x.rs:1:1"
+    assert read_failure(content, "cat notes.txt") is None
+    assert read_failure(content, None) is not None
+    missing = "cat: notes.txt: No such file or directory"
+    found = read_failure(missing, "cat notes.txt")
+    assert found == outcomes_module.Failure("shell", missing)
+
+
+def test_an_exit_status_is_the_failure_only_when_no_phrase_says_so() -> None:
+    found = read_failure("building...\nexit code 2\n")
+    assert found == outcomes_module.Failure("exit status", "exit code 2")
+    found = read_failure("building...\nProcess exited with code 2")
+    assert found == outcomes_module.Failure("error line", "Process exited with code 2")
+    assert read_failure("Process exited with code 0\n") is None
+    found = read_failure("Exit code 1\nFAILED a.py::t - E")
+    assert found is not None and found.kind == "pytest"
