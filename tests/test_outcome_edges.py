@@ -179,3 +179,34 @@ def test_an_exit_status_is_the_failure_only_when_no_phrase_says_so() -> None:
     assert read_failure("Process exited with code 0\n") is None
     found = read_failure("Exit code 1\nFAILED a.py::t - E")
     assert found is not None and found.kind == "pytest"
+
+
+@pytest.mark.parametrize(
+    ("output", "line"),
+    [
+        (
+            "checking for caddy... no\nconfigure: error: no acceptable C compiler found in $PATH",
+            "configure: error: no acceptable C compiler found in $PATH",
+        ),
+        (
+            "usage: tool.py [-h]\ntool.py: error: unrecognized arguments: -x",
+            "tool.py: error: unrecognized arguments: -x",
+        ),
+        (
+            "/usr/bin/ld: store.o: undefined reference to 'store_flush'\n"
+            "collect2: error: ld returned 1 exit status\nmake: *** [Makefile:9: ledgerd] Error 1",
+            "make: *** [Makefile:9: ledgerd] Error 1",
+        ),
+        (
+            "clang: error: linker command failed with exit code 1 (use -v to see invocation)\n"
+            "make: *** [all] Error 1",
+            "make: *** [all] Error 1",
+        ),
+    ],
+)  # fmt: skip
+def test_a_programs_own_error_counts_but_not_a_restated_exit_status(output: str, line: str) -> None:
+    """``configure: error: …`` is the program's own verdict; a linker driver's
+    ``collect2: error: ld returned 1 exit status`` only restates an exit status, so make's
+    line naming the target is the one quoted."""
+    found = read_failure(output)
+    assert found is not None and found.line == line

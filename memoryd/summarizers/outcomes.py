@@ -85,7 +85,9 @@ _LINE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"[ \t]*(?:ERROR|FATAL|FAILED|FAILURE|BUILD FAILED)\b",
             r"\[ERROR\]",
             r"(?:error|fatal|Error):[ \t]",
-            r"[A-Za-z][\w.+-]*: error:[ \t]",
+            # not a linker driver restating an exit status (collect2, clang)
+            r"[A-Za-z][\w.+-]*: error:[ \t]"
+            r"(?!.*\b(?:returned \d+ exit status|failed with exit code))",
             r"\S+ exited with code [1-9]",
         ),
     ),
