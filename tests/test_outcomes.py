@@ -321,6 +321,9 @@ def test_an_llm_heads_call_line_with_an_edit_is_a_change() -> None:
     change there too."""
     assert classify("Ran `sed -i 's/a/b/' src/pay/ledger.py`") == "change"
     assert classify("Ran `pytest tests/pay`") == "routine"
+    # Codex's patch tool, as a head names it when it is read back without its section
+    assert classify("The assistant used apply_patch (#msg-0013)") == "change"
+    assert classify("The assistant used dispatch_agent (#msg-0013)") == "routine"
 
 
 @settings(max_examples=12, deadline=None)
