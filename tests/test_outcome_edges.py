@@ -210,3 +210,10 @@ def test_a_programs_own_error_counts_but_not_a_restated_exit_status(output: str,
     line naming the target is the one quoted."""
     found = read_failure(output)
     assert found is not None and found.line == line
+
+
+def test_a_heredoc_right_after_a_quoted_word_is_opened() -> None:
+    """``python 'x'<<EOF`` opens a heredoc: the ``<<`` follows the quotes, it is not in
+    them."""
+    assert edit_form("python 'run.py'<<EOF\nprint(a > b)\nEOF") is None
+    assert edit_form("python \"run.py\"<<'EOF'\nprint(a > b)\nEOF\nrm out.txt") == "rm"

@@ -239,9 +239,10 @@ def _hinted_lines(output: str) -> list[int]:
 
 
 def _line_at(text: str, at: int) -> str:
-    start = text.rfind("\n", 0, at) + 1
-    end = text.find("\n", at)
-    line = " ".join(text[start : end if end >= 0 else None].split())
+    """The line of ``text`` that holds index ``at``, its white space made one, cut to
+    :data:`MAX_FAILURE_CHARS`."""
+    line = text[:at].rpartition("\n")[2] + text[at:].partition("\n")[0]
+    line = " ".join(line.split())
     return line if len(line) <= MAX_FAILURE_CHARS else line[: MAX_FAILURE_CHARS - 1] + "…"
 
 
@@ -318,7 +319,7 @@ def _heredoc_opener(line: str) -> re.Match[str] | None:
     inside a quoted string."""
     quoted = [found.span() for found in _QUOTED.finditer(line)]
     for opened in _HEREDOC.finditer(line):
-        if not any(start <= opened.start() < end for start, end in quoted):
+        if not any(opened.start() in range(start, end) for start, end in quoted):
             return opened
     return None
 
