@@ -217,3 +217,13 @@ def test_a_heredoc_right_after_a_quoted_word_is_opened() -> None:
     them."""
     assert edit_form("python 'run.py'<<EOF\nprint(a > b)\nEOF") is None
     assert edit_form("python \"run.py\"<<'EOF'\nprint(a > b)\nEOF\nrm out.txt") == "rm"
+
+
+@pytest.mark.parametrize("mark", ["\u2717", "\u2715", "\u00d7"])
+def test_an_output_ending_in_a_one_character_mark_is_read_to_its_end(mark: str) -> None:
+    """bun's, jest's and vitest's crosses as the output's last character: the line is
+    read once and the reading ends."""
+    found = read_failure(f"src/a.test.ts:\n {mark}")
+    assert found is None or found.line == mark
+    found = read_failure(f" {mark} adds two numbers")
+    assert found is not None and found.kind == "jest"
