@@ -227,3 +227,23 @@ def test_an_output_ending_in_a_one_character_mark_is_read_to_its_end(mark: str) 
     assert found is None or found.line == mark
     found = read_failure(f" {mark} adds two numbers")
     assert found is not None and found.kind == "jest"
+
+
+@pytest.mark.parametrize(
+    ("output", "line"),
+    [
+        (
+            "checking style\nsrc/pay/ledger.py:12:80: E501 Line too long (95 > 88)\n"
+            "Found 1 error.",
+            "src/pay/ledger.py:12:80: E501 Line too long (95 > 88)",
+        ),
+        ("checking style\nok so far\na:3:1: E501 Line too long\nnext", "a:3:1: E501 Line too long"),
+    ],
+)  # fmt: skip
+def test_a_linter_line_inside_an_output_is_found_where_its_line_starts(
+    output: str, line: str
+) -> None:
+    """A linter's ``path:line:col: CODE`` line holds none of the words the other phrases
+    hold: it is found by its own mark, on the line where it stands."""
+    found = read_failure(output)
+    assert found == outcomes_module.Failure("linter", line)
