@@ -238,6 +238,7 @@ def test_an_output_ending_in_a_one_character_mark_is_read_to_its_end(mark: str) 
             "src/pay/ledger.py:12:80: E501 Line too long (95 > 88)",
         ),
         ("checking style\nok so far\na:3:1: E501 Line too long\nnext", "a:3:1: E501 Line too long"),
+        ("\na.py:3:1: E501 Line too long", "a.py:3:1: E501 Line too long"),
     ],
 )  # fmt: skip
 def test_a_linter_line_inside_an_output_is_found_where_its_line_starts(
