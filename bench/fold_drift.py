@@ -27,6 +27,13 @@ Columns, for the head after the last fold:
   ``tee``, a heredoc into a file, ``mv``, ``cp``, ``rm``), **kept** is the share of those
   planted items the last head holds as an item of their kind naming the command (a
   failure with a word of its output on that line), and the forms lost are listed.
+- For the **real calls** sessions, the same with the real failing runs and edits of
+  ``tests/real_outputs.py`` (public agent transcripts, and runners' output pasted in
+  public issues: pytest, unittest, jest, vitest, mocha, go test, cargo test, rspec, tsc,
+  gcc, make, bun test, ExUnit, eslint, esbuild, npm, …; ``sed -i``, ``patch``,
+  ``git apply``, ``apply_patch``, ``git rm``, ``mv``, ``cp``, ``rm``, a heredoc, …),
+  six or seven to a session; a failure's word is the first word of the line this code
+  reads as its failure.
 - **failure line**: the generated sessions' first failure: the failing test's name and
   its error (``test_reconcile_batch``, ``FooBarTimeoutError``) on one line of the head.
 - **max head**: the largest head of any fold, in tokens (cap 1,024; 400 for the public
@@ -56,6 +63,7 @@ from fold_sessions import SUMMARY_TOKENS, scripted_llm
 from memoryd.summarizers.extractive import new_items
 from memoryd.summarizers.folding import missing_items
 from memoryd.summarizers.items import HeadItem, item_key, parse_head
+from memoryd.summarizers.outcomes import read_failure
 from memoryd.summarizers.toolcalls import command_label, label_key
 from memoryd.tokens import estimate_text_tokens
 
@@ -104,12 +112,23 @@ def held_expected(expected: dict[str, str], head: str) -> bool:
     if expected["kind"] == "decision":
         return not missing_items([HeadItem("decision", expected["word"])], items)
     label = label_key(command_label(expected["command"]))
+    word = expected["word"] or _output_word(expected.get("output", ""), expected["command"])
     return any(
         item.kind == expected["kind"]
         and label in item.text.casefold()
-        and expected["word"].casefold() in item.text.casefold()
+        and word.casefold() in item.text.casefold()
         for item in items
     )
+
+
+def _output_word(output: str, command: str) -> str:
+    """A word of the line that says a real run failed (read by this code), which its
+    failure item must hold: the first with a letter and three characters or more."""
+    failure = read_failure(output, command) if output else None
+    if failure is None:
+        return ""
+    words = [w for w in failure.line.split() if len(w) >= 3 and any(c.isalpha() for c in w)]
+    return words[0] if words else ""
 
 
 def score(run: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +194,9 @@ def render(report: dict[str, Any]) -> str:
     text = common.table([*headers, "CPU / job"], rows)
     for label in ("this", "before"):
         missed = sorted({form for pair in runs for form in pair[label].get("missed", ())})
-        text += f"\nrunner sessions, {label}: lost " + (", ".join(missed) if missed else "nothing")
+        text += f"\nrunner and real-call sessions, {label}: lost " + (
+            ", ".join(missed) if missed else "nothing"
+        )
     return text
 
 

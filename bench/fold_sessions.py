@@ -24,6 +24,8 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent / "tests"))
 
+from real_outputs import CHANGES, FAILURES, RealOutput  # noqa: E402
+
 from memoryd.config.settings import load_settings  # noqa: E402
 from memoryd.job.run import JobRequest, run_job  # noqa: E402
 
@@ -301,6 +303,56 @@ def runner_session(
 FIRST_ROUNDS = 8
 """Rounds before the first fold: it summarizes a first failure, a decision and edits."""
 
+REAL_CALLS: tuple[RealOutput, ...] = (*FAILURES, *CHANGES)
+"""The real failing runs and edits of ``tests/real_outputs.py`` (public agent transcripts,
+and runners' output pasted in public issues), in their own words."""
+REAL_GROUPS = 6
+"""The real calls are spread over this many sessions (the first fold must fit the cap)."""
+
+
+def real_call(session: Session, fixture: RealOutput) -> str:
+    """Append ``fixture``'s call as its agent made it; the command a head names it by."""
+    if "patch" in fixture.tool:
+        session.call("Applying the patch.", fixture.tool, {"input": fixture.command}, "")
+        return fixture.tool
+    session.call("Running it.", "bash", {"command": fixture.command}, fixture.output)
+    return fixture.command
+
+
+def real_round(session: Session, r: int, group: int) -> list[dict[str, str]]:
+    """Round ``r`` of real-call session ``group``: the first holds this group's real
+    failing runs and edits; later ones are :func:`_round`'s. The items the first fold must
+    keep; a failure's ``output`` gives the scorer the word to look for."""
+    if r > 0:
+        _round(session, r, False)
+        return []
+    session.add("user", f"<task>{TASK}</task>\nWork in the repository at /repo.")
+    expected = []
+    for fixture in REAL_CALLS[group::REAL_GROUPS]:
+        command = real_call(session, fixture)
+        expected.append(
+            {
+                "kind": fixture.expected,
+                "form": fixture.name,
+                "command": command,
+                "word": "",
+                "output": fixture.output if fixture.expected == "failure" else "",
+            }
+        )
+    return expected
+
+
+def real_session(
+    group: int, rounds: int, expected: list[dict[str, str]]
+) -> Iterator[list[Message]]:
+    """As :func:`runner_session`, with the real calls of ``group``."""
+    session = Session()
+    for r in range(rounds):
+        expected.extend(real_round(session, r, group))
+        if r + 1 >= FIRST_ROUNDS:
+            yield session.messages
+            session.messages = []
+
 
 def generated(interactive: bool, rounds: int) -> Iterator[list[Message]]:
     """The messages each fold finds appended: the first rounds, then one round."""
@@ -480,6 +532,15 @@ def main(argv: list[str] | None = None) -> int:
             expected: list[dict[str, str]] = []
             rounds = runner_session(group, args.folds * 3, expected)
             folder = args.scratch / f"runners-{group + 1}-{strategy}"
+            results[name] = fold_session(folder, rounds, overrides, {}, args.folds, always)
+            results[name]["expected"] = expected
+    for group in range(REAL_GROUPS):
+        for strategy in ("narrative", "rolling"):
+            name = f"real calls {group + 1} / {strategy}"
+            overrides = {**base, "strategy": strategy, "summarizer.backend": "extractive"}
+            expected = []
+            rounds = real_session(group, args.folds * 3, expected)
+            folder = args.scratch / f"real-{group + 1}-{strategy}"
             results[name] = fold_session(folder, rounds, overrides, {}, args.folds, always)
             results[name]["expected"] = expected
     if args.fake_url:

@@ -1,10 +1,11 @@
-# Excerpts are verbatim: a line of a tool's output is kept whole, however long.
-# ruff: noqa: E501
+# Excerpts are verbatim: a line of a tool's output is kept whole, however long, and its
+# characters as the tool printed them (curly quotes, a multiplication sign, arrows).
+# ruff: noqa: E501, RUF001
 """Real tool outputs and shell commands, copied (small excerpts) from public agent
 transcripts, each with the kind of summary item it must make: ``failure``, ``change`` or
 ``routine``.
 
-Sources (all MIT-licensed; the path and commit are on each fixture):
+Sources (the path and commit, or the issue's address, are on each fixture):
 
 - SWE-agent/SWE-agent ``tests/test_data/trajectories`` (SWE-agent text-mode runs).
 - SWE-agent/mini-swe-agent ``tests/test_data/github_issue.traj.json``.
@@ -13,6 +14,13 @@ Sources (all MIT-licensed; the path and commit are on each fixture):
 - kiliman/claude-transcript ``.claude-transcripts`` (Claude Code sessions rendered as
   Markdown; MIT as its ``package.json`` says).
 - tomjnsn/agentlogs ``fixtures/codex/crud.jsonl`` (a Codex CLI session).
+- SWE-agent/mini-swe-agent ``output/deepseek_bench1`` (mini-swe-agent runs on SWE-bench
+  tasks: pytest, unittest, gcc through ``setup.py build_ext``, ``patch``, ``git apply``).
+- multi-swe-bench/experiments ``evaluation/java/verified`` (SWE-agent runs; the repository
+  states no licence): a failing ``make``.
+- Public issues and pull requests, where no agent transcript with that runner was found:
+  the runner's own output as a developer pasted it (go test, cargo test, mocha, jest,
+  vitest, rspec); ``origin`` says so on each.
 
 An excerpt keeps the lines verbatim; ``[…]`` marks lines left out of a long output.
 ``mode`` says how the call is written: a ``tool_use`` block, or a text-mode agent's
@@ -40,7 +48,15 @@ class RealOutput:
     is_error: bool
     source: str
     licence: str
+    origin: str = "agent transcript"
+    """Where the excerpt comes from: an ``agent transcript`` (the agent's own call and
+    what it was shown), or, where no public agent transcript with that runner was found,
+    the runner's real output as a developer pasted it into a public issue
+    (:data:`QUOTED`); the call around such an output is written here."""
 
+
+QUOTED = "runner output quoted in a public issue"
+ISSUE_TEXT = "none stated (issue text, a short quote)"
 
 REAL_OUTPUTS = (
     RealOutput(
@@ -378,6 +394,162 @@ REAL_OUTPUTS = (
         is_error=False,
         source="tomjnsn/agentlogs fixtures/codex/crud.jsonl @ 06dffa3a4eb5",
         licence="MIT",
+    ),
+    RealOutput(
+        name="pytest-failed-mini",
+        expected="failure",
+        phrasing="pytest: FAILED path::test - Err and N failed",
+        tool="bash",
+        mode="tool_use",
+        command='cd /testbed && python -m pytest pvlib/tests/test_temperature.py::test_sapm_series -xvs 2>&1 | grep -A5 "FAILED\\|PASSED"',
+        output="<returncode>0</returncode>\n<output>\npvlib/tests/test_temperature.py::test_sapm_series FAILED\n\n=================================== FAILURES ===================================\n_______________________________ test_sapm_series _______________________________\n\n>   ???\n--\nFAILED pvlib/tests/test_temperature.py::test_sapm_series - ValueError: Invali...\n!!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!!\n======================== 1 failed, 2 warnings in 0.04s =========================\n</output>",
+        is_error=False,
+        source="SWE-agent/mini-swe-agent output/deepseek_bench1/pvlib__pvlib-python-1072/pvlib__pvlib-python-1072.traj.json @ 3c7d1d7f8fb8",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="unittest-failures-mini",
+        expected="failure",
+        phrasing="unittest: FAIL: and FAILED (failures=1)",
+        tool="bash",
+        mode="tool_use",
+        command="cd /testbed && python -c \"\nimport sys\nsys.path.insert(0, '.')\nfrom tests.utils_tests.test_http import HttpDateProcessingTests\nimport unittest\n\n# Run just the parse_http_date tests\nsuite = unittest.TestLoader().loadTestsFromTestCase(HttpDateProcessingTests)\nrunner = unittest.TextTestRunner(verbosity=2)\nresult = runner.run(suite)\n\"",
+        output='<returncode>0</returncode>\n<output>\ntest_http_date (tests.utils_tests.test_http.HttpDateProcessingTests.test_http_date) ... ok\ntest_parsing_asctime (tests.utils_tests.test_http.HttpDateProcessingTests.test_parsing_asctime) ... ok\ntest_parsing_rfc1123 (tests.utils_tests.test_http.HttpDateProcessingTests.test_parsing_rfc1123) ... ok\ntest_parsing_rfc850 (tests.utils_tests.test_http.HttpDateProcessingTests.test_parsing_rfc850) ... ok\ntest_parsing_year_less_than_70 (tests.utils_tests.test_http.HttpDateProcessingTests.test_parsing_year_less_than_70) ... FAIL\n\n======================================================================\nFAIL: test_parsing_year_less_than_70 (tests.utils_tests.test_http.HttpDateProcessingTests.test_parsing_year_less_than_70)\n----------------------------------------------------------------------\nTraceback (most recent call last):\n  File "/testbed/tests/utils_tests/test_http.py", line 329, in test_parsing_year_less_than_70\n    self.assertEqual(datetime.utcfromtimestamp(parsed), datetime(2037, 11, 6, 8, 49, 37))\nAssertionError: datetime.datetime(37, 11, 6, 8, 49, 37) != datetime.datetime(2037, 11, 6, 8, 49, 37)\n\n----------------------------------------------------------------------\nRan 5 tests in 0.001s\n\nFAILED (failures=1)\n</output>',
+        is_error=False,
+        source="SWE-agent/mini-swe-agent output/deepseek_bench1/django__django-11848/django__django-11848.traj.json @ 3c7d1d7f8fb8",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="gcc-error-mini",
+        expected="failure",
+        phrasing="gcc: path:line:col: error:",
+        tool="bash",
+        mode="tool_use",
+        command="cd /testbed && python setup.py build_ext --inplace 2>&1 | tail -100",
+        output="<returncode>0</returncode>\n<output>\n[…]\nrunning build_ext\nbuilding 'astropy.table._np_utils' extension\n[…]\nIn file included from /opt/miniconda3/include/python3.11/Python.h:38,\n                 from astropy/table/_np_utils.c:6:\nastropy/table/_np_utils.c: In function ‘__pyx_f_5numpy_PyDataType_SHAPE’:\nastropy/table/_np_utils.c:3529:39: error: ‘PyArray_Descr’ {aka ‘struct _PyArray_Descr’} has no member named ‘subarray’\n 3529 |     __Pyx_INCREF(((PyObject*)__pyx_v_d->subarray->shape));\n      |                                       ^~\n[…]\nastropy/table/_np_utils.c:3530:36: error: ‘PyArray_Descr’ {aka ‘struct _PyArray_Descr’} has no member named ‘subarray’\n 3530 |     __pyx_r = ((PyObject*)__pyx_v_d->subarray->shape);\n      |                                    ^~\nerror: command '/usr/bin/gcc' failed with exit code 1\n</output>",
+        is_error=False,
+        source="SWE-agent/mini-swe-agent output/deepseek_bench1/astropy__astropy-14995/astropy__astropy-14995.traj.json @ 3c7d1d7f8fb8",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="patch-mini",
+        expected="change",
+        phrasing="patch",
+        tool="bash",
+        mode="tool_use",
+        command="patch -p1 < fix.patch 2>&1",
+        output="<returncode>0</returncode>\n<output>\npatching file django/contrib/admin/helpers.py\nHunk #1 succeeded at 209 (offset -2 lines).\n</output>",
+        is_error=False,
+        source="SWE-agent/mini-swe-agent output/deepseek_bench1/django__django-14855/django__django-14855.traj.json @ 3c7d1d7f8fb8",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="git-apply-mini",
+        expected="change",
+        phrasing="git apply",
+        tool="bash",
+        mode="tool_use",
+        command="cd /testbed && git apply patch.txt",
+        output="<returncode>0</returncode>\n<output>\npatch.txt:16: trailing whitespace.\n        \npatch.txt:20: trailing whitespace.\n        \nwarning: 2 lines add whitespace errors.\n</output>",
+        is_error=False,
+        source="SWE-agent/mini-swe-agent output/deepseek_bench1/django__django-15252/django__django-15252.traj.json @ 3c7d1d7f8fb8",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="make-error-swe-agent",
+        expected="failure",
+        phrasing="make: *** [Makefile:N: all] Error 1",
+        tool="shell",
+        mode="text",
+        command="tar -xzf curl-7.88.1.tar.gz\ncd curl-7.88.1\n./configure\nmake\nsudo make install",
+        output="[…]\nchecking for caddy... no\nconfigure: error: select TLS backend(s) or disable TLS with --without-ssl.\n[…]\nmake: *** [Makefile:26: all] Error 1\nmake: *** No rule to make target 'install'.  Stop.",
+        is_error=False,
+        source="multi-swe-bench/experiments evaluation/java/verified/20240825_SWE-agent_doubao-pro-128k/trajs/googlecontainertools__jib-2688.traj @ 89888f1604001",
+        licence="none stated (a SWE-agent run the Multi-SWE-bench authors published)",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="go-test-issue",
+        expected="failure",
+        phrasing="go test: --- FAIL: and FAIL<tab>pkg",
+        tool="Bash",
+        mode="tool_use",
+        command="go1.14 test -v",
+        output="=== RUN   TestAdd\n    TestAdd: math_test.go:11: got '\\n', wanted '\\v'\n--- FAIL: TestAdd (0.00s)\nFAIL\nexit status 1\nFAIL\tmathmodule/math1\t0.175s",
+        is_error=False,
+        source="gruntwork-io/terratest issue #1221 (comment of 2023-01-25) @ https://github.com/gruntwork-io/terratest/issues/1221",
+        licence=ISSUE_TEXT,
+        origin=QUOTED,
+    ),
+    RealOutput(
+        name="cargo-test-issue",
+        expected="failure",
+        phrasing="cargo test: panicked at and test result: FAILED",
+        tool="Bash",
+        mode="tool_use",
+        command="cargo test",
+        output="     Running target/debug/amethyst-5112309b44bf399c\n\nrunning 1 test\ntest cli ... FAILED\n\nfailures:\n\n---- cli stdout ----\n\tthread 'cli' panicked at 'assertion failed: output.status.success()', src/cli/main.rs:90\nnote: Run with `RUST_BACKTRACE=1` for a backtrace.\n\n\nfailures:\n    cli\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured",
+        is_error=False,
+        source="amethyst/tools pull request #21 (comment of 2016-03-13) @ https://github.com/amethyst/tools/pull/21",
+        licence=ISSUE_TEXT,
+        origin=QUOTED,
+    ),
+    RealOutput(
+        name="mocha-issue",
+        expected="failure",
+        phrasing="mocha: N failing",
+        tool="Bash",
+        mode="tool_use",
+        command='mocha "./test/**/*.spec.js"',
+        output="  AuthController\n    isAuthorized\n      1) Should return false if not authorized\n\n  Basic Mocha Test\n    √ should throw errors\n\n\n  1 passing (15ms)\n  1 failing\n\n  1) AuthController isAuthorized Should return false if not authorized:\n     AssertionError: false == -1\n      at Context.<anonymous> (test\\controllers\\auth.controller.spec.js:7:20)",
+        is_error=False,
+        source="jonathanfmills/TestingNodeWithMocha issue #3 @ https://github.com/jonathanfmills/TestingNodeWithMocha/issues/3",
+        licence=ISSUE_TEXT,
+        origin=QUOTED,
+    ),
+    RealOutput(
+        name="jest-issue",
+        expected="failure",
+        phrasing="jest: FAIL path and Test Suites: N failed",
+        tool="Bash",
+        mode="tool_use",
+        command="npm run test",
+        output=" FAIL  src/components/App/App.test.js\n  ● Test suite failed to run\n\n    Cannot find module './App.css' from 'App.js'\n      \n      at Resolver.resolveModule (node_modules/jest-resolve/build/index.js:179:17)\n      at Object.<anonymous> (src/components/App/App.js:5:76)\n\n[…]\nTest Suites: 3 failed, 3 total\nTests:       0 total\nSnapshots:   0 total\nTime:        1.384s\nRan all test suites.",
+        is_error=False,
+        source="canonical-web-and-design/vanilla-framework-react issue #24 @ https://github.com/canonical-web-and-design/vanilla-framework-react/issues/24",
+        licence=ISSUE_TEXT,
+        origin=QUOTED,
+    ),
+    RealOutput(
+        name="vitest-issue",
+        expected="failure",
+        phrasing="vitest: × and FAIL path",
+        tool="Bash",
+        mode="tool_use",
+        command="npm run test",
+        output="\n> test\n> vitest --run\n\n\n RUN  v0.34.1 C:/Users/MSI1729/Documents/watlings\n\n ❯ tests/009_data.test.js (0)\n[…]\n ❯ tests/001_hello.test.js (2)\n   × calls log function\n   × logs 42\n ❯ tests/007_conditionals.test.js (0)\n ❯ tests/002_ordering.test.js (0)\n ✓ tests/011_host.test.js (1)\n ❯ tests/006_numbers.test.js (0)\n[…]\n FAIL  tests/002_ordering.test.js [ tests/002_ordering.test.js ]\nError: ENOENT: no such file or directory, open 'C:\\Users\\MSI1729\\Documents\\watlings\\.cache\\002_ordering.wasm'",
+        is_error=False,
+        source="EmNudge/watlings pull request #11 @ https://github.com/EmNudge/watlings/pull/11",
+        licence=ISSUE_TEXT,
+        origin=QUOTED,
+    ),
+    RealOutput(
+        name="rspec-issue",
+        expected="failure",
+        phrasing="rspec: N examples, M failures",
+        tool="Bash",
+        mode="tool_use",
+        command="bundle exec bin/rspec spec/autotest",
+        output="\nFinished in 0.04571 seconds\n18 examples, 2 failures",
+        is_error=False,
+        source="rspec/rspec-core issue #319 @ https://github.com/rspec/rspec-core/issues/319",
+        licence=ISSUE_TEXT,
+        origin=QUOTED,
     ),
     RealOutput(
         name="mix-test-passing",

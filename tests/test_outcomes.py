@@ -15,7 +15,7 @@ import pytest
 from conftest import SettingsFactory, encode_lines, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from real_outputs import CHANGES, FAILURES, REAL_OUTPUTS, ROUTINE, RealOutput
+from real_outputs import CHANGES, FAILURES, QUOTED, REAL_OUTPUTS, ROUTINE, RealOutput
 
 from memoryd.conversation import Line, split_lines
 from memoryd.job.run import JobRequest, run_job
@@ -100,6 +100,14 @@ def lines_of(messages: list[dict[str, Any]]) -> list[Line]:
     return list(split_lines(encode_lines(messages), 1 << 24))
 
 
+RUNNERS = ("pytest", "unittest", "jest", "vitest", "mocha", "go test", "cargo test", "rspec")
+COMPILERS = ("gcc", "tsc", "make")
+EDIT_FORMS = ("sed -i", "patch", "apply_patch", "git apply", "git rm", "mv", "cp", "rm")
+EDIT_FORMS_NOT_FOUND = ("perl -pi", "git mv", "tee")
+"""Edit forms no public agent transcript searched holds (bench/README.md, "The classifier
+on real outputs"): covered by the hand-written cases below only."""
+
+
 def test_the_corpus_covers_eight_runners_and_six_edit_forms_with_sources() -> None:
     """At least eight ways of saying a failure and six edit forms, each with its source
     and licence, and real outputs that say no failure beside them."""
@@ -107,8 +115,31 @@ def test_the_corpus_covers_eight_runners_and_six_edit_forms_with_sources() -> No
     assert len({f.phrasing for f in CHANGES}) >= 6
     assert ROUTINE
     for fixture in REAL_OUTPUTS:
-        assert " @ " in fixture.source and fixture.licence.startswith("MIT"), fixture.name
+        assert " @ " in fixture.source and fixture.licence, fixture.name
+        assert fixture.origin in ("agent transcript", QUOTED), fixture.name
+        assert (
+            fixture.licence.startswith("MIT")
+            or fixture.origin == QUOTED
+            or (fixture.source.startswith("multi-swe-bench/"))
+        ), fixture.name
         assert len(fixture.output) <= 1_500, fixture.name
+
+
+def test_each_runner_compiler_and_edit_form_has_a_real_fixture() -> None:
+    """Every runner and compiler the classifier names has a real failing output, and
+    every edit form a real command; pytest, unittest, gcc, make, ``patch`` and
+    ``git apply`` come from agent transcripts, the other runners from their output as
+    pasted into a public issue."""
+    runners = {f.phrasing.split(":")[0]: f for f in FAILURES}
+    for runner in (*RUNNERS, *COMPILERS):
+        assert runner in runners, runner
+    for runner in ("pytest", "unittest", "gcc", "make"):
+        assert runners[runner].origin == "agent transcript", runner
+    forms = {f.phrasing: f for f in CHANGES}
+    for form in EDIT_FORMS:
+        assert form in forms, form
+        assert forms[form].origin == "agent transcript", form
+    assert not set(EDIT_FORMS_NOT_FOUND) & set(forms)
 
 
 @pytest.mark.parametrize("fixture", REAL_OUTPUTS, ids=lambda f: f.name)
@@ -290,6 +321,9 @@ def test_an_llm_heads_call_line_with_an_edit_is_a_change() -> None:
     change there too."""
     assert classify("Ran `sed -i 's/a/b/' src/pay/ledger.py`") == "change"
     assert classify("Ran `pytest tests/pay`") == "routine"
+    # Codex's patch tool, as a head names it when it is read back without its section
+    assert classify("The assistant used apply_patch (#msg-0013)") == "change"
+    assert classify("The assistant used dispatch_agent (#msg-0013)") == "routine"
 
 
 @settings(max_examples=12, deadline=None)
@@ -317,6 +351,29 @@ def test_no_failure_or_edit_is_ever_routine_through_masking_summarizing_and_50_f
     for fixture in chosen:
         item = item_of(items, fixture)
         assert item.kind == fixture.expected, (fixture.name, item)
+
+
+@pytest.mark.parametrize("style", ["narrative", "rolling"])
+def test_every_real_failure_and_edit_is_still_itself_after_masking_summarizing_and_50_folds(
+    style: str,
+) -> None:
+    """Not a sample: every real failure and edit of the corpus, six calls to a
+    conversation, masked, summarized and folded 50 times with routine calls between
+    folds, is still an item of its own kind in the last head."""
+    chosen = [*FAILURES, *CHANGES]
+    for start in range(0, len(chosen), 6):
+        group = chosen[start : start + 6]
+        messages = conversation(group, 2)
+        lines = lines_of(messages)
+        masking = plan_masking(lines, 0, frozenset({0}))
+        masked = [line.message for line in masking.applied(lines) if line.message is not None]
+        summary = extractive_summary(masked, None, SUMMARY_TOKENS, style)
+        for round_ in range(50):
+            fresh = routine_messages(len(messages) + 2 * round_, 2 + round_)
+            summary = extractive_summary(fresh, summary, SUMMARY_TOKENS, style)
+        items = parse_head(summary).items
+        for fixture in group:
+            assert item_of(items, fixture).kind == fixture.expected, (fixture.name, style)
 
 
 def test_a_mini_swe_agent_command_is_a_call_and_its_sed_an_edit() -> None:
@@ -446,3 +503,14 @@ def test_an_llm_is_shown_which_calls_failed_and_which_changed_files() -> None:
     assert f"tool_result (failed: {failure.line})" in text
     assert "tool_use Bash (changes files): git rm -r transcripts/" in text
     assert text.count("tool_result (failed") == 1
+
+
+def test_a_programs_own_error_line_is_the_first_failure_before_makes() -> None:
+    """In a real SWE-agent run, ``./configure`` said ``configure: error: …`` before make
+    gave up: that line, in the program's own words, is the call's first error line."""
+    [fixture] = [f for f in FAILURES if f.name == "make-error-swe-agent"]
+    failure = read_failure(fixture.output, fixture.command)
+    assert failure is not None and failure.kind == "error line"
+    assert failure.line.startswith("configure: error: select TLS backend(s)")
+    assert read_failure("argparse.py: error: unrecognized arguments: -x") is not None
+    assert read_failure("note: see configure.ac: errors are fine") is None

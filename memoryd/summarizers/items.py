@@ -50,8 +50,8 @@ _DECISION_HINT = re.compile(
     r"\b(decided|decision|agreed|we'?ll go with|going with|settled on|chose)\b", re.I
 )
 _CHANGE_HINT = re.compile(
-    r"^(?:The assistant used )?(?:Edit|Write|MultiEdit|str_replace_editor (?:create|str_replace"
-    r"|insert))\b|\b(?:edited|wrote|created|renamed|changed|modified)\b",
+    r"^(?:The assistant used )?(?:Edit|Write|MultiEdit|apply_?patch|str_replace_editor (?:create"
+    r"|str_replace|insert))\b|\b(?:edited|wrote|created|renamed|changed|modified)\b",
     re.I,
 )
 _NEXT_HINT = re.compile(r"\b(next step|next,? (?:i|we)|i will|i'?ll|we will|todo|to-do)\b", re.I)

@@ -7,7 +7,8 @@ This is the one reader of outcomes: the call lines of a summary
 masked outputs all ask it. A call failed when its output says so as its tool says it:
 a test runner's own tally or marker (pytest, unittest, jest, vitest, mocha, go test,
 cargo test, rspec, minitest, ExUnit), a compiler's ``error:`` (tsc, gcc, clang, rustc,
-go), make's ``*** … Error``, npm's ``ERR!``, a shell's ``command not found``, a Python
+go), a program naming itself before ``error:`` (``configure: error: …``), make's
+``*** … Error``, npm's ``ERR!``, a shell's ``command not found``, a Python
 traceback, an exit status other than 0 written out (``exit code 1``,
 ``<returncode>1</returncode>``, ``Exit: 1``), or, for a masked output, its placeholder's
 ``failure:`` note. Counts of zero (``0 failed``, ``errors=0``) are not failures, and the
@@ -84,6 +85,9 @@ _LINE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
             r"[ \t]*(?:ERROR|FATAL|FAILED|FAILURE|BUILD FAILED)\b",
             r"\[ERROR\]",
             r"(?:error|fatal|Error):[ \t]",
+            # not a linker driver restating an exit status (collect2, clang)
+            r"[A-Za-z][\w.+-]*: error:[ \t]"
+            r"(?!.*\b(?:returned \d+ exit status|failed with exit code))",
             r"\S+ exited with code [1-9]",
         ),
     ),
@@ -121,7 +125,7 @@ _LINTER_HINT = re.compile(r":\d+:? [A-Z]{1,4}\d{3}")
 EXIT_STATUS = re.compile(
     r"\b(?:exit[ _]?(?:code|status)|exited with(?: exit)? code|return[ _]?code)\b"
     r"\W{0,3}(-?\d{1,3})\b"
-    r"|^\W{0,3}exit:[ \t]*(-?\d{1,3})\b",
+    r"|^[^\w\n]{0,3}exit:[ \t]*(-?\d{1,3})\b",
     re.I | re.M,
 )
 """An exit status written out: ``exit code 1``, ``Exit status: 2``,
@@ -253,9 +257,10 @@ def _hinted_lines(output: str) -> list[int]:
 
 
 def _line_at(text: str, at: int) -> str:
-    start = text.rfind("\n", 0, at) + 1
-    end = text.find("\n", at)
-    line = " ".join(text[start : end if end >= 0 else None].split())
+    """The line of ``text`` that holds index ``at``, its white space made one, cut to
+    :data:`MAX_FAILURE_CHARS`."""
+    line = text[:at].rpartition("\n")[2] + text[at:].partition("\n")[0]
+    line = " ".join(line.split())
     return line if len(line) <= MAX_FAILURE_CHARS else line[: MAX_FAILURE_CHARS - 1] + "…"
 
 
@@ -295,7 +300,7 @@ def edit_form(command: str) -> str | None:
     if _EDITOR_COMMANDS.match(text):
         return "editor"
     first_line, _, _ = text.partition("\n")
-    heredoc = _HEREDOC.search(first_line)
+    heredoc = _heredoc_opener(first_line)
     body = _without_heredocs(text)
     bare = _FD_COPY.sub(" ", _QUOTED.sub("''", body))
     for simple in _SEPARATOR.split(bare):
@@ -321,10 +326,25 @@ def _without_heredocs(text: str) -> str:
                 until = None
             continue
         kept.append(line)
-        opened = _HEREDOC.search(_QUOTED.sub("''", line))
+        opened = _heredoc_opener(line)
         if opened is not None:
             until = opened["word"]
     return "\n".join(kept)
+
+
+def _heredoc_opener(line: str) -> re.Match[str] | None:
+    """The first heredoc ``line`` opens (``<<'EOF'``, ``<<-EOF``), not counting a ``<<``
+    inside a quoted string."""
+    quoted = [found.span() for found in _QUOTED.finditer(line)]
+    for opened in _HEREDOC.finditer(line):
+        if not any(opened.start() in range(start, end) for start, end in quoted):
+            return opened
+    return None
+
+
+def _command_name(word: str) -> str:
+    """The name a command word runs: ``sed`` of ``/usr/bin/sed``."""
+    return word.rpartition("/")[2]
 
 
 def _simple_edit(words: list[str]) -> str | None:
@@ -336,16 +356,16 @@ def _simple_edit(words: list[str]) -> str | None:
         words = words[1:]
     if not words:
         return None
-    name, args = words[0].rsplit("/", 1)[-1], words[1:]
+    name, args = _command_name(words[0]), words[1:]
     operands = [a for a in args if not a.startswith("-")]
-    if name == "sed" and any(a.startswith(("-i", "--in-place")) or _flag(a, "i") for a in args):
+    if name == "sed" and any(a.startswith("--in-place") or _flag(a, "i") for a in args):
         return "sed -i"
     if name == "perl" and any(_flag(a, "i") for a in args):
         return "perl -pi"
     if name in ("patch", "apply_patch", "applypatch"):
         return name if name != "applypatch" else "apply_patch"
-    if name == "git" and args:
-        sub = next((a for a in args if not a.startswith("-")), "")
+    if name == "git" and operands:
+        sub = operands[0]
         if sub in ("apply", "am", "mv", "rm", "restore"):
             return f"git {sub}"
         if sub == "checkout" and "--" in args:
@@ -353,7 +373,7 @@ def _simple_edit(words: list[str]) -> str | None:
     if name == "tee" and any(not _NOT_A_FILE.match(a) for a in operands):
         return "tee"
     if name in ("mv", "cp", "install", "rsync") and len(operands) >= 2:
-        return name if name in ("mv", "cp") else "cp"
+        return "mv" if name == "mv" else "cp"
     if name == "find" and "-delete" in args:
         return "rm"
     if name in ("rm", "unlink", "touch", "truncate", "shred") and operands:
@@ -379,7 +399,7 @@ def shows_only(command: str) -> bool:
             words = words[1:]
         if not words:
             continue
-        name = words[0].rsplit("/", 1)[-1]
+        name = _command_name(words[0])
         if name == "cd":
             continue
         if name == "sed" and "-n" in words[1:]:
