@@ -255,7 +255,9 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
     def _judge(self, answer: Streamed, prompt: int, max_tokens: int) -> Completion | Failure:
         """The streamed answer as a summary, or why it is none."""
         if answer.refusal or answer.finish == "content_filter":
-            return Failure("refusal (the model declined to summarize)", retryable=False)
+            return Failure(
+                "refusal (the model declined to summarize)", retryable=False, no_summary=True
+            )
         if answer.finish is None:
             return Failure(
                 "the stream ended without a finish reason: the answer was cut off",
@@ -265,7 +267,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             return self._length_failure(answer, prompt, max_tokens)
         text = _THINKING.sub("", answer.text).strip()
         if not text:
-            return Failure("empty answer", retryable=True, bad_answer=True)
+            return Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
         self._raise_if_truncated(answer.prompt_tokens, prompt)
         return Completion(
             text=text,
@@ -284,6 +286,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
                 f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
                 retryable=True,
                 bad_answer=True,
+                no_summary=True,
             )
         if self._window is not None:
             return Failure(
