@@ -12,14 +12,15 @@ every line of the conversation is still in the file or its archive (lossless):
    the context is learned from llama.cpp's ``n_ctx`` and the input re-chunked.
 3. ``shared-cache``: three workspaces at once on ``-c 4096`` shared by 4 slots
    (``--kv-unified``) with ``context_window = 4096``: a full cache is retried, never
-   learned as a small context.
+   learned as a small context, and the server is then sent one request at a time.
 4. ``length-cut``: ``-c 2048``, ``max_summary_tokens = 24``: an answer cut at
-   ``max_tokens`` (or by the context) is a failed attempt, never a summary.
+   ``max_tokens`` (or by the context) is a failed attempt, never a summary; when every
+   answer is cut, the offline items are the head ("llm gave no summary").
 5. ``restart``: the server killed after the job's first request and started again 3 s
    later: the job's retries carry it through.
 
-Every scenario must end completed, or failed as designed (``length-cut`` may do either:
-a 135M model that stops early writes a whole answer), with 0 lines lost.
+Every scenario must end completed (with the model's summary or, when it gave none, the
+offline items), with 0 lines lost; ``length-cut`` may also fail with the cut as its reason.
 
     MEMORYD_LLAMA_SERVER=/path/llama-server MEMORYD_LLAMA_GGUF=/path/model.gguf \\
         python bench/real_server.py [--only NAME] [--json]
