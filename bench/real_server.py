@@ -46,6 +46,7 @@ from typing import Any
 import _common as common
 
 from memoryd.config.settings import load_settings
+from memoryd.daemon.logs import configure_logging
 from memoryd.job.run import JobRequest, JobResult, run_job
 from memoryd.summarizers import limits
 from memoryd.summarizers.openai_compat import OpenAICompatBackend
@@ -361,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"real_server: {found}", file=sys.stderr)
         return 2
     binary, gguf = found
+    # The log to stderr: stdout holds the table (or the JSON) alone.
+    configure_logging("console", "info", sys.stderr)
     common.install_exit_handlers()
     rows: list[Row] = []
     with common.scratch("real-server") as work:
