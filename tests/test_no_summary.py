@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import SettingsFactory, WorkspaceFactory
+from fake_anthropic import FakeAnthropic
+from fake_anthropic import Reply as AnthropicReply
 from fake_openai import FakeOpenAI, Reply
 
 from memoryd.config.settings import Settings
@@ -145,3 +147,28 @@ def test_a_server_in_trouble_still_fails_the_job_with_nothing_changed(
     receipt = _receipt(folder)
     assert sent == 3
     assert receipt.llm is not None and receipt.llm.calls == sent
+
+
+def test_an_empty_answer_twice_from_anthropic_gives_the_offline_items(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory, fake_anthropic: FakeAnthropic
+) -> None:
+    """The same rule on the other backend: an empty answer, retried once, is no summary."""
+    folder = workspace(30, size=400)
+    fake_anthropic.set_default(AnthropicReply.empty())
+    settings = make_settings(
+        token_limit=2_000,
+        **{
+            "summarizer.backend": "anthropic",
+            "summarizer.max_summary_tokens": 256,
+            "anthropic.base_url": fake_anthropic.base_url,
+            "anthropic.max_retries": 2,
+        },
+    )
+    result = run_job(JobRequest(folder, settings, force=True, env={"ANTHROPIC_API_KEY": "k"}))
+    assert result.outcome == "completed", result.reason
+    assert len(fake_anthropic.message_requests) == 2
+    assert "llm gave no summary (empty answer, 2 attempts): offline items used" in (
+        result.reason or ""
+    )
+    receipt = _receipt(folder)
+    assert receipt.llm is not None and receipt.llm.calls == 2
