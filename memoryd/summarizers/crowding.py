@@ -22,10 +22,12 @@ import fcntl
 import hashlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import structlog
+
+from memoryd.summarizers.completion import Completion, Failure, seconds
 
 log = structlog.get_logger()
 
@@ -100,3 +102,18 @@ def in_turn(key: str, ends_at: float) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
+
+
+def attempt_in_turn(
+    key: str, ends_at: float, deadline: float, attempt: Callable[[], Completion | Failure]
+) -> Completion | Failure:
+    """``attempt()`` in its turn (:func:`in_turn`); a failure, not retried, when the
+    server's other requests took past the deadline."""
+    with in_turn(key, ends_at) as turn:
+        if not turn:
+            return Failure(
+                "the server's other requests (one at a time: its shared cache ran full) "
+                f"took past the {seconds(deadline)} s deadline",
+                retryable=False,
+            )
+        return attempt()

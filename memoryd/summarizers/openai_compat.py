@@ -178,8 +178,11 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
                 limit,
             )
         return complete_with_retries(
-            lambda request_timeout, ends_at: self._attempt_in_turn(
-                messages, prompt, max_tokens, request_timeout, ends_at
+            lambda request_timeout, ends_at: crowding.attempt_in_turn(
+                self._server,
+                ends_at,
+                self.deadline,
+                lambda: self._attempt(messages, prompt, max_tokens, request_timeout, ends_at),
             ),
             label=LABEL,
             timeout=self.timeout,
@@ -187,25 +190,6 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             deadline=self.deadline,
             wait_before_retry=self._wait_before_retry,
         )
-
-    def _attempt_in_turn(
-        self,
-        messages: list[dict[str, str]],
-        prompt: int,
-        max_tokens: int,
-        request_timeout: float,
-        ends_at: float,
-    ) -> Completion | Failure:
-        """:meth:`_attempt`, in its turn while the server's shared cache is crowded
-        (:mod:`~memoryd.summarizers.crowding`)."""
-        with crowding.in_turn(self._server, ends_at) as turn:
-            if not turn:
-                return Failure(
-                    "the server's other requests (one at a time: its shared cache ran full) "
-                    f"took past the {seconds(self.deadline)} s deadline",
-                    retryable=False,
-                )
-            return self._attempt(messages, prompt, max_tokens, request_timeout, ends_at)
 
     def _attempt(
         self,
