@@ -37,8 +37,16 @@ frees (``keep_recent`` 3, the task pinned) by kind: tool outputs alone, then wit
 large fields of old calls' inputs, then with old user turns' media (and the image of a
 masked tool result). ``--freed-only`` measures only this (seconds).
 
+**A local model.** The jobs use the extractive backend unless ``--backend openai
+--base-url URL`` names an OpenAI-compatible server (a real ``llama-server``:
+``bench/real_server.py``); run the same files once each way to compare the old facts a
+local model's summaries keep with the offline summarizer's. ``--strategy`` limits the
+strategies (repeatable).
+
     python bench/masking.py [--transcripts 4] [--public DIR] [--turns 300] [--json]
     python bench/masking.py --public DIR --freed-only
+    python bench/masking.py --transcripts 0 --public DIR --no-replay --strategy narrative \
+        --backend openai --base-url http://127.0.0.1:8080/v1 --context-window 8192
 """
 
 from __future__ import annotations
@@ -98,6 +106,8 @@ class JobFigures:
     summarized: bool
     masked: int
     cpu_s: float
+    reason: str = ""
+    """What the job did or why it failed (its receipt's reason)."""
 
 
 def old_facts(transcript: Transcript) -> list[Fact]:
@@ -123,9 +133,16 @@ def _archived(folder: Path) -> list[bytes]:
 
 
 def run_one(
-    folder: Path, transcript: Transcript, strategy: str, masking: str, source: str, name: str
+    folder: Path,
+    transcript: Transcript,
+    strategy: str,
+    masking: str,
+    source: str,
+    name: str,
+    backend: dict[str, Any] | None = None,
 ) -> JobFigures:
-    """Write ``transcript``, run one usage-triggered job, measure what stays live."""
+    """Write ``transcript``, run one usage-triggered job, measure what stays live;
+    ``backend`` holds the summarizer's settings (default: the extractive backend)."""
     conversation = write_workspace(folder, transcript) / "conversation.jsonl"
     original = transcript.lines
     tokens = sum(line.tokens for line in split_lines(b"".join(original), MAX_LINE_BYTES))
@@ -136,6 +153,7 @@ def run_one(
         "drain_seconds": 0,
         "index_archive": False,
         "masking.enabled": masking == "on",
+        **(backend or {}),
     }
     settings = load_settings(overrides=overrides, env={"XDG_CONFIG_HOME": str(folder)}).settings
     started = time.process_time()
@@ -161,6 +179,7 @@ def run_one(
         summarized=result.summarized_count > 0,
         masked=result.masked_messages,
         cpu_s=cpu_s,
+        reason=result.reason or "",
     )
 
 
@@ -184,7 +203,13 @@ def cell(jobs: list[JobFigures]) -> dict[str, Any]:
     }
 
 
-def measure_jobs(count: int, public: Path | None, scratch: Path) -> list[JobFigures]:
+def measure_jobs(
+    count: int,
+    public: Path | None,
+    scratch: Path,
+    backend: dict[str, Any] | None = None,
+    strategies: tuple[str, ...] = STRATEGIES,
+) -> list[JobFigures]:
     """Every strategy on every transcript, masking on and off."""
     sources: list[tuple[str, str, Transcript]] = [
         ("generated", f"{c.shape}-{c.seed}", generate(c.shape, c.seed, c.messages, tokens=c.tokens))
@@ -205,11 +230,11 @@ def measure_jobs(count: int, public: Path | None, scratch: Path) -> list[JobFigu
                 continue
             sources.append(("public", f"{seed}-{name}", done))
     jobs = []
-    for strategy in STRATEGIES:
+    for strategy in strategies:
         for source, name, transcript in sources:
             for masking in SETTINGS:
                 folder = scratch / f"{strategy}-{source}-{name}-{masking}"
-                jobs.append(run_one(folder, transcript, strategy, masking, source, name))
+                jobs.append(run_one(folder, transcript, strategy, masking, source, name, backend))
         print(f"{strategy}: {len(jobs)} jobs so far", file=sys.stderr)
     return jobs
 
@@ -445,13 +470,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--freed-only", action="store_true", help="only what masking frees by kind (--public)"
     )
+    parser.add_argument("--strategy", choices=STRATEGIES, action="append", help="(repeatable)")
+    parser.add_argument("--backend", choices=("extractive", "openai"), default="extractive")
+    parser.add_argument("--base-url", default="", help="the OpenAI-compatible server (openai)")
+    parser.add_argument("--model", default="local-model", help="the model name sent (openai)")
+    parser.add_argument("--context-window", type=int, default=0, help="its context (openai)")
     args = parser.parse_args(argv)
+    if args.backend == "openai" and not args.base_url:
+        print("masking: --backend openai needs --base-url URL", file=sys.stderr)
+        return 2
+    backend: dict[str, Any] = {"summarizer.backend": args.backend}
+    if args.backend == "openai":
+        backend |= {
+            "openai.base_url": args.base_url,
+            "openai.model": args.model,
+            "openai.context_window": args.context_window,
+        }
     if args.public is not None and not args.public.is_dir():
         print(f"masking: {args.public} is not a folder", file=sys.stderr)
         return 2
     configure_logging("json", "warning", sys.stderr)
     common.install_exit_handlers()
-    report: dict[str, Any] = {"machine": common.machine()}
+    report: dict[str, Any] = {"machine": common.machine(), "backend": backend}
     if args.public is not None:
         report["freed"] = measure_freed(args.public)
     if args.freed_only:
@@ -463,7 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(common.scratch("masking"))
-        jobs = measure_jobs(args.transcripts, args.public, scratch)
+        strategies = tuple(args.strategy or STRATEGIES)
+        jobs = measure_jobs(args.transcripts, args.public, scratch, backend, strategies)
         report["cells"] = job_cells(jobs)
         report["jobs"] = [asdict(j) for j in jobs]
         common.save("masking", report)  # the jobs' figures stay should the replay fail

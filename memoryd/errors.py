@@ -51,5 +51,16 @@ class SummarizerError(MemorydError):
     model: str | None = None
 
 
+class NoSummaryAnswer(SummarizerError):
+    """The model answered, and no answer was a summary: cut at ``max_tokens`` on every
+    try, empty, or a refusal. Not the server's trouble (no 429, 5xx or connection error):
+    trying again later would give the same, so the offline summary stands in
+    (docs/design.md#retention). ``why`` says what the answers were, in a few words."""
+
+    def __init__(self, reason: str, why: str) -> None:
+        super().__init__(reason)
+        self.why = why
+
+
 class CheckpointParseError(SummarizerError):
     """An LLM answer is not a valid structured checkpoint."""

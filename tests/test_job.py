@@ -227,8 +227,6 @@ FAILURES: dict[str, tuple[Callable[[], Reply], int, str, int]] = {
     "529-repeatedly": (lambda: Reply.error(529, retry_after=0), 2, "529", 3),
     "500": (lambda: Reply.error(500, retry_after=0), 1, "500", 2),
     "hang-past-timeout": (lambda: Reply.hang(30), 0, "timed out", 1),
-    "empty": (Reply.empty, 0, "empty answer", 1),
-    "refusal": (Reply.refusal, 1, "refusal", 1),
     "malformed": (Reply.malformed, 0, "malformed", 1),
 }
 

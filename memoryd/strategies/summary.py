@@ -16,14 +16,14 @@ from typing import Any, Literal
 import structlog
 
 from memoryd.conversation import Line
-from memoryd.errors import SummarizerError
+from memoryd.errors import NoSummaryAnswer, SummarizerError
 from memoryd.receipts.records import RetentionFigures
 from memoryd.strategies.protocol import Head, HeadRequest
-from memoryd.summarizers.base import ExtractiveSummarizer, Summarizer, make_summarizer
+from memoryd.summarizers.base import ExtractiveSummarizer, Summarizer, Summary, make_summarizer
 from memoryd.summarizers.carry import carried_text, carry_items
 from memoryd.summarizers.chunking import summarize_messages
 from memoryd.summarizers.extractive import extractive_summary
-from memoryd.summarizers.offline_floor import Floor, offline_floor
+from memoryd.summarizers.offline_floor import Floor, no_summary_floor, offline_floor
 from memoryd.summarizers.retention import Beside, Detail, extract_details, score
 from memoryd.summarizers.transcript import read_messages, task_phrase
 from memoryd.summarizers.verbatim import with_free_room, with_verbatim_section
@@ -146,10 +146,25 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
     )
     messages = transcript_messages(to_summarize)
     budget = settings.summarizer.max_summary_tokens
+    offline = None
+    if summarizer.name != ExtractiveSummarizer.name:
+        offline = functools.partial(extractive_summary, messages, folded, budget, style)
     with contextlib.closing(summarizer), billed_on_failure(summarizer):
-        summary = summarize_messages(
-            summarizer, messages, folded, budget, settings.summarizer.max_input_tokens, style
-        )
+        no_summary = None
+        try:
+            summary = summarize_messages(
+                summarizer, messages, folded, budget, settings.summarizer.max_input_tokens, style
+            )
+        except NoSummaryAnswer as exc:
+            # Never worse than offline: a model that cannot summarize this (every answer
+            # cut at max_tokens, empty, a refusal) leaves the offline items as the head.
+            if offline is None:
+                raise
+            log.warning(
+                "llm_gave_no_summary", backend=summarizer.name, requests=summarizer.requests
+            )
+            no_summary = exc.why
+            summary = Summary(offline(), summarizer.name, calls=summarizer.requests)
         if not summary.text.strip():
             raise SummarizerError("the summarizer returned an empty summary")
         request.progress("checking that the summary kept the details")
@@ -158,12 +173,15 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
         details = extract_details(messages, carried_text(folded, style))
         beside = Beside(transcript_messages(request.kept), details)
         min_retention = settings.summarizer.min_retention
-        offline = None
-        if summarizer.name != ExtractiveSummarizer.name:
-            offline = functools.partial(extractive_summary, messages, folded, budget, style)
-        text, retention, floor = retain_details(
-            summarizer, summary.text, details, budget, min_retention, beside, offline
-        )
+        if no_summary is not None:
+            floor: Floor | None = no_summary_floor(no_summary, summary.text, details, beside)
+            text, retention, _ = retain_details(
+                ExtractiveSummarizer(), summary.text, details, budget, min_retention, beside
+            )
+        else:
+            text, retention, floor = retain_details(
+                summarizer, summary.text, details, budget, min_retention, beside, offline
+            )
         draft = floor.text if floor is not None else summary.text
         checker = ExtractiveSummarizer() if floor is not None else summarizer
         carried = carry_items(checker, folded, draft, text, budget, style)
@@ -190,7 +208,7 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
         "; ".join([result, *(note for note in notes if note)]),
         summary.input_tokens,
         summary.estimated_input_tokens,
-        usage=summarizer.usage,
+        usage=billed_usage(summarizer),
         model=summarizer.model,
         retention=retention,
     )
@@ -204,21 +222,26 @@ def billed_on_failure(summarizer: Summarizer) -> Iterator[None]:
     try:
         yield
     except SummarizerError as exc:
-        usage = summarizer.usage
-        calls = max(usage.calls, summarizer.requests)
         note = summarizer.context_note()
         error = SummarizerError(f"{exc}; {note}") if note and note not in str(exc) else exc
-        error.usage = LLMUsage(
-            calls,
-            usage.input_tokens,
-            usage.output_tokens,
-            usage.cache_read_tokens,
-            usage.cache_creation_tokens,
-        )
+        error.usage = billed_usage(summarizer)
         error.model = summarizer.model
         if error is exc:
             raise
         raise error from None
+
+
+def billed_usage(summarizer: Summarizer) -> LLMUsage:
+    """What the LLM calls cost, with every request sent counted as a call (a failed one,
+    an answer cut at max_tokens, costs time and often tokens)."""
+    usage = summarizer.usage
+    return LLMUsage(
+        max(usage.calls, summarizer.requests),
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_creation_tokens,
+    )
 
 
 def retain_details(

@@ -330,7 +330,9 @@ def _judge(answer: _Streamed, max_tokens: int, requested_model: str) -> Completi
     """The streamed answer as a summary, or why it is none."""
     stop_reason = answer.stop_reason
     if stop_reason == "refusal":
-        return Failure("refusal (the model declined to summarize)", retryable=False)
+        return Failure(
+            "refusal (the model declined to summarize)", retryable=False, no_summary=True
+        )
     if not answer.stopped or stop_reason is None:
         return Failure(
             "the stream ended without message_stop and a stop reason: the answer was cut off",
@@ -341,12 +343,13 @@ def _judge(answer: _Streamed, max_tokens: int, requested_model: str) -> Completi
             f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
             retryable=True,
             bad_answer=True,
+            no_summary=True,
         )
     if stop_reason not in ACCEPTED_STOP_REASONS:
         return Failure(f"unexpected stop_reason {stop_reason!r}", retryable=False)
     text = "".join(answer.texts).strip()
     if not text:
-        return Failure("empty answer", retryable=True, bad_answer=True)
+        return Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
     return Completion(
         text=text,
         input_tokens=answer.input_tokens,

@@ -20,7 +20,7 @@ from typing import Protocol
 import structlog
 
 from memoryd import strict_json
-from memoryd.errors import SummarizerError
+from memoryd.errors import NoSummaryAnswer, SummarizerError
 
 log = structlog.get_logger()
 
@@ -28,6 +28,8 @@ BAD_ANSWER_RETRIES = 1
 """An answer that is empty or malformed is retried at most once: it costs tokens even when
 useless, and a server that sends junk twice in a row is likely to go on."""
 BACKOFF_MAX = 30.0
+NO_SUMMARY = ": no summary"
+"""How the reason of an answer that is no summary ends."""
 ANSWER_BOUND_FACTOR = 4
 """An answer is read up to this many times its ``max_tokens`` (at 4 characters a token,
 the estimate's rate) before it is cut off as runaway: a server that ignores ``max_tokens``
@@ -61,6 +63,10 @@ class Failure:
     status: int | None = None
     retry_after: float | None = None
     bad_answer: bool = False
+    no_summary: bool = False
+    """The model answered, but its answer is no summary (cut at ``max_tokens``, empty,
+    a refusal): when the last attempt fails so, the job may fall back to the offline
+    summary (:class:`~memoryd.errors.NoSummaryAnswer`)."""
 
 
 class ContextOverflow(SummarizerError):
@@ -208,7 +214,8 @@ def complete_with_retries(
     Retried up to ``max_retries`` times when the failure is retryable (a bad answer at
     most :data:`BAD_ANSWER_RETRIES` times); each request's timeout is ``min(timeout,
     time left)``; a wait that would end past ``deadline`` fails at once instead of
-    sleeping. Raises SummarizerError naming ``label`` and the last reason.
+    sleeping. Raises SummarizerError naming ``label`` and the last reason
+    (NoSummaryAnswer when the last attempt's answer was no summary).
     """
     started = time.monotonic()
     bad_answers = 0
@@ -225,7 +232,11 @@ def complete_with_retries(
             not outcome.bad_answer or bad_answers <= BAD_ANSWER_RETRIES
         )
         if not outcome.retryable or not retries_left:
-            raise SummarizerError(f"{label}: {outcome.reason} (after {attempts(tried + 1)})")
+            reason = f"{label}: {outcome.reason} (after {attempts(tried + 1)})"
+            if outcome.no_summary:
+                what = outcome.reason.removesuffix(NO_SUMMARY)
+                raise NoSummaryAnswer(reason, f"{what}, {attempts(tried + 1)}")
+            raise SummarizerError(reason)
         wait = wait_before_retry(tried, outcome.retry_after)
         left = deadline - (time.monotonic() - started)
         if wait >= left:

@@ -5,7 +5,8 @@ A weak model (a 135M one on a laptop) writes fluent items that carry nothing ("T
 step is to provide the output of the conversation."). The offline summarizer's items are
 taken from the messages themselves; when they keep more of the details the retention
 check counts, they are the head, and the LLM's lines stay only where they carry a detail
-the offline items lack.
+the offline items lack. A model that gives no summary at all (every answer cut at
+``max_tokens``, empty, or a refusal) leaves the offline items as the head in the same way.
 """
 
 from __future__ import annotations
@@ -27,11 +28,24 @@ class Floor:
     llm_score: float
     offline_score: float
     llm_lines: int
+    no_summary: str | None = None
+    """Why the LLM gave no summary at all (its answers, in a few words), or None."""
 
     @property
     def note(self) -> str:
-        """``llm summary kept 38% of details: offline items used``."""
+        """``llm summary kept 38% of details: offline items used``, or ``llm gave no
+        summary (the answer was cut at max_tokens (256), 2 attempts): offline items
+        used``."""
+        if self.no_summary is not None:
+            return f"llm gave no summary ({self.no_summary}): offline items used"
         return f"llm summary kept {round(self.llm_score * 100)}% of details: offline items used"
+
+
+def no_summary_floor(
+    why: str, offline_text: str, details: Sequence[Detail], beside: Beside | None = None
+) -> Floor:
+    """The offline text as the head when the LLM gave no summary; ``why`` says why."""
+    return Floor(offline_text, 0.0, score(details, offline_text, beside).score, 0, why)
 
 
 def offline_floor(

@@ -10,8 +10,8 @@ backoff, ``retry-after`` honoured, and so is an error event the server names its
 event, is retried once; a refusal (``refusal`` text, or ``finish_reason:
 content_filter``) is not.
 
-Answers are streamed (``stream_options.include_usage`` for the token counts) and read
-by :mod:`~memoryd.summarizers.sse` within the call's deadline and a bound on the answer's
+Answers are streamed (``stream_options.include_usage`` for the token counts) and read by
+:mod:`~memoryd.summarizers.sse` within the call's deadline and a bound on the answer's
 size; a stream that ends without a finish reason was cut off (a failed attempt, never a
 summary), and so was one that finished with ``length``. A context overflow
 (:mod:`~memoryd.summarizers.overflow`) teaches a context only when it proves one: the
@@ -19,13 +19,15 @@ server names its size (llama.cpp's ``n_ctx``, vLLM's "maximum context length is 
 with no ``context_window`` configured, it is an overflow without a number (then half of
 what was sent). A 5xx or ``server_error`` is never an overflow, and a numberless overflow
 while a window is configured (llama.cpp's full shared cache under concurrent requests) is
-retried like any transient failure. A learned context is never below ``context_window``
-unless the server named a smaller one, expires (:mod:`~memoryd.summarizers.limits`), and
-is recorded with its source. The backend never sends a request larger than the context it
-believes in; a server that counts far fewer prompt tokens than were sent (Ollama cuts a
-prompt longer than its context silently) has its answer refused: nothing is summarized
-from a cut input. The first such count, with no window configured, is learned as the
-context; any other fails the job, saying what the server read.
+retried like any transient failure, and the server is then sent one request at a time for
+a while (:mod:`~memoryd.summarizers.crowding`). A learned context is never below
+``context_window`` unless the server named a smaller one, expires
+(:mod:`~memoryd.summarizers.limits`), and is recorded with its source. The backend never
+sends a request larger than the context it believes in; a server that counts far fewer
+prompt tokens than were sent (Ollama cuts a prompt longer than its context silently) has
+its answer refused: nothing is summarized from a cut input. The first such count, with no
+window configured, is learned as the context; any other fails the job, saying what the
+server read.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import openai
 import structlog
 
 from memoryd.errors import ConfigError, SummarizerError
-from memoryd.summarizers import limits
+from memoryd.summarizers import crowding, limits
 from memoryd.summarizers.completion import (
     AnswerGuard,
     Completion,
@@ -115,6 +117,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         self.deadline = float(deadline)
         self.backoff_base = float(backoff_base)
         self.key = limits.server_key(base_url, model)
+        self._server = base_url.rstrip("/")
         self._window = context_window if context_window > 0 else None
         self.requests = 0
         self._start_process_local()
@@ -175,8 +178,11 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
                 limit,
             )
         return complete_with_retries(
-            lambda request_timeout, ends_at: self._attempt(
-                messages, prompt, max_tokens, request_timeout, ends_at
+            lambda request_timeout, ends_at: crowding.attempt_in_turn(
+                self._server,
+                ends_at,
+                self.deadline,
+                lambda: self._attempt(messages, prompt, max_tokens, request_timeout, ends_at),
             ),
             label=LABEL,
             timeout=self.timeout,
@@ -219,6 +225,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             if error.status_code in (400, 413, 422) and self._raise_if_overflow(
                 error.body, error.message, prompt, max_tokens
             ):
+                crowding.mark_crowded(self._server)
                 return Failure(
                     f"HTTP {error.status_code}: the server reported a full context without "
                     f"its size, below the configured {self._window:,} (a shared cache?)",
@@ -239,7 +246,8 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
 
         A 5xx or ``server_error`` is the server's trouble, not the request's size
         (llama.cpp's "Context size has been exceeded." when the slots' shared cache is
-        full): retried, never learned from."""
+        full): retried, never learned from; one in the words of an overflow makes the
+        server crowded (one request at a time, :mod:`~memoryd.summarizers.crowding`)."""
         inner = body.get("error")
         fields: Mapping[str, Any] = inner if isinstance(inner, Mapping) else body
         code = fields.get("code")
@@ -248,6 +256,8 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         )
         if not server_side:
             self._raise_if_overflow(body, "", prompt, max_tokens)
+        elif find_overflow(body, "") is not None:
+            crowding.mark_crowded(self._server)
         kind = fields.get("type")
         named = kind if isinstance(kind, str) and _SHORT_NAME.fullmatch(kind) else "error"
         return Failure(f"stream error ({named})", retryable=True, bad_answer=not server_side)
@@ -255,7 +265,9 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
     def _judge(self, answer: Streamed, prompt: int, max_tokens: int) -> Completion | Failure:
         """The streamed answer as a summary, or why it is none."""
         if answer.refusal or answer.finish == "content_filter":
-            return Failure("refusal (the model declined to summarize)", retryable=False)
+            return Failure(
+                "refusal (the model declined to summarize)", retryable=False, no_summary=True
+            )
         if answer.finish is None:
             return Failure(
                 "the stream ended without a finish reason: the answer was cut off",
@@ -265,7 +277,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             return self._length_failure(answer, prompt, max_tokens)
         text = _THINKING.sub("", answer.text).strip()
         if not text:
-            return Failure("empty answer", retryable=True, bad_answer=True)
+            return Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
         self._raise_if_truncated(answer.prompt_tokens, prompt)
         return Completion(
             text=text,
@@ -284,8 +296,10 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
                 f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
                 retryable=True,
                 bad_answer=True,
+                no_summary=True,
             )
         if self._window is not None:
+            crowding.mark_crowded(self._server)
             return Failure(
                 f"the answer was cut by the server's context after {written:,} tokens "
                 f"(its cache full under other requests?): no summary",
