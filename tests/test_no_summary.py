@@ -172,3 +172,34 @@ def test_an_empty_answer_twice_from_anthropic_gives_the_offline_items(
     )
     receipt = _receipt(folder)
     assert receipt.llm is not None and receipt.llm.calls == 2
+
+
+def test_a_checkpoint_from_a_model_that_gives_none_is_the_offline_checkpoint(
+    workspace: WorkspaceFactory, make_settings: SettingsFactory
+) -> None:
+    """The checkpoint strategy too: answers cut at max_tokens every time leave the lists
+    the extractive backend writes for the same input, and the job says why."""
+    folder = workspace(30, size=400, name="llm")
+    offline = workspace(30, size=400, name="offline")
+    original = _lines(folder)
+    with FakeOpenAI(default=Reply.length("- The next step is to provide the output")) as server:
+        settings = _settings(make_settings, "openai", server.base_url)
+        config = settings.model_copy(update={"strategy": "checkpoint"})
+        result = run_job(JobRequest(folder, config, force=True))
+        sent = len(server.requests)
+    assert result.outcome == "completed", result.reason
+    plain = _settings(make_settings, "extractive")
+    run_job(JobRequest(offline, plain.model_copy(update={"strategy": "checkpoint"}), force=True))
+    head = json.loads(_lines(folder)[0])
+    assert head["isCheckpoint"] is True
+    lists = {
+        k: v for k, v in head["checkpoint"].items() if k not in ("updated_at", "compaction_info")
+    }
+    theirs = json.loads(_lines(offline)[0])["checkpoint"]
+    assert lists == {k: v for k, v in theirs.items() if k not in ("updated_at", "compaction_info")}
+    assert "next step" not in head["content"]
+    assert Counter(_lines(folder)[1:] + _archived(folder)) == Counter(original)
+    receipt = _receipt(folder)
+    assert sent >= 2 and receipt.llm is not None and receipt.llm.calls == sent
+    note = "llm gave no summary (the answer was cut at max_tokens"
+    assert note in (receipt.reason or "") and note in (folder / "HEARTBEAT.md").read_text()

@@ -7,6 +7,7 @@ latest one beside the conversation (docs/design.md#strategies).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from memoryd.checkpoint import (
 from memoryd.clock import iso_ms
 from memoryd.config.settings import Settings
 from memoryd.conversation import Line
-from memoryd.errors import MemorydError, SummarizerError
+from memoryd.errors import MemorydError, NoSummaryAnswer, SummarizerError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
 from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
@@ -36,13 +37,14 @@ from memoryd.receipts.records import RetentionFigures
 from memoryd.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.strategies.summary import (
     billed_on_failure,
+    billed_usage,
     message_span,
     previous_count,
     summarized_span,
     summary_message,
     transcript_messages,
 )
-from memoryd.summarizers.base import Summarizer, make_summarizer
+from memoryd.summarizers.base import ExtractiveSummarizer, Summarizer, make_summarizer
 from memoryd.summarizers.chunking import compact_to_checkpoint
 from memoryd.summarizers.retention import Beside, Detail, extract_details, score
 from memoryd.summarizers.verbatim import fit
@@ -216,18 +218,34 @@ class CheckpointStrategy:
             f"checkpointing {len(messages)} messages with the {summarizer.name} backend"
         )
         budget = request.settings.summarizer.max_summary_tokens
+        compact = functools.partial(
+            compact_to_checkpoint,
+            previous=previous,
+            messages=messages,
+            max_input_tokens=request.settings.summarizer.max_input_tokens,
+            budget=int(budget * LISTS_SHARE),
+        )
+        no_summary = None
         with contextlib.closing(summarizer), billed_on_failure(summarizer):
-            lists, calls = compact_to_checkpoint(
-                summarizer,
-                previous,
-                messages,
-                request.settings.summarizer.max_input_tokens,
-                int(budget * LISTS_SHARE),
-            )
+            checker: Summarizer = summarizer
+            try:
+                lists, calls = compact(summarizer)
+            except NoSummaryAnswer as exc:
+                # Never worse than offline, as for a summary (docs/design.md#retention): a
+                # model that gives no checkpoint at all leaves the offline lists.
+                if summarizer.name == ExtractiveSummarizer.name:
+                    raise
+                log.warning(
+                    "llm_gave_no_summary", backend=summarizer.name, requests=summarizer.requests
+                )
+                no_summary = f"llm gave no summary ({exc.why}): offline items used"
+                checker = ExtractiveSummarizer()
+                lists, _ = compact(checker)
+                calls = summarizer.requests
             details = extract_details(messages, _previous_text(previous))
             beside = Beside(transcript_messages(request.kept), details)
             lists, before = _repaired_lists(
-                summarizer, lists, details, request.settings.summarizer.min_retention, beside
+                checker, lists, details, request.settings.summarizer.min_retention, beside
             )
         lists_tokens = estimate_text_tokens(render_lists(lists))
         kept_verbatim, retention = retain_in_lists(
@@ -282,9 +300,17 @@ class CheckpointStrategy:
             message,
             summarizer.name,
             calls,
-            f"compacted {plan.summarized_count} messages into checkpoint v{checkpoint.version}",
+            "; ".join(
+                part
+                for part in (
+                    f"compacted {plan.summarized_count} messages into checkpoint "
+                    f"v{checkpoint.version}",
+                    no_summary,
+                )
+                if part
+            ),
             checkpoint=checkpoint,
-            usage=summarizer.usage,
+            usage=billed_usage(summarizer),
             model=summarizer.model,
             retention=retention,
         )
