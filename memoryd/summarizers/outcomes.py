@@ -32,6 +32,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memoryd.summarizers.output_places import failure_start
+
 PLACEHOLDER_LEAD = "[tool output masked by memoryd: "
 """How a masked output's placeholder starts."""
 FAILURE_NOTE = "; failure: "
@@ -40,7 +42,6 @@ MAX_FAILURE_CHARS = 160
 _SCANNED_CHARS = 60_000
 """Output read for a failure: its start and its end (a huge output's middle is rarely
 where its verdict is)."""
-
 _COUNT = r"[1-9]\d*"
 """A count that is not zero."""
 _LINE_PHRASES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -191,29 +192,11 @@ def read_failure(output: str, command: str | None = None) -> Failure | None:
     shown = command is not None and shows_only(command)
     found = _first_phrase(output, shown)
     if found is not None:
-        return Failure(found[1], _line_at(output, _raised_at(output, found)))
+        return Failure(found[1], _line_at(output, failure_start(output, *found)))
     status = _status_match(output)
     if status is not None and int(status[1] if status[1] is not None else status[2]) != 0:
         return Failure("exit status", _line_at(output, status.start()))
     return None
-
-
-def _raised_at(output: str, found: tuple[int, str]) -> int:
-    """Where the line that says a failure starts: a Python traceback's header
-    (``Traceback (most recent call last):``) says only that one follows, so the line
-    that ends it, the exception raised (``KeyError: 'id'``), speaks for it."""
-    at, kind = found
-    if kind != "traceback" or not output.startswith("Traceback", at):
-        return at
-    # Its frames and their code are indented; the first line that is not ends it.
-    start = output.find("\n", at) + 1
-    while 0 < start < len(output):
-        end = output.find("\n", start)
-        end = len(output) if end < 0 else end
-        if start < end and not output[start].isspace():
-            return start
-        start = end + 1
-    return at
 
 
 def _first_phrase(output: str, shown: bool) -> tuple[int, str] | None:

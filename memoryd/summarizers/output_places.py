@@ -63,6 +63,21 @@ LISTING_LEAD_CHARS = 300
 """A numbered file listing has a numbered line this early (after a title or a tag)."""
 
 
+_UNINDENTED = re.compile(r"^\S", re.M)
+
+
+def failure_start(output: str, at: int, kind: str) -> int:
+    """Where the line that says a failure of ``kind`` found at ``at`` starts (pure): a
+    Python traceback's header (``Traceback (most recent call last):``) says only that one
+    follows, so the line that ends it, the exception raised (``KeyError: 'id'``), the
+    first after it that is not indented as its frames and their code are, speaks for it."""
+    if kind != "traceback" or not output.startswith("Traceback", at):
+        return at
+    after = output.find("\n", at)
+    raised = _UNINDENTED.search(output, after + 1) if after >= 0 else None
+    return raised.start() if raised is not None else at
+
+
 def output_frames(output: str) -> tuple[str, ...]:
     """The last :data:`MAX_FRAMES` distinct frames of the tracebacks in ``output``, as
     ``path line N``, the one nearest the raise first."""
