@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from real_outputs import REAL_OUTPUTS
 
 from memoryd.summarizers.output_places import MAX_NAMED
 from memoryd.summarizers.toolcalls import (
@@ -146,3 +147,19 @@ def test_a_shortened_text_never_ends_in_part_of_a_path() -> None:
     assert said == "fatal: pathspec…"
     assert shorten("one two three four", 12) == "one two…"
     assert shorten("x" * 30, 10) == "x" * 9 + "…"
+
+
+def test_a_patch_tool_is_named_by_the_files_its_patch_changes() -> None:
+    """Codex's apply_patch (a real call, tests/real_outputs.py) and a unified diff: the
+    call's label and action name the file, as an editor's edit does; a patch with no file
+    line keeps the tool's name."""
+    [real] = [o for o in REAL_OUTPUTS if o.name == "apply-patch-codex"]
+    block = {"type": "tool_use", "id": "p", "name": "apply_patch", "input": real.command}
+    call = tool_use_call(3, block)
+    assert call.edits and call.label == "apply_patch /Users/philipp/dev/agentlogs/fixtures/JOKE.md"
+    assert call.action == "edited /Users/philipp/dev/agentlogs/fixtures/JOKE.md"
+    diff = "--- a/src/pay/fees.py\n+++ b/src/pay/fees.py\n@@ -1 +1 @@\n-a\n+b\n"
+    wrapped = tool_use_call(4, {"type": "tool_use", "name": "patch", "input": {"input": diff}})
+    assert wrapped.action == "edited src/pay/fees.py"
+    bare = tool_use_call(5, {"type": "tool_use", "name": "apply_patch", "input": "no file"})
+    assert bare.label == "apply_patch" and bare.action == "apply_patch edit" and bare.edits

@@ -50,6 +50,8 @@ FILE_KEYS = ("file_path", "path", "notebook_path")
 _EDIT_NAME = re.compile(r"edit|write|create|replace|patch", re.I)
 _WRITE_NAME = re.compile(r"write|create", re.I)
 _PATCH_NAME = re.compile(r"(?:^|[\W_])(?:apply_?)?patch(?:$|[\W_])", re.I)
+_PATCHED_FILE = re.compile(r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ b/)(\S+)", re.M)
+"""A file a patch changes: Codex's ``*** Update File: path``, a unified diff's ``+++ b/path``."""
 """A tool that applies a patch (``apply_patch``, ``patch``; not ``dispatch_agent``)."""
 SHELL_LANGUAGES = frozenset(
     ("bash", "sh", "shell", "console", "zsh", "terminal", "", "mswea_bash_command")
@@ -214,10 +216,17 @@ def tool_use_call(position: int, block: Mapping[str, object]) -> ToolCall:
     """The call a ``tool_use`` block makes (pure)."""
     name = str(block.get("name") or "tool")
     raw = block.get("input")
-    if isinstance(raw, str) and _PATCH_NAME.search(name):
-        # A tool whose input is the edit itself (Codex's ``apply_patch``).
-        return ToolCall(position, name, name, None, edits=True, action=f"{name} edit")
     given: Mapping[str, object] = raw if isinstance(raw, Mapping) else {}
+    patch = raw if isinstance(raw, str) else given.get("input")
+    if isinstance(patch, str) and _PATCH_NAME.search(name):
+        # A tool whose input is the edit itself (Codex's ``apply_patch``): named by the
+        # files its patch changes, as an editor's edit is by its file.
+        files = _short(", ".join(dict.fromkeys(_PATCHED_FILE.findall(patch))))
+        if files:
+            return ToolCall(
+                position, name, f"{name} {files}", None, edits=True, action=f"edited {files}"
+            )
+        return ToolCall(position, name, name, None, edits=True, action=f"{name} edit")
     argument = next(
         (given[key] for key in ARGUMENT_KEYS if isinstance(given.get(key), str) and given[key]),
         None,
