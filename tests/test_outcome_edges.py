@@ -308,3 +308,16 @@ def test_an_output_cut_at_a_traceback_header_quotes_the_header() -> None:
     the line before it."""
     found = read_failure("loading fixtures\nTraceback (most recent call last):")
     assert found == outcomes_module.Failure("traceback", "Traceback (most recent call last):")
+
+
+def test_a_traceback_that_ends_the_output_without_a_line_break_quotes_its_exception() -> None:
+    """An output trimmed of its last line break: the exception line that ends it is still
+    the line quoted, not the header."""
+    output = (
+        "Traceback (most recent call last):\n"
+        '  File "/repo/manage.py", line 8, in <module>\n'
+        "    main()\n"
+        "KeyError: 'DATABASE_URL'"
+    )
+    found = read_failure(output)
+    assert found == outcomes_module.Failure("traceback", "KeyError: 'DATABASE_URL'")
