@@ -248,3 +248,76 @@ def test_a_linter_line_inside_an_output_is_found_where_its_line_starts(
     hold: it is found by its own mark, on the line where it stands."""
     found = read_failure(output)
     assert found == outcomes_module.Failure("linter", line)
+
+
+def test_the_first_of_two_shell_complaints_is_the_one_quoted() -> None:
+    """Two commands not found: the first says the failure."""
+    found = read_failure("bash: pytets: command not found\nbash: tox: command not found")
+    assert found == outcomes_module.Failure("shell", "bash: pytets: command not found")
+    output = "resolving: not found in cache\nsh: 1: tox: not found\nsh: 1: nox: not found"
+    found = read_failure(output)
+    assert found == outcomes_module.Failure("shell", "sh: 1: tox: not found")
+
+
+def test_a_phrase_at_the_very_start_of_the_output_is_found() -> None:
+    """pnpm's error code as the output's first characters, and a panic after a leading
+    blank line, are each quoted as their own line."""
+    found = read_failure("ERR_PNPM_NO_SCRIPT  Missing script: test\n")
+    assert found == outcomes_module.Failure("npm", "ERR_PNPM_NO_SCRIPT Missing script: test")
+    found = read_failure("ok\nERR_PNPM_NO_SCRIPT  Missing script: test")
+    assert found == outcomes_module.Failure("npm", "ERR_PNPM_NO_SCRIPT Missing script: test")
+    panic = "thread 'main' panicked at src/main.rs:2:5:"
+    found = read_failure(f"\n{panic}\nattempt to subtract with overflow\n")
+    assert found == outcomes_module.Failure("cargo test", panic)
+
+
+def test_a_complaint_that_ends_its_line_is_read_on_that_line_alone() -> None:
+    """``sh: 1: tox: not found`` ends its own line, whatever lines follow it: it is the
+    failure, before make's line that only restates it."""
+    output = "/bin/sh: 1: tox: not found\nmake: *** [Makefile:4: test] Error 127\n"
+    found = read_failure(output)
+    assert found == outcomes_module.Failure("shell", "/bin/sh: 1: tox: not found")
+
+
+def test_a_complaint_after_the_first_line_start_phrase_is_not_the_first() -> None:
+    """Past the first line-start phrase, an inside-a-line phrase comes too late, even when
+    an earlier occurrence of its words was no complaint."""
+    output = (
+        "resolving deps: not found in cache, fetching\n"
+        "FAILED tests/test_a.py::test_x - AssertionError\n"
+        "sh: 1: coverage: not found"
+    )
+    found = read_failure(output)
+    assert found == outcomes_module.Failure(
+        "pytest", "FAILED tests/test_a.py::test_x - AssertionError"
+    )
+
+
+def test_an_exception_line_without_its_traceback_is_quoted_itself() -> None:
+    """The last lines of a traceback (``| tail -2``): the exception line is the failure,
+    not the line after it."""
+    output = "ModuleNotFoundError: No module named 'requests'\nmake: *** [Makefile:3: run] Error 1"
+    found = read_failure(output)
+    assert found == outcomes_module.Failure(
+        "traceback", "ModuleNotFoundError: No module named 'requests'"
+    )
+
+
+def test_an_output_cut_at_a_traceback_header_quotes_the_header() -> None:
+    """With no line after the header (``| head -2``), the header is the line quoted, not
+    the line before it."""
+    found = read_failure("loading fixtures\nTraceback (most recent call last):")
+    assert found == outcomes_module.Failure("traceback", "Traceback (most recent call last):")
+
+
+def test_a_traceback_that_ends_the_output_without_a_line_break_quotes_its_exception() -> None:
+    """An output trimmed of its last line break: the exception line that ends it is still
+    the line quoted, not the header."""
+    output = (
+        "Traceback (most recent call last):\n"
+        '  File "/repo/manage.py", line 8, in <module>\n'
+        "    main()\n"
+        "KeyError: 'DATABASE_URL'"
+    )
+    found = read_failure(output)
+    assert found == outcomes_module.Failure("traceback", "KeyError: 'DATABASE_URL'")
