@@ -17,12 +17,25 @@ Sources (the path and commit, or the issue's address, are on each fixture):
 - SWE-agent/mini-swe-agent ``output/deepseek_bench1`` (mini-swe-agent runs on SWE-bench
   tasks: pytest, unittest, gcc through ``setup.py build_ext``, ``patch``, ``git apply``).
 - multi-swe-bench/experiments ``evaluation/java/verified`` (SWE-agent runs; the repository
-  states no licence): a failing ``make``.
-- Public issues and pull requests, where no agent transcript with that runner was found:
-  the runner's own output as a developer pasted it (go test, cargo test, mocha, jest,
-  vitest, rspec); ``origin`` says so on each.
+  states no licence): a failing ``make``, ``sudo tee``.
+- entireio/cli and entireio/skills: Claude Code sessions that Entire keeps on the
+  repository's checkpoint refs (``entire/checkpoints/v1``,
+  ``refs/entire/checkpoints/v2/full/current``): a failing ``go test``, ``git mv``,
+  ``perl -i -pe``, ``tee``.
+- maloneype/yposfgold-community-platform ``.specstory/history`` (a Cursor session): a
+  failing ``jest`` run.
+- AndrewESmith/TheWanderer ``AI Chat History`` (Kiro sessions pasted as Markdown; the
+  repository states no licence): a failing ``vitest`` run.
+- dirkpetersen/claudefs ``a9-phase6-output.md`` (an OpenCode run's output): a failing
+  ``cargo test``.
+- moonrunnerkc/copilot-swarm-orchestrator ``runs/…/share.md`` (a GitHub Copilot CLI
+  session): a failing ``mocha`` run.
+- Public issues and pull requests: the runner's own output as a developer pasted it (go
+  test, cargo test, mocha, jest, vitest, rspec); ``origin`` says so on each. Each of
+  these runners but rspec also has a fixture from an agent transcript.
 
-An excerpt keeps the lines verbatim; ``[…]`` marks lines left out of a long output.
+An excerpt keeps the lines verbatim; ``[…]`` marks lines left out of a long output (and,
+once, the ``cd`` into a home directory that opened a command).
 ``mode`` says how the call is written: a ``tool_use`` block, or a text-mode agent's
 shell fence with its output pasted back.
 """
@@ -50,9 +63,8 @@ class RealOutput:
     licence: str
     origin: str = "agent transcript"
     """Where the excerpt comes from: an ``agent transcript`` (the agent's own call and
-    what it was shown), or, where no public agent transcript with that runner was found,
-    the runner's real output as a developer pasted it into a public issue
-    (:data:`QUOTED`); the call around such an output is written here."""
+    what it was shown), or the runner's real output as a developer pasted it into a
+    public issue (:data:`QUOTED`); the call around such an output is written here."""
 
 
 QUOTED = "runner output quoted in a public issue"
@@ -550,6 +562,123 @@ REAL_OUTPUTS = (
         source="rspec/rspec-core issue #319 @ https://github.com/rspec/rspec-core/issues/319",
         licence=ISSUE_TEXT,
         origin=QUOTED,
+    ),
+    RealOutput(
+        name="jest-cursor",
+        expected="failure",
+        phrasing="jest: FAIL path, ● and Test Suites: N failed",
+        tool="run_terminal_cmd",
+        mode="text",
+        command="npm test",
+        output="> yposfgold-community-platform@1.0.0 test\n> jest\n[…]\n FAIL  src/lib/utils/__tests__/calendar.test.ts\n  ● Calendar Utilities › downloadIcsFile › creates and downloads an ICS file\n\n    TypeError: Failed to execute 'appendChild' on 'Node': parameter 1 is not of type 'Node'.\n[…]\n FAIL  src/lib/__tests__/theme-context.test.tsx\n  ● ThemeProvider › applies theme CSS variables to document\n\n    expect(element).toHaveTextContent()\n[…]\n PASS  src/components/ui/__tests__/button.test.tsx\n\nTest Suites: 2 failed, 1 passed, 3 total\nTests:       7 failed, 15 passed, 22 total\nSnapshots:   0 total\nTime:        1.619 s\nRan all test suites.",
+        is_error=False,
+        source="maloneype/yposfgold-community-platform .specstory/history/2025-07-18_00-13Z-comprehensive-testing-strategy-for-project-documents.md @ 743ef69cfcd6",
+        licence="ISC (package.json)",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="vitest-kiro",
+        expected="failure",
+        phrasing="vitest: × and Test Files  N failed",
+        tool="Command",
+        mode="text",
+        command="npm test -- --run src/tests/boulder-player-death.test.ts",
+        output="> thewanderer@0.1.0 test\n> vitest run -c vitest.config.ts --bail=1 --run src/tests/boulder-player-d\ndeath.test.ts\n[…]\n ❯ src/tests/boulder-player-death.test.ts (6 tests | 1 failed) 11ms       \n   × Boulder Player Death > Physics simulation player collision detection > should detect player collision when boulder falls on player 9ms\n     → expected [] to have a length of 1 but got +0\n[…]\n⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯ Failed Tests 1 ⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯⎯\n\n FAIL  src/tests/boulder-player-death.test.ts > Boulder Player Death > Phy\nysics simulation player collision detection > should detect player collisio\non when boulder falls on player\nAssertionError: expected [] to have a length of 1 but got +0\n[…]\n Test Files  1 failed (1)\n      Tests  1 failed (6)",
+        is_error=False,
+        source="AndrewESmith/TheWanderer AI Chat History/Chat 82 Implement Player Death by boulder.md @ 1c6ba79f96f2",
+        licence="none stated",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="mocha-copilot",
+        expected="failure",
+        phrasing="mocha: N failing",
+        tool="bash",
+        mode="tool_use",
+        command="npm test 2>&1",
+        output="> copilot-swarm-orchestrator@2.0.0 test\n> npm run build && mocha dist/test/**/*.test.js\n[…]\n      5) should commit report with natural message\n\n\n  378 passing (7s)\n  1 pending\n  5 failing\n\n  1) ExecutionSharer\n       should clean up expired shares:\n\n      AssertionError [ERR_ASSERTION]: Expected values to be strictly equal:\n[…]\n<exited with exit code 5>",
+        is_error=False,
+        source="moonrunnerkc/copilot-swarm-orchestrator runs/swarm-2026-01-24T02-40-26-562Z/steps/step-1/share.md @ 06ec47ea376f",
+        licence="ISC (LICENSE)",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="go-test-claude",
+        expected="failure",
+        phrasing="go test: --- FAIL: and FAIL<tab>pkg (through grep)",
+        tool="Bash",
+        mode="tool_use",
+        command='go test ./cmd/entire/cli/... 2>&1 | grep -E "(FAIL|---)" | head -50',
+        output="--- FAIL: TestFormatCheckpointOutput_Verbose (0.00s)\nFAIL\nFAIL\tentire.io/cli/cmd/entire/cli\t2.933s\nFAIL",
+        is_error=False,
+        source="entireio/cli entire/checkpoints/v1:64/9d11045222/0/full.jsonl @ 394f81fab87f",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="cargo-test-opencode",
+        expected="failure",
+        phrasing="cargo test: panicked at and test result: FAILED",
+        tool="bash",
+        mode="tool_use",
+        command="cd /home/cfs/claudefs && cargo test -p claudefs-tests repl_integration::test_metric_counter_format_contains_type -- --nocapture 2>&1 | tail -20",
+        output="\nwarning: `claudefs-tests` (lib test) generated 47 warnings (run `cargo fix --lib -p claudefs-tests --tests` to apply 39 suggestions)\n    Finished `test` profile [unoptimized + debuginfo] target(s) in 0.15s\n     Running unittests src/lib.rs (target/debug/deps/claudefs_tests-89fc1027375012bf)\n\nrunning 1 test\n\nthread 'repl_integration::test_metric_counter_format_contains_type' (2102795) panicked at crates/claudefs-tests/src/repl_integration.rs:180:5:\nassertion failed: output.contains(\"# TYPE counter\")\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\ntest repl_integration::test_metric_counter_format_contains_type ... FAILED\n\nfailures:\n\nfailures:\n    repl_integration::test_metric_counter_format_contains_type\n\ntest result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 833 filtered out; finished in 0.00s\n\nerror: test failed, to rerun pass `-p claudefs-tests --lib`",
+        is_error=False,
+        source="dirkpetersen/claudefs a9-phase6-output.md @ 0115867e9ed0",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="perl-pi-claude",
+        expected="change",
+        phrasing="perl -pi",
+        tool="Bash",
+        mode="tool_use",
+        command='[…]\nfor f in package.json gemini-extension.json .cursor-plugin/plugin.json .claude-plugin/marketplace.json .claude-plugin/plugin.json .codex-plugin/plugin.json; do\n  perl -i -pe \'s/"version": "0\\.5\\.0"/"version": "0.6.0"/\' "$f"\n  printf "%-40s " "$f"; grep -o \'"version": "[^"]*"\' "$f"\ndone',
+        output='package.json                             "version": "0.6.0"\ngemini-extension.json                    "version": "0.6.0"\n.cursor-plugin/plugin.json               "version": "0.6.0"\n.claude-plugin/marketplace.json          "version": "0.6.0"\n.claude-plugin/plugin.json               "version": "0.6.0"\n.codex-plugin/plugin.json                "version": "0.6.0"',
+        is_error=False,
+        source="entireio/skills refs/entire/checkpoints/v2/full/current:31/a1d14a1bd2/0/raw_transcript @ 8470f7e25c1c",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="git-mv-claude",
+        expected="change",
+        phrasing="git mv",
+        tool="Bash",
+        mode="tool_use",
+        command="git mv plugins/entire/.claude-plugin/plugin.json .claude-plugin/plugin.json 2>&1",
+        output="(Bash completed with no output)",
+        is_error=False,
+        source="entireio/skills refs/entire/checkpoints/v2/full/current:71/c7dd8058dc/0/raw_transcript @ 8470f7e25c1c",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="tee-claude",
+        expected="change",
+        phrasing="tee",
+        tool="Bash",
+        mode="tool_use",
+        command="readlink /opt/homebrew/bin/entire | tee ~/.entire-original-symlink-target",
+        output="/opt/homebrew/Caskroom/entire/0.6.2/entire",
+        is_error=False,
+        source="entireio/skills refs/entire/checkpoints/v2/full/current:c9/7b84e870d3/0/raw_transcript @ 8470f7e25c1c",
+        licence="MIT",
+        origin="agent transcript",
+    ),
+    RealOutput(
+        name="tee-sudo-swe-agent",
+        expected="change",
+        phrasing="tee (through sudo)",
+        tool="shell",
+        mode="text",
+        command='sudo echo "nameserver 8.8.8.8" | sudo tee /etc/resolv.conf\nsudo echo "nameserver 8.8.4.4" | sudo tee -a /etc/resolv.conf',
+        output="nameserver 8.8.8.8\nnameserver 8.8.4.4",
+        is_error=False,
+        source="multi-swe-bench/experiments evaluation/java/verified/20240825_SWE-agent_doubao-pro-128k/trajs/google__gson-1787.traj @ 89888f160400",
+        licence="none stated (a SWE-agent run the Multi-SWE-bench authors published)",
+        origin="agent transcript",
     ),
     RealOutput(
         name="mix-test-passing",
