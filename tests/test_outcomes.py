@@ -302,6 +302,20 @@ def test_a_masked_placeholder_carries_the_first_error_line_and_three_line_refere
     assert back is not None and back.line == "ERROR zanzibar16 rounding drift"
 
 
+@pytest.mark.parametrize("fixture", FAILURES, ids=lambda f: f.name)
+def test_a_real_failures_placeholder_says_its_first_error_line(fixture: RealOutput) -> None:
+    """Masked, each real failing run's placeholder quotes the line its output says it
+    failed with, reads back as that same failure, and names at most three ``line N``."""
+    expected = read_failure(fixture.output, fixture.command)
+    assert expected is not None, fixture.name
+    call = shell_call(0, "Bash", fixture.command)
+    text = placeholder_text(call, fixture.output, fixture.is_error, "msg-0001")
+    assert f"failure: {expected.line}" in text, text
+    assert text.count("line ") <= MAX_LINE_REFERENCES
+    back = read_failure(text)
+    assert back is not None and back.line == expected.line, (fixture.name, text)
+
+
 def test_a_later_passing_run_of_the_same_test_resolves_a_real_failure() -> None:
     """The bun test run that failed, run again with no failure, is resolved, not routine."""
     [failing] = [f for f in FAILURES if f.name == "bun-test-failed"]
