@@ -103,6 +103,20 @@ class Pass:
         )
         self.removed += len(rowids)
 
+    def _unpend(self, rowid: int) -> bool:
+        """Drop message ``rowid`` from the rows not yet written, if it is there: a message
+        updated soon after it was added never reaches FTS5 twice (a delete there would
+        write out every pending term, as a small segment to merge later)."""
+        row = self.row
+        if not row.rows or rowid < row.rows[0][0]:
+            return False
+        for at in range(len(row.rows) - 1, -1, -1):
+            if row.rows[at][0] == rowid:
+                del row.rows[at], row.texts[at]
+                self.removed += 1
+                return True
+        return False
+
     def rewind(self, ident: str | None) -> None:
         """Remove ``ident`` and every later message (all of them when ``ident`` is unknown
         or None)."""
@@ -122,7 +136,8 @@ class Pass:
             live = self._live_ids()
             if ident in live:
                 old_rowid, seq = live[ident]
-                self._remove([old_rowid])
+                if not self._unpend(old_rowid):
+                    self._remove([old_rowid])
             live[ident] = (self.next_rowid, seq)
         row = self.row
         row.rows.append(
