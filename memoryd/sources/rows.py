@@ -108,10 +108,10 @@ class Pass:
         updated soon after it was added never reaches FTS5 twice (a delete there would
         write out every pending term, as a small segment to merge later)."""
         row = self.row
-        if not row.rows or rowid < row.rows[0][0]:
+        if not row.texts or rowid < row.texts[0][0]:
             return False
-        for at in range(len(row.rows) - 1, -1, -1):
-            if row.rows[at][0] == rowid:
+        for at in range(len(row.texts) - 1, -1, -1):
+            if row.texts[at][0] == rowid:
                 del row.rows[at], row.texts[at]
                 self.removed += 1
                 return True
