@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from agent_sessions import codex_session, line, words_for
 
-from memoryd.sources import indexer, reader, search
+from memoryd.sources import indexer, prepare, reader, search
 from memoryd.sources.search import figures, recall_source, update
 from memoryd.sources.store import index_path, remove
 
@@ -36,14 +36,14 @@ def test_a_file_failing_midway_leaves_nothing_and_the_others_are_kept(
             raise OSError(errno.EIO, "Input/output error")
         yield from lines
 
-    monkeypatch.setattr(indexer, "lines_from", failing)
+    monkeypatch.setattr(prepare, "lines_from", failing)
     result = update(home.resolve(), "codex")
     assert result is not None and result.files == 2
     assert result.problems == [f"{paths[1].relative_to(home)}: Input/output error"]
     assert figures(home.resolve(), "codex")["files"] == 2
     assert recall_source(home, "questionb1") and recall_source(home, "questionb3")
     assert recall_source(home, "questionb2") == []  # its first line went with the rest
-    monkeypatch.setattr(indexer, "lines_from", real)
+    monkeypatch.setattr(prepare, "lines_from", real)
     for n, tag in enumerate(["b1", "b2", "b3"]):
         assert {hit.file for hit in recall_source(home, f"question{tag}")} == {paths[n]}
     assert figures(home.resolve(), "codex") == _fresh(home)
@@ -92,12 +92,12 @@ def test_a_file_failing_after_commits_within_files_loses_and_repeats_no_line(
             raise OSError(errno.EIO, "Input/output error")
         yield from lines
 
-    monkeypatch.setattr(indexer, "lines_from", failing)
+    monkeypatch.setattr(prepare, "lines_from", failing)
     result = update(home.resolve(), "codex")
     assert result is not None and result.files == 3 and len(result.problems) == 1
     for tag in ("d1", "d2", "d4"):
         assert recall_source(home, f"outputword{tag}"), tag
-    monkeypatch.setattr(indexer, "lines_from", real)
+    monkeypatch.setattr(prepare, "lines_from", real)
     again = update(home.resolve(), "codex")
     assert again is not None and again.files == 1 and not again.problems
     built = figures(home.resolve(), "codex")

@@ -3,12 +3,13 @@
 FTS5 answers a prefix term (``conf*``) by reading every index term that starts with it:
 in an archive of agent transcripts, full of ids, hashes and numbered names, a short
 prefix stands for thousands of terms, and each statement that uses it (the ranking, each
-snippet) reads them all again. Prefixes of two and three characters are served by the
-index's prefix index (one term each, whatever they stand for); a longer prefix is counted
-here, in the index's vocabulary, before the query runs. A query whose prefixes stand for
-more than :data:`MAX_EXPANSIONS` terms in one workspace is refused with one line saying
-which prefix and how to narrow it, so that every query that runs is bounded by its cost,
-not only by its time budget.
+snippet) reads them all again. In a workspace's index, prefixes of two and three
+characters are served by the index's prefix index (one term each, whatever they stand
+for); a longer prefix, and every prefix in the index of another agent's sessions (which
+has no prefix index), is counted here, in the index's vocabulary, before the query runs.
+A query whose prefixes stand for more than :data:`MAX_EXPANSIONS` terms in one index is
+refused with one line saying which prefix and how to narrow it, so that every query that
+runs is bounded by its cost, not only by its time budget.
 """
 
 from __future__ import annotations
@@ -32,15 +33,16 @@ class QueryTooCostly(UsageError):
     nothing read (exit 2)."""
 
 
-def prefixes(query: Query) -> list[str]:
+def prefixes(query: Query, kept: tuple[int, ...] = INDEXED_PREFIXES) -> list[str]:
     """The prefixes of ``query``'s terms, lower-case, longer than the index keeps whole
-    (pure). A quoted prefix phrase counts by its last word."""
+    (``kept``: the lengths of its prefix index, none for a source's) (pure). A quoted
+    prefix phrase counts by its last word."""
     found = []
     for expression in query.terms:
         for match in _PREFIX.finditer(expression):
             text = (match[1] or "").replace('""', '"') if match[1] is not None else match[2]
             last = _LAST_TOKEN.search(text.strip())
-            if last and len(last[0]) > max(INDEXED_PREFIXES):
+            if last and len(last[0]) > max(kept, default=0):
                 found.append(last[0].lower())
     return found
 
@@ -62,12 +64,15 @@ def expansions(conn: sqlite3.Connection, prefix: str, at_most: int) -> int:
     return count
 
 
-def check_cost(conn: sqlite3.Connection, query: Query) -> None:
+def check_cost(
+    conn: sqlite3.Connection, query: Query, kept: tuple[int, ...] = INDEXED_PREFIXES
+) -> None:
     """Refuse (:class:`QueryTooCostly`) a query whose prefixes stand for more than
-    :data:`MAX_EXPANSIONS` terms of the index behind ``conn``."""
+    :data:`MAX_EXPANSIONS` terms of the index behind ``conn``, whose prefix index keeps the
+    prefixes of the lengths ``kept`` whole."""
     left = MAX_EXPANSIONS
     counts: dict[str, int] = {}
-    for prefix in dict.fromkeys(prefixes(query)):
+    for prefix in dict.fromkeys(prefixes(query, kept)):
         counts[prefix] = expansions(conn, prefix, left + 1)
         left -= counts[prefix]
         if left < 0:

@@ -68,11 +68,23 @@ def schema_problem(conn: sqlite3.Connection) -> str | None:
 INSERT_PASSAGES = "INSERT INTO passages(rowid, body, parts, pairs) VALUES (?, ?, ?, ?)"
 
 
+Cut = tuple[str, str, str]
+"""One passage of a message: (body, identifier parts, character pairs of its CJK runs)."""
+
+
+def passage_cuts(text: str) -> list[Cut]:
+    """The passages of one message's ``text``, each with its identifier parts and the
+    character pairs of its CJK runs (pure)."""
+    return [(body, identifier_parts(body), cjk_bigrams(body)) for body in passages(text)]
+
+
 def passage_rows(message_rowid: int, text: str) -> list[tuple[int, str, str, str]]:
     """The rows of ``passages`` for one message: (rowid, body, identifier parts, character
     pairs of its CJK runs) (pure)."""
+    return cut_rows(message_rowid, passage_cuts(text))
+
+
+def cut_rows(message_rowid: int, cuts: list[Cut]) -> list[tuple[int, str, str, str]]:
+    """The rows of ``passages`` for one message already cut (pure)."""
     base = message_rowid << PASSAGE_BITS
-    return [
-        (base + number, body, identifier_parts(body), cjk_bigrams(body))
-        for number, body in enumerate(passages(text))
-    ]
+    return [(base + number, *cut) for number, cut in enumerate(cuts)]

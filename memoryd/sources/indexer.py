@@ -34,18 +34,14 @@ from memoryd.sources.layout import (
     storable,
 )
 from memoryd.sources.listing import Listing, SyncResult, keep_folders, list_changes
-from memoryd.sources.reader import Changed, lines_from, open_regular
+from memoryd.sources.prepare import PARSERS, PIPELINE_BYTES, Ahead, Parsed, lines_of
+from memoryd.sources.reader import Changed, open_regular
 from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, load, safe_text
 from memoryd.sources.rows import FileRow, Pass, drop_file
 from memoryd.sources.store import Batch, Progress
 
 log = LazyLog()
 
-PARSERS: dict[str, Callable[[bytes], Record]] = {
-    claude.SOURCE: claude.parse,
-    codex.SOURCE: codex.parse,
-    gemini.SOURCE: gemini.parse,
-}
 LOOKS_LIKE: dict[str, Callable[[object], bool]] = {
     claude.SOURCE: claude.looks_like,
     codex.SOURCE: codex.looks_like,
@@ -94,8 +90,10 @@ def _read(
     fd: int,
     result: SyncResult,
     batch: Batch,
+    parsed: Parsed | None,
 ) -> int:
-    """Index what ``file`` holds past ``row.offset``; returns the new offset."""
+    """Index what ``file`` holds past ``row.offset`` (with what the worker ``parsed`` of
+    it, if anything); returns the new offset."""
     parse = PARSERS[source]
     start = row.offset
     work = Pass(
@@ -119,10 +117,9 @@ def _read(
         end = size
     else:
         due = committed + batch.commit_bytes - batch.pending
-        for offset, line, length in lines_from(fd, row.offset):
-            record = parse(line) if line is not None else Record(problem="line too long")
+        for offset, length, record, cuts in lines_of(parse, fd, row.offset, parsed):
             problem = problem or record.problem
-            work.take(record, offset, length)
+            work.take(record, offset, length, cuts)
             end = offset + length
             row.lines += 1
             if end >= due and end < file.size:  # at the end, the file's own commit
@@ -227,6 +224,7 @@ def _index_one(
     known: Known | None,
     result: SyncResult,
     batch: Batch,
+    parsed: Parsed | None = None,
 ) -> None:
     """Index what is new in one file, in ``batch``'s transaction."""
     if known is not None and _same_stat(file, known):
@@ -257,7 +255,7 @@ def _index_one(
                 row = FileRow(
                     known.id, known.name, known.session, known.project, known.size, known.lines
                 )
-            _read(conn, source, file, row, fd, result, batch)
+            _read(conn, source, file, row, fd, result, batch, parsed)
             conn.execute(
                 "UPDATE archives SET mtime_ns = ?, session = coalesce(session, ?) WHERE id = ?",
                 (file.mtime_ns, session_name(file), row.id),
@@ -348,13 +346,19 @@ def sync(
     failed: set[int] = set()
     saved = [_counts(result)]
     batch.on_begin = lambda: saved.__setitem__(0, _counts(result))
+    ahead = None
+    if total >= PIPELINE_BYTES and len(todo) > 1:
+        # Where each file is read from if it only grew: the end of what the index holds.
+        grown = [s.size if s is not None and s.shape == LINES == f.shape else None for f, s in todo]
+        ahead = Ahead(source, [(f, size) for (f, _), size in zip(todo, grown, strict=True)])
     try:
         while number < len(todo):
             file, seen = todo[number]
+            parsed = None if ahead is None else ahead.take(number)
             if number not in failed:
                 batch.current = number
                 try:
-                    _index_one(conn, source, file, seen, result, batch)
+                    _index_one(conn, source, file, seen, result, batch, parsed)
                 except OSError as exc:
                     # The transaction is rolled back: the files since it began are
                     # indexed again (from what the index now holds of them), without this.
@@ -378,6 +382,9 @@ def sync(
     except BaseException:
         batch.rollback()
         raise
+    finally:
+        if ahead is not None:
+            ahead.close()
     if listing is not None:
         keep_folders(conn, listing)
     for problem in result.problems[:1]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from memoryd.search.schema import INSERT_PASSAGES, PASSAGE_BITS, passage_rows
+from memoryd.search.schema import INSERT_PASSAGES, PASSAGE_BITS, Cut, cut_rows, passage_rows
 from memoryd.sources import gemini
 from memoryd.sources.record import Message, Record
 
@@ -25,7 +25,8 @@ class FileRow:
     offset: int
     lines: int = 0
     rows: list[tuple[object, ...]] = field(default_factory=list)
-    texts: list[tuple[int, str]] = field(default_factory=list)
+    texts: list[tuple[int, str, list[Cut] | None]] = field(default_factory=list)
+    """(rowid, text, its passages when already cut) of each pending message."""
     ids: dict[str, tuple[int, int]] | None = None
     """Gemini CLI: message id -> (rowid, seq) of the live copy, loaded when first needed."""
 
@@ -69,7 +70,11 @@ class Pass:
             self.conn.executemany(
                 "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row.rows
             )
-            cut = [part for rowid, text in row.texts for part in passage_rows(rowid, text)]
+            cut = [
+                part
+                for rowid, text, cuts in row.texts
+                for part in (passage_rows(rowid, text) if cuts is None else cut_rows(rowid, cuts))
+            ]
             self.conn.executemany(INSERT_PASSAGES, cut)
             self.conn.execute(
                 "UPDATE archives SET messages = messages + ?, passages = passages + ? WHERE id = ?",
@@ -98,6 +103,20 @@ class Pass:
         )
         self.removed += len(rowids)
 
+    def _unpend(self, rowid: int) -> bool:
+        """Drop message ``rowid`` from the rows not yet written, if it is there: a message
+        updated soon after it was added never reaches FTS5 twice (a delete there would
+        write out every pending term, as a small segment to merge later)."""
+        row = self.row
+        if not row.texts or rowid < row.texts[0][0]:
+            return False
+        for at in range(len(row.texts) - 1, -1, -1):
+            if row.texts[at][0] == rowid:
+                del row.rows[at], row.texts[at]
+                self.removed += 1
+                return True
+        return False
+
     def rewind(self, ident: str | None) -> None:
         """Remove ``ident`` and every later message (all of them when ``ident`` is unknown
         or None)."""
@@ -106,7 +125,9 @@ class Pass:
         gone = [key for key, (_, seq) in live.items() if seq >= cut]
         self._remove([live.pop(key)[0] for key in gone])
 
-    def add(self, message: Message, offset: int, length: int) -> None:
+    def add(
+        self, message: Message, offset: int, length: int, cuts: list[Cut] | None = None
+    ) -> None:
         seq = (offset << 16) | (message.item + 1)
         ident = message.id or f"{self.stem}@{offset}" + (
             f"#{message.item}" if message.item >= 0 else ""
@@ -115,7 +136,8 @@ class Pass:
             live = self._live_ids()
             if ident in live:
                 old_rowid, seq = live[ident]
-                self._remove([old_rowid])
+                if not self._unpend(old_rowid):
+                    self._remove([old_rowid])
             live[ident] = (self.next_rowid, seq)
         row = self.row
         row.rows.append(
@@ -131,17 +153,24 @@ class Pass:
                 message.item,
             )
         )
-        row.texts.append((self.next_rowid, message.text))
+        row.texts.append((self.next_rowid, message.text, cuts))
         self.next_rowid += 1
         self.added += 1
         if len(row.rows) >= BATCH:
             self.flush()
 
-    def take(self, record: Record, offset: int, length: int) -> None:
+    def take(
+        self,
+        record: Record,
+        offset: int,
+        length: int,
+        cuts: list[list[Cut]] | None = None,
+    ) -> None:
+        """Index the messages of one line; ``cuts``: their passages, when already cut."""
         row = self.row
         row.session = row.session or record.session
         row.project = row.project or record.project
         if record.reset or record.rewind_to is not None:
             self.rewind(record.rewind_to)
-        for message in record.messages:
-            self.add(message, offset, length)
+        for number, message in enumerate(record.messages):
+            self.add(message, offset, length, None if cuts is None else cuts[number])

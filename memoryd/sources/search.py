@@ -177,7 +177,7 @@ def _hits(
     if note := skipped_note(names):
         notes.append(note)
     with budget(conn, deadline, cancelled):
-        check_cost(conn, parsed)
+        check_cost(conn, parsed, kept=())
         archives = archives_within(conn, target.within)
         ranked = rank(conn, parsed, role, limit * OVERFETCH, scored=SCORED, archives=archives)
         where = {

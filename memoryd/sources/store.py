@@ -24,16 +24,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.search.schema import PREFIX_INDEX, TOKENIZER
+from memoryd.search.schema import TOKENIZER
 from memoryd.search.wal import connect_wal
 from memoryd.sources.places import state_dir
 
 APPLICATION_ID = 0x6D656D73
 """``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """``PRAGMA user_version``: 2 keeps the bytes of a file name that is not UTF-8; 3 indexes
 the character pairs of scripts written without spaces; 4 keeps the folders' times (the
-cached listing)."""
+cached listing); 6 has no prefix index (docs/design.md#sources-pipeline): every prefix of
+a query is counted before it runs."""
 SIDE_FILES = ("-wal", "-shm", "-journal")
 WRITER_CACHE_KIB = 64 << 10
 FTS_HASH_BYTES = 16 << 20
@@ -53,8 +54,7 @@ CREATE INDEX messages_by_id ON messages(message_id);
 CREATE INDEX messages_by_file ON messages(archive_id, seq);
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE folders(name TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL);
-CREATE VIRTUAL TABLE passages USING fts5(
-    body, parts, pairs, tokenize = '{TOKENIZER}', prefix = '{PREFIX_INDEX}');
+CREATE VIRTUAL TABLE passages USING fts5(body, parts, pairs, tokenize = '{TOKENIZER}');
 """
 
 
