@@ -222,10 +222,13 @@ def test_a_side_questions_fork_repeating_the_session_is_one_hit_per_message(
     home: Path,
 ) -> None:
     main, fork = _vault_session(home)
+    [prompt] = [line for line in _lines(main) if json.loads(line).get("type") == "user"]
+    ident = json.loads(prompt)["uuid"]
+    hits = recall_source(home / ".claude", "symphony", limit=20)
+    said = [(hit.file, hit.copies) for hit in hits if hit.id == ident]
+    assert said == [(main, (fork,))]
     notes: list[str] = []
-    hits = recall_source(home / ".claude", "symphony", limit=20, notes=notes)
-    assert [(hit.file, hit.copies) for hit in hits] == [(main, (fork,))]
-    expand_source(home / ".claude", hits[0].id, notes=notes)
+    assert expand_source(home / ".claude", ident, notes=notes) == [prompt]
     assert not [note for note in notes if "different lines have this id" in note]
 
 
