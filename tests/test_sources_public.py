@@ -213,14 +213,12 @@ def test_a_line_a_side_questions_fork_repeats_expands_from_either_file(home: Pat
     assert expand_source(home / ".claude", ident, pick=Pick(file=fork)) == [copy]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="copies are matched by identical bytes; Claude Code 2.1.86 marks the lines it "
-    "repeats in a side question's fork (isSidechain, agentId, slug), so each is two hits",
-)
 def test_a_side_questions_fork_repeating_the_session_is_one_hit_per_message(
     home: Path,
 ) -> None:
+    """Claude Code 2.1.86 marks the lines a side question's fork repeats (``isSidechain``,
+    ``agentId``, ``slug``): each is still one hit, said first in the main session, and
+    expand prints the main session's line with no note of a collision."""
     main, fork = _vault_session(home)
     [prompt] = [line for line in _lines(main) if json.loads(line).get("type") == "user"]
     ident = json.loads(prompt)["uuid"]
