@@ -1,9 +1,10 @@
-"""Recall over real session files of Claude Code (1.0.95, 2.1.39), Codex CLI (0.1.x
-rollout documents, 0.39 rollouts) and Gemini CLI (``.json``, ``.jsonl``, spilled
-``tool-outputs``), copied from public repositories (``tests/public_sessions/README.md``):
-every format is read, from any path inside an agent's folder, in one index per folder;
-a subagent's copy of a line is one hit; a folder of several agents' folders is all of
-them; nothing is ever silent (unknown files, an index being built, a folder of nothing)."""
+"""Recall over real session files of Claude Code (1.0.95, 2.1.39, 2.1.86 with a side
+question's fork), Codex CLI (0.1.x rollout documents, 0.39 rollouts) and Gemini CLI
+(``.json``, ``.jsonl``, spilled ``tool-outputs`` in both layouts), copied from public
+repositories (``tests/public_sessions/README.md``): every format is read, from any path
+inside an agent's folder, in one index per folder; a subagent's copy of a line is one hit;
+a folder of several agents' folders is all of them; nothing is ever silent (unknown files,
+an index being built, a folder of nothing)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from agent_sessions import claude_session, tree, words_for
 from cli_helpers import cli
 
+from memoryd.sources import codex
 from memoryd.sources.places import state_dir
 from memoryd.sources.search import (
     Pick,
@@ -34,6 +36,13 @@ SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 SPOTTER_PROJECT = "-home-USER-projects-spotter-worktrees-spotter-gqc"
 CODEX_SESSION = "01996135-afde-7911-97f0-d863511eca56"
 GEMINI_SESSION = "0ab84937-9fe7-4284-986a-33c832af0b6a"
+CHAT_ROLLOUT = "rollout-2025-08-23-0418f71e-beb0-474c-a03d-1719a72e64cc.json"
+"""A Codex CLI 0.1.x rollout document of chat-completion messages (a real one)."""
+RESPONSES_ROLLOUT = f"rollout-2025-05-16-{CODEX_SESSION}.json"
+"""A 0.1.x rollout document of Responses API items (laid out from the 0.39 rollout)."""
+VAULT = "c--Users-loganf-Documents-IDAHO-VAULT"
+VAULT_SESSION = "237326ca-5e6a-4313-b3dd-44df36143943"
+GEMINI_SPILLS = Path(".gemini") / "tmp" / "idaho-vault" / "tool-outputs"
 
 
 @pytest.fixture
@@ -52,20 +61,39 @@ def _lines(path: Path) -> list[bytes]:
 # --- Codex CLI 0.1.x rollouts, files of unknown formats ---------------------------------
 
 
-def test_codex_0_1_rollout_documents_are_read_in_a_folder_and_as_a_file(home: Path) -> None:
-    [document] = (home / ".codex" / "sessions").glob("rollout-*.json")
+@pytest.mark.parametrize(
+    ("name", "word", "session"),
+    [
+        (CHAT_ROLLOUT, "allow_openai", "0418f71e-beb0-474c-a03d-1719a72e64cc"),
+        (RESPONSES_ROLLOUT, "toolchain", CODEX_SESSION),
+    ],
+)
+def test_codex_0_1_rollout_documents_are_read_in_a_folder_and_as_a_file(
+    home: Path, name: str, word: str, session: str
+) -> None:
+    document = home / ".codex" / "sessions" / name
     items = json.loads(document.read_bytes())["items"]
-    hits = recall_source(home / ".codex", "toolchain", limit=50)
+    hits = recall_source(home / ".codex", word, limit=50)
     assert document in {hit.file for hit in hits}
-    code, out = cli("recall", str(document), "toolchain", "--json")
+    code, out = cli("recall", str(document), word, "--json")
     assert code == 0
     found = json.loads(out)
     assert found and {hit["file"] for hit in found} == {str(document)}
-    assert {hit["session"] for hit in found} == {CODEX_SESSION}
+    assert {hit["session"] for hit in found} == {session}
     for hit in found:
         [line] = expand_source(document, hit["id"])
         assert json.loads(line) in items
-        assert b"toolchain" in line
+        assert word.encode() in line
+
+
+def test_the_reasoning_beside_a_chat_message_of_a_codex_rollout_is_read(home: Path) -> None:
+    document = home / ".codex" / "sessions" / CHAT_ROLLOUT
+    [said] = [item for item in json.loads(document.read_bytes())["items"] if "reasoning" in item]
+    call = said["tool_calls"][0]["id"]
+    [message] = [m for m in codex.parse(document.read_bytes()).messages if m.id == call]
+    assert said["reasoning"] in message.text.splitlines()
+    [hit] = recall_source(home / ".codex", said["reasoning"])
+    assert (hit.id, hit.role, hit.file) == (call, "assistant", document)
 
 
 def test_a_chat_style_codex_document_is_read(tmp_path: Path) -> None:
@@ -143,6 +171,63 @@ def test_a_subagents_copy_of_a_line_is_one_hit_said_first_in_the_main_session(
     assert expand_source(home / ".claude", ident, after=1) == lines[-3:-1]
     in_aside = expand_source(home / ".claude", ident, after=1, pick=Pick(file=aside))
     assert json.loads(in_aside[1])["uuid"] == "aside-q-0001"
+
+
+def _vault_session(home: Path) -> tuple[Path, Path]:
+    """Claude Code 2.1.86's main session and the fork a side question made of it."""
+    project = home / ".claude" / "projects" / VAULT
+    [fork] = (project / VAULT_SESSION / "subagents").glob("agent-aside_question-*.jsonl")
+    return project / f"{VAULT_SESSION}.jsonl", fork
+
+
+def test_a_side_questions_own_lines_are_found_in_its_fork_under_the_main_session(
+    home: Path,
+) -> None:
+    main, fork = _vault_session(home)
+    copied = {json.loads(line)["uuid"] for line in _lines(main) if b'"uuid"' in line}
+    own = [line for line in _lines(fork) if json.loads(line)["uuid"] not in copied]
+    assert [json.loads(line)["type"] for line in own] == ["user", "assistant"]
+    hits = recall_source(home / ".claude", "terminal window", limit=20)
+    mine = {hit.id: hit for hit in hits if hit.file == fork}
+    assert set(mine) == {json.loads(line)["uuid"] for line in own}
+    assert {(hit.role, hit.session) for hit in mine.values()} == {
+        ("user", VAULT_SESSION),
+        ("assistant", VAULT_SESSION),
+    }
+    for line in own:
+        assert expand_source(home / ".claude", json.loads(line)["uuid"]) == [line]
+
+
+def test_a_line_a_side_questions_fork_repeats_expands_from_either_file(home: Path) -> None:
+    main, fork = _vault_session(home)
+    [prompt] = [line for line in _lines(main) if json.loads(line).get("type") == "user"]
+    ident = json.loads(prompt)["uuid"]
+    [copy] = [line for line in _lines(fork) if json.loads(line)["uuid"] == ident]
+    changed = {
+        key
+        for key in {**json.loads(prompt), **json.loads(copy)}
+        if json.loads(prompt).get(key) != json.loads(copy).get(key)
+    }
+    assert changed == {"isSidechain", "agentId", "slug"}  # the fork marks its copies
+    assert expand_source(home / ".claude", ident) == [prompt]
+    assert expand_source(home / ".claude", ident, pick=Pick(file=fork)) == [copy]
+
+
+def test_a_side_questions_fork_repeating_the_session_is_one_hit_per_message(
+    home: Path,
+) -> None:
+    """Claude Code 2.1.86 marks the lines a side question's fork repeats (``isSidechain``,
+    ``agentId``, ``slug``): each is still one hit, said first in the main session, and
+    expand prints the main session's line with no note of a collision."""
+    main, fork = _vault_session(home)
+    [prompt] = [line for line in _lines(main) if json.loads(line).get("type") == "user"]
+    ident = json.loads(prompt)["uuid"]
+    hits = recall_source(home / ".claude", "symphony", limit=20)
+    said = [(hit.file, hit.copies) for hit in hits if hit.id == ident]
+    assert said == [(main, (fork,))]
+    notes: list[str] = []
+    assert expand_source(home / ".claude", ident, notes=notes) == [prompt]
+    assert not [note for note in notes if "different lines have this id" in note]
 
 
 def test_ids_that_collide_in_fact_stay_apart_and_session_or_file_picks_one(
@@ -256,12 +341,37 @@ def test_on_a_terminal_a_search_waits_for_another_processs_first_index(home: Pat
 
 
 def test_gemini_tool_outputs_are_searched_and_expanded_whole(home: Path) -> None:
-    [spilled] = (home / ".gemini").rglob("tool-outputs/*/*.txt")
+    [spilled] = (home / ".gemini").rglob(f"session-{GEMINI_SESSION}/*.txt")
     [hit] = recall_source(home / ".gemini", "MAKEFILE_LIST")
     assert (hit.role, hit.session, hit.file) == ("tool", GEMINI_SESSION, spilled)
-    assert hit.project is not None
+    assert hit.project is not None  # from the session's chat file beside it
     assert b"".join(expand_source(home / ".gemini", hit.id)) == spilled.read_bytes()
     assert recall_source(home / ".gemini", "MAKEFILE_LIST", role="tool")
+
+
+@pytest.mark.parametrize(
+    ("name", "word", "session"),
+    [
+        (
+            "session-b1f31681-4b57-4337-8bc5-ac73580f752a/"
+            "read_file_read_file_1776380515084_1_p4uij.txt",
+            "VAULT-CONVENTIONS",
+            "b1f31681-4b57-4337-8bc5-ac73580f752a",
+        ),
+        ("grep_search_20.txt", "Whistle", None),  # in no session folder: no session
+    ],
+)
+def test_outputs_gemini_cli_spilled_in_either_layout_are_found_with_their_session(
+    home: Path, name: str, word: str, session: str | None
+) -> None:
+    spilled = home / GEMINI_SPILLS / name
+    [hit] = recall_source(home / ".gemini", word)
+    assert (hit.role, hit.session, hit.file) == ("tool", session, spilled)
+    whole = spilled.read_bytes()  # Gemini CLI ends it without a newline: expand adds one
+    ended = whole if whole.endswith(b"\n") else whole + b"\n"
+    assert b"".join(expand_source(home / ".gemini", hit.id)) == ended
+    code, out = cli("recall", str(home / ".gemini"), word, "--json")
+    assert code == 0 and [found["session"] for found in json.loads(out)] == [session]
 
 
 def test_role_tool_and_summary_pick_those_messages(tmp_path: Path, home: Path) -> None:
@@ -315,7 +425,9 @@ def test_a_session_file_whose_name_is_not_utf8_is_indexed_and_shown(
     shutil.copyfile(original, bad)
     result = update(claude.resolve(), "claude-code")
     assert result is not None and not result.problems
-    assert figures(claude.resolve(), "claude-code")["files"] == 4
+    assert figures(claude.resolve(), "claude-code")["files"] == len(
+        list((claude / "projects").rglob("*.jsonl"))
+    )
     code, out = cli("recall", str(claude), "TodoWrite", "--json", "--limit", "50")
     assert code == 0
     shown = {hit["file"] for hit in json.loads(out)}

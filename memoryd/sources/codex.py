@@ -11,7 +11,7 @@ hit) and ``compacted`` (a compaction summary). Earlier rollouts wrote a bare fir
 between them. Codex CLI 0.1.x wrote ``sessions/rollout-YYYY-MM-DD-<uuid>.json``: one JSON
 document ``{"session": {timestamp, id, instructions}, "items": [...]}``, rewritten whole,
 whose items are those of the Responses API or chat messages (``role``, ``content``,
-``tool_calls``; a tool's output with ``role: tool``) (docs/design.md#sources).
+``reasoning``, ``tool_calls``; a tool's output with ``role: tool``) (docs/design.md#sources).
 """
 
 from __future__ import annotations
@@ -89,9 +89,13 @@ def _output(output: object) -> list[str]:
 
 
 def _chat(item: dict[str, Any]) -> tuple[str | None, list[str]]:
-    """The role and text parts of a chat message (``role``, ``content``, ``tool_calls``)."""
+    """The role and text parts of a chat message (``role``, ``content``, the ``reasoning``
+    a chat-completions provider returns beside it, ``tool_calls``)."""
     role = item.get("role")
     parts = _parts_text(item.get("content"))
+    reasoning = item.get("reasoning")
+    if isinstance(reasoning, str):
+        parts.append(reasoning)
     for call in item.get("tool_calls") or []:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):

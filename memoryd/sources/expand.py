@@ -14,6 +14,7 @@ from memoryd.sources import store
 from memoryd.sources.access import resolve, with_source
 from memoryd.sources.layout import SPILL, WHOLE, storable
 from memoryd.sources.reader import read_range
+from memoryd.sources.record import copy_key
 
 
 def _original(root: Path, row: tuple[str, int, int, int, str, bytes | None]) -> bytes:
@@ -84,7 +85,10 @@ def _lines(
         return None
     rows.sort(key=lambda row: (row[2] is None, row[2] or 0, "subagents" in row[3], row[3]))
     if len(rows) > 1:
-        lines = {read_range(store.file_path(root, row[3], row[4]), row[6], row[7]) for row in rows}
+        lines = {
+            copy_key(read_range(store.file_path(root, row[3], row[4]), row[6], row[7]))
+            for row in rows
+        }
         if len(lines) > 1:
             sessions = ", ".join(dict.fromkeys(str(row[5]) for row in rows))
             notes.append(

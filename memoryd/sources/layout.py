@@ -41,7 +41,7 @@ WHOLE = "document"
 indexed again when it changes."""
 SPILL = "spill"
 """A tool's output spilled to a file of its own (Claude Code's ``<session>/tool-results/``,
-Gemini CLI's ``tool-outputs/session-<id>/``): one message."""
+Gemini CLI's ``tool-outputs/session-<id>/`` and ``tool-outputs/`` itself): one message."""
 LINES = "lines"
 """An append-only JSONL session file."""
 UNKNOWN = "unknown"
@@ -330,9 +330,13 @@ def storable(name: str) -> str:
     return name
 
 
-def session_name(file: SessionFile) -> str:
+def session_name(file: SessionFile) -> str | None:
     """The session a file belongs to when its lines do not say: its stem, or for a
-    subagent's or a spilled output's file the session folder it lies in."""
+    subagent's or a spilled output's file the session folder it lies in; None for an
+    output Gemini CLI wrote straight into ``tool-outputs/`` (``<tool>_<n>.txt``), which
+    names no session."""
+    if file.shape == SPILL and file.path.parent.name == "tool-outputs":
+        return None
     parts = Path(file.name or file.path.name).parts
     for marker in ("subagents", "tool-results"):
         if marker in parts[:-1]:

@@ -37,6 +37,7 @@ from memoryd.sources.access import (
 from memoryd.sources.expand import Pick, expand_source
 from memoryd.sources.layout import storable
 from memoryd.sources.reader import Changed, read_range
+from memoryd.sources.record import copy_key
 from memoryd.sources.store import Progress
 
 __all__ = [
@@ -118,9 +119,10 @@ def _said_first(hit: SourceHit) -> tuple[bool, int, bool, str]:
 
 
 def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
-    """``hits`` with the copies of a line (same id, same bytes: a subagent's file repeats
-    its main session's lines) made one hit, where it was said first, naming the copies;
-    lines that only share an id stay apart."""
+    """``hits`` with the copies of a line (same id, the same line but for the marks of a
+    copy, :func:`memoryd.sources.record.copy_key`: a subagent's file repeats its main
+    session's lines) made one hit, where it was said first, naming the copies; lines that
+    only share an id stay apart."""
     by_id: dict[str, list[SourceHit]] = {}
     for hit in hits:
         by_id.setdefault(hit.id, []).append(hit)
@@ -132,7 +134,7 @@ def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
         groups: dict[bytes, list[SourceHit]] = {}
         for hit in same:
             try:
-                data = read_range(hit.file, hit.offset, hit.length)
+                data = copy_key(read_range(hit.file, hit.offset, hit.length))
             except (OSError, Changed):
                 data = f"{hit.file}".encode("utf-8", "surrogateescape")
             groups.setdefault(data, []).append(hit)
