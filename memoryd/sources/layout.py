@@ -12,10 +12,14 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.errors import InputError
+from memoryd.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import Final
 
 SOURCES = ("claude-code", "codex", "gemini")
 MAX_DEPTH = 8
@@ -49,18 +53,22 @@ UNKNOWN = "unknown"
 (and said) until it changes."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionFile:
+class SessionFile(Value):
     """A file of a source: where it is and how it is read."""
 
-    name: str
-    """Its path relative to the source's root ("" when the root is the file)."""
-    path: Path
-    shape: str
-    """:data:`LINES`, :data:`WHOLE` or :data:`SPILL`."""
-    size: int
-    inode: tuple[int, int]
-    mtime_ns: int
+    __slots__ = ("inode", "mtime_ns", "name", "path", "shape", "size")
+
+    def __init__(
+        self, name: str, path: Path, shape: str, size: int, inode: tuple[int, int], mtime_ns: int
+    ) -> None:
+        self.name: Final = name
+        """Its path relative to the source's root ("" when the root is the file)."""
+        self.path: Final = path
+        self.shape: Final = shape
+        """:data:`LINES`, :data:`WHOLE` or :data:`SPILL`."""
+        self.size: Final = size
+        self.inode: Final = inode
+        self.mtime_ns: Final = mtime_ns
 
 
 def _sniff(path: Path) -> str | None:
