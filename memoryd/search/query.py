@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError, UsageError
-from memoryd.search.text import CJK_RUN, camel_parts, cjk_phrase, has_cjk
+from memoryd.search.text import camel_parts, cjk_phrase, cjk_run, has_cjk
 from memoryd.value import Value
 
 TYPE_CHECKING = False
@@ -149,7 +149,7 @@ def cjk_term(text: str, prefix: bool = False) -> str | None:
     character as the start of a pair); None when ``text`` has no such run (pure)."""
     if not has_cjk(text):
         return None
-    runs = CJK_RUN.findall(text)
+    runs = cjk_run().findall(text)
     phrases = [
         _quoted(cjk_phrase(run)) + ("*" if len(run) == 1 or (prefix and run is runs[-1]) else "")
         for run in runs
