@@ -275,8 +275,8 @@ def command_line() -> int:
     (about 5 ms, a twentieth of a query over an agent's sessions; docs/design.md#startup).
     The exit still runs the ``atexit`` handlers (logging's flush), flushes the output and
     runs each object's finalizer as its last reference goes; only objects held in a
-    reference cycle are left to the end of the process, as a crash would leave them, and
-    memoryd closes what it writes before :func:`main` returns."""
+    reference cycle are left to the end of the process (memoryd opens every file it writes
+    in a ``with`` block, closed before :func:`main` returns)."""
     code = main()
     import gc
 
