@@ -184,3 +184,13 @@ def test_a_query_in_ascii_compiles_no_pattern_of_scripts_without_spaces(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False"]
+
+
+def test_a_recall_over_a_workspace_that_logs_nothing_loads_no_structlog(tmp_path: Path) -> None:
+    """structlog (with asyncio, ssl and colorama) costs a one-shot command more than its
+    search: a recall sets logging up only before its first line, as over an agent's
+    sessions (docs/design.md#sources)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    assert heavy_modules_after(["recall", str(ws), "parser"], ("structlog", "logging")) == []
