@@ -40,7 +40,7 @@ sys.path.insert(0, str(common.REPO))
 
 from memoryd.search.query import cjk_term
 from memoryd.search.schema import TOKENIZER
-from memoryd.search.text import CJK_RUN, cjk_bigrams
+from memoryd.search.text import cjk_bigrams, cjk_run
 from memoryd.sources import claude, codex, gemini
 from memoryd.sources.record import Record
 
@@ -59,12 +59,12 @@ def texts() -> list[str]:
                 if path.suffix == ".json"
                 else [parse(line) for line in data.splitlines()]
             )
-            found += [m.text for r in records for m in r.messages if CJK_RUN.search(m.text)]
+            found += [m.text for r in records for m in r.messages if cjk_run().search(m.text)]
     return found
 
 
 def words(corpus: list[str], count: int, seed: int) -> list[str]:
-    runs = [run for text in corpus for run in CJK_RUN.findall(text) if len(run) >= 4]
+    runs = [run for text in corpus for run in cjk_run().findall(text) if len(run) >= 4]
     pick = random.Random(seed)
     asked: dict[str, None] = {}
     while len(asked) < count:

@@ -2,6 +2,6 @@
 
 import sys
 
-from memoryd.cli import main
+from memoryd.cli import command_line
 
-sys.exit(main())
+sys.exit(command_line())

@@ -142,14 +142,55 @@ INDEXING = (
 def test_a_warm_recall_over_an_agents_folder_loads_nothing_to_index_it(tmp_path: Path) -> None:
     """When the look for changes finds none, ``recall`` over an agent's sessions reads
     the index without loading the indexer or the parsers (docs/design.md#sources), and
-    none of the heavy packages and slow standard modules but sqlite3, which it reads,
-    and hashlib, which names the index; the query that builds the index loads them."""
+    none of the heavy packages and slow standard modules but sqlite3, which it reads: not
+    hashlib (the index is named with the SHA-256 module alone), nor dataclasses and the
+    inspect it imports (docs/design.md#startup). The query that builds the index loads
+    the indexer."""
     sys.path.insert(0, str(Path(__file__).parent))
     from agent_sessions import claude_session, words_for
 
     home = tmp_path / ".claude"
     claude_session(home, "5a5a5a5a-0001", words_for("w1"))
     argv = ["recall", str(home), "questionw1"]
-    names = (*HEAVY, *SLOW_STDLIB, "typing", *INDEXING)
+    names = (*HEAVY, *SLOW_STDLIB, "typing", "dataclasses", "inspect", *INDEXING)
     assert "memoryd.sources.indexer" in heavy_modules_after(argv, names)
-    assert heavy_modules_after(argv, names) == ["hashlib", "sqlite3", "sqlite3.dbapi2"]
+    assert heavy_modules_after(argv, names) == ["sqlite3", "sqlite3.dbapi2"]
+
+
+def test_a_query_in_ascii_compiles_no_pattern_of_scripts_without_spaces(tmp_path: Path) -> None:
+    """The pattern of runs of CJK, Thai and other scripts written without spaces costs the
+    re compiler about 8 ms (docs/design.md#startup): a recall whose query and hits are all
+    ASCII never compiles it; a query in such a script does."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from agent_sessions import claude_session, words_for
+
+    home = tmp_path / ".claude"
+    claude_session(home, "5a5a5a5a-0001", words_for("w1"))
+    probe = (
+        "import io, sys\n"
+        "from memoryd.cli import main\n"
+        "assert main(['recall', sys.argv[1], 'questionw1'], io.StringIO()) == 0\n"
+        "from memoryd.search import text\n"
+        "print(text._cjk_run is None)\n"
+        "assert main(['recall', sys.argv[1], '只读'], io.StringIO()) == 0\n"
+        "print(text._cjk_run is None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(home)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
+
+
+def test_a_recall_over_a_workspace_that_logs_nothing_loads_no_structlog(tmp_path: Path) -> None:
+    """structlog (with asyncio, ssl and colorama) costs a one-shot command more than its
+    search: a recall sets logging up only before its first line, as over an agent's
+    sessions (docs/design.md#sources)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    assert heavy_modules_after(["recall", str(ws), "parser"], ("structlog", "logging")) == []

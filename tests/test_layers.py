@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "identifiers",
                 "checkpoint",
                 "clock",
+                "value",
             }
         ),
     ),

@@ -13,7 +13,6 @@ import os
 import shutil
 import sqlite3
 import threading
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -284,7 +283,7 @@ def _claim_first_index(root: Path, source: str, percent: int) -> Path:
     path = index_path(root.resolve(), source)
     done = percent * 10
     progress = Progress(True, 3, 10, done, 1000, 5.0, os.getpid())
-    progress_path(path).write_text(json.dumps(asdict(progress)))
+    progress_path(path).write_text(json.dumps(progress.as_dict()))
     return path
 
 

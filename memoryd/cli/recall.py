@@ -112,13 +112,16 @@ def _nothing_here(path: Path, depth: int) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the hits, or "no matches" in words (exit 0)."""
     from memoryd.cli import sources
+    from memoryd.search.lazylog import before_first_line
 
-    if sources.is_source(args, args.path):
-        from memoryd.search.lazylog import before_first_line
-
-        with before_first_line(lambda: log_to_stderr(args)):
+    with before_first_line(lambda: log_to_stderr(args)):
+        if sources.is_source(args, args.path):
             return sources.recall(args, out)
-    log_to_stderr(args)
+        return _recall_workspaces(args, out)
+
+
+def _recall_workspaces(args: argparse.Namespace, out: TextIO) -> int:
+    """The hits of the workspaces at ``args.path``, printed."""
     from memoryd.search.recall import recall
 
     if args.role not in (None, "user", "assistant"):

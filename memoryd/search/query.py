@@ -19,11 +19,15 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError, UsageError
-from memoryd.search.text import CJK_RUN, camel_parts, cjk_phrase, has_cjk
+from memoryd.search.text import camel_parts, cjk_phrase, cjk_run, has_cjk
+from memoryd.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import Final
 
 ROLES = ("user", "assistant")
 MAX_LIMIT = 1000
@@ -95,14 +99,19 @@ class QueryStopped(MemorydError):
     nothing changed (exit 1)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
+class Query(Value):
     """A parsed query: FTS5 expressions, one per term, or one raw FTS5 expression."""
 
-    terms: tuple[str, ...]
-    raw: bool = False
-    exact: tuple[str, ...] = ()
-    """The identifiers of the query as written; passages that hold them whole rank first."""
+    __slots__ = ("exact", "raw", "terms")
+
+    def __init__(
+        self, terms: tuple[str, ...], raw: bool = False, exact: tuple[str, ...] = ()
+    ) -> None:
+        self.terms: Final = terms
+        self.raw: Final = raw
+        self.exact: Final = exact
+        """The identifiers of the query as written; passages that hold them whole rank
+        first."""
 
     @property
     def all_words(self) -> str:
@@ -140,7 +149,7 @@ def cjk_term(text: str, prefix: bool = False) -> str | None:
     character as the start of a pair); None when ``text`` has no such run (pure)."""
     if not has_cjk(text):
         return None
-    runs = CJK_RUN.findall(text)
+    runs = cjk_run().findall(text)
     phrases = [
         _quoted(cjk_phrase(run)) + ("*" if len(run) == 1 or (prefix and run is runs[-1]) else "")
         for run in runs

@@ -14,11 +14,15 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from dataclasses import dataclass, replace
 
 from memoryd.search.query import Query
 from memoryd.search.schema import PASSAGE_BITS
 from memoryd.search.text import cjk_snippet, identifier_snippet
+from memoryd.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import Final
 
 SCORED = 40_000
 """Passages a group scores at most: the newest that match (all of them below that)."""
@@ -27,22 +31,45 @@ CANDIDATES = 50
 SNIPPET_TOKENS = 16
 
 
-@dataclass(frozen=True, slots=True)
-class Ranked:
+class Ranked(Value):
     """A message that matches, with its best passage."""
 
-    message: int
-    """``messages.rowid``."""
-    passage: int
-    all_words: bool
-    """Its best passage holds every term of the query."""
-    score: float
-    """BM25 of its best passage, higher is better."""
-    identifiers: int
-    """How many of the query's identifiers its best passage holds as written."""
-    match: str
-    """The expression that found it (its snippet marks what this matches)."""
-    snippet: str = ""
+    __slots__ = ("all_words", "identifiers", "match", "message", "passage", "score", "snippet")
+
+    def __init__(
+        self,
+        message: int,
+        passage: int,
+        all_words: bool,
+        score: float,
+        identifiers: int,
+        match: str,
+        snippet: str = "",
+    ) -> None:
+        self.message: Final = message
+        """``messages.rowid``."""
+        self.passage: Final = passage
+        self.all_words: Final = all_words
+        """Its best passage holds every term of the query."""
+        self.score: Final = score
+        """BM25 of its best passage, higher is better."""
+        self.identifiers: Final = identifiers
+        """How many of the query's identifiers its best passage holds as written."""
+        self.match: Final = match
+        """The expression that found it (its snippet marks what this matches)."""
+        self.snippet: Final = snippet
+
+    def replaced(self, *, identifiers: int | None = None, snippet: str | None = None) -> Ranked:
+        """This hit with ``identifiers`` or ``snippet`` (when given) instead."""
+        return Ranked(
+            self.message,
+            self.passage,
+            self.all_words,
+            self.score,
+            self.identifiers if identifiers is None else identifiers,
+            self.match,
+            self.snippet if snippet is None else snippet,
+        )
 
 
 def useful_terms(terms: tuple[str, ...], counts: list[int], passages: int) -> tuple[str, ...]:
@@ -146,7 +173,7 @@ def _group(
         ).fetchall()
     )
     found = [
-        replace(ranked, identifiers=held(bodies.get(ranked.passage, ""), query.exact))
+        ranked.replaced(identifiers=held(bodies.get(ranked.passage, ""), query.exact))
         for ranked in found
     ]
     return sorted(found, key=lambda ranked: -ranked.identifiers)
@@ -178,4 +205,4 @@ def _with_snippets(conn: sqlite3.Connection, found: list[Ranked]) -> list[Ranked
             elif not marked and "\x02" in pairs:
                 text = cjk_snippet(body, pairs) or text
             snippets[int(rowid)] = text
-    return [replace(ranked, snippet=str(snippets.get(ranked.passage, ""))) for ranked in found]
+    return [ranked.replaced(snippet=str(snippets.get(ranked.passage, ""))) for ranked in found]

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
-
 from memoryd import strict_json
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
@@ -31,6 +29,7 @@ from memoryd.search.history import (
     sources,
 )
 from memoryd.search.index import update_index, update_index_in_background, with_index
+from memoryd.search.lazylog import LazyLog
 from memoryd.search.query import (
     QUERY_SECONDS,
     ROLES,
@@ -44,7 +43,7 @@ from memoryd.search.query import (
 from memoryd.search.rank import rank
 from memoryd.workspace import CONVERSATION, Workspace
 
-log = structlog.get_logger()
+log = LazyLog()
 
 __all__ = ["Hit", "expand", "recall", "update_index", "update_index_in_background"]
 

@@ -23,13 +23,26 @@ _HAS_CAMEL = re.compile(r"[A-Z](?:(?<=[a-z0-9][A-Z])|(?=[a-z])(?<=[A-Z]{3}))")
 word after an acronym (HTTPServer). Written to find an upper-case letter first: several
 times faster than the plain alternation on text that has none."""
 _WORD = re.compile(r"\w+")
-CJK_RUN = re.compile(
+CJK_RUN_PATTERN = (
     "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u309f\u30a1-\u30fa\u30fc-\u30ff"
     "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
     "\U00020000-\U0003134f]+"
 )
 """A run of characters of a script written without spaces between words: Thai, Lao,
 Myanmar, Khmer, Japanese kana, CJK ideographs, Hangul (whose words carry their particles)."""
+_cjk_run: re.Pattern[str] | None = None
+
+
+def cjk_run() -> re.Pattern[str]:
+    """:data:`CJK_RUN_PATTERN`, compiled when first needed: the re module compiles its
+    ranges a character at a time, about 8 ms, more than a query spends on the rest of
+    this module (docs/design.md#startup)."""
+    global _cjk_run
+    if _cjk_run is None:
+        _cjk_run = re.compile(CJK_RUN_PATTERN)
+    return _cjk_run
+
+
 _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -77,18 +90,18 @@ def _word_start(text: str, at: int, limit: int) -> int:
 
 def has_cjk(text: str) -> bool:
     """True when ``text`` holds a character of a script written without spaces (pure)."""
-    return not text.isascii() and CJK_RUN.search(text) is not None
+    return not text.isascii() and cjk_run().search(text) is not None
 
 
 def cjk_bigrams(text: str) -> str:
-    """The overlapping character pairs of every run of :data:`CJK_RUN` in ``text``, then
+    """The overlapping character pairs of every run of :data:`CJK_RUN_PATTERN` in ``text``, then
     the run's last character, space-separated, a run a line ("保持只读" → ``保持 持只 只读
     读``); "" when there is none (pure). A word inside a run is then found as the phrase
     of its pairs (docs/design.md#recall-scripts)."""
     if text.isascii():
         return ""
     runs = []
-    for found in CJK_RUN.finditer(text):
+    for found in cjk_run().finditer(text):
         run = found.group()
         runs.append(" ".join([*(run[i : i + 2] for i in range(len(run) - 1)), run[-1]]))
     return "\n".join(runs)

@@ -8,7 +8,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd import strict_json
@@ -19,11 +18,12 @@ from memoryd.sources.layout import UNKNOWN, agent_root, by_layout, recognise, so
 from memoryd.sources.listing import SyncResult, keep_folders, list_changes
 from memoryd.sources.places import STATUS_FILE, state_dir
 from memoryd.sources.store import Progress
+from memoryd.value import Value
 
 log = LazyLog()
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
-    from typing import TypeVar
+    from typing import Final, TypeVar
 
     T = TypeVar("T")
 DAEMON_SLACK = 10.0
@@ -37,15 +37,17 @@ CHECKPOINT_BYTES = 16 << 20
 its own every 1,000 pages)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(Value):
     """A source as a search reads it: the agent's folder whose index it is, and the part
     of it asked for."""
 
-    root: Path
-    source: str
-    within: str | None = None
-    """The name (below ``root``) of the folder or file asked for; None for all of it."""
+    __slots__ = ("root", "source", "within")
+
+    def __init__(self, root: Path, source: str, within: str | None = None) -> None:
+        self.root: Final = root
+        self.source: Final = source
+        self.within: Final = within
+        """The name (below ``root``) of the folder or file asked for; None for all of it."""
 
 
 def resolve(path: Path | str, source: str | None = None) -> list[Target]:

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError, UsageError
 from memoryd.sources import store
 from memoryd.sources.access import resolve, with_source
-from memoryd.sources.layout import SPILL, WHOLE, storable
+from memoryd.sources.layout import SPILL, WHOLE, copy_key, storable
 from memoryd.sources.reader import read_range
-from memoryd.sources.record import copy_key
+from memoryd.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import Final
 
 
 def _original(root: Path, row: tuple[str, int, int, int, str, bytes | None]) -> bytes:
@@ -39,12 +42,14 @@ def _original(root: Path, row: tuple[str, int, int, int, str, bytes | None]) -> 
     return data
 
 
-@dataclass(frozen=True, slots=True)
-class Pick:
+class Pick(Value):
     """Which copy of a message ``expand`` prints when its id is in several files."""
 
-    session: str | None = None
-    file: Path | str | None = None
+    __slots__ = ("file", "session")
+
+    def __init__(self, session: str | None = None, file: Path | str | None = None) -> None:
+        self.session: Final = session
+        self.file: Final = file
 
 
 def _picked(root: Path, name: str, raw: bytes | None, session: str | None, pick: Pick) -> bool:

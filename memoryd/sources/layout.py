@@ -8,14 +8,19 @@ regular file (a FIFO would block the reader); this module imports no SQLite, so 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd.errors import InputError
+from memoryd.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import Final
 
 SOURCES = ("claude-code", "codex", "gemini")
 MAX_DEPTH = 8
@@ -49,18 +54,22 @@ UNKNOWN = "unknown"
 (and said) until it changes."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionFile:
+class SessionFile(Value):
     """A file of a source: where it is and how it is read."""
 
-    name: str
-    """Its path relative to the source's root ("" when the root is the file)."""
-    path: Path
-    shape: str
-    """:data:`LINES`, :data:`WHOLE` or :data:`SPILL`."""
-    size: int
-    inode: tuple[int, int]
-    mtime_ns: int
+    __slots__ = ("inode", "mtime_ns", "name", "path", "shape", "size")
+
+    def __init__(
+        self, name: str, path: Path, shape: str, size: int, inode: tuple[int, int], mtime_ns: int
+    ) -> None:
+        self.name: Final = name
+        """Its path relative to the source's root ("" when the root is the file)."""
+        self.path: Final = path
+        self.shape: Final = shape
+        """:data:`LINES`, :data:`WHOLE` or :data:`SPILL`."""
+        self.size: Final = size
+        self.inode: Final = inode
+        self.mtime_ns: Final = mtime_ns
 
 
 def _sniff(path: Path) -> str | None:
@@ -346,3 +355,23 @@ def session_name(file: SessionFile) -> str | None:
     if "tool-outputs" in parts[:-2]:  # Gemini CLI: tool-outputs/session-<id>/<file>
         return storable(parts[-2].removeprefix("session-"))
     return storable(file.path.stem)
+
+
+COPY_MARKS = frozenset({"isSidechain", "agentId", "slug"})
+"""What Claude Code changes in the lines a subagent's file repeats from its session (a side
+question's fork marks each copy as a sidechain of its agent): not what the line says."""
+
+
+def copy_key(data: bytes) -> bytes:
+    """What every copy of a line has in common: the line without :data:`COPY_MARKS`, its
+    keys in order; a line that is not a JSON object is its own bytes (pure)."""
+    from memoryd import strict_json
+
+    try:
+        value = strict_json.loads(data)
+    except strict_json.JSONProblem:
+        return data
+    if not isinstance(value, dict):
+        return data
+    kept = {key: item for key, item in value.items() if key not in COPY_MARKS}
+    return json.dumps(kept, sort_keys=True).encode("utf-8", "surrogatepass")

@@ -8,7 +8,6 @@ import os
 import sqlite3
 import stat
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from memoryd.sources.layout import (
@@ -19,6 +18,7 @@ from memoryd.sources.layout import (
     storable,
     subroots,
 )
+from memoryd.value import Value
 
 SETTLE_NS = 2_000_000_000
 """A folder changed this recently is listed again next time, whatever its time says: a
@@ -33,39 +33,61 @@ FULL_LOOK_KEY = "full_look_ns"
 """The ``meta`` key holding when every known file was last looked at."""
 
 
-@dataclass(slots=True)
-class SyncResult:
+class SyncResult(Value):
     """What one pass did."""
 
-    files: int = 0
-    bytes: int = 0
-    added: int = 0
-    removed: int = 0
-    problems: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-    """Files of this pass in no format the source writes (skipped until they change)."""
+    __slots__ = ("added", "bytes", "files", "problems", "removed", "unknown")
+    __hash__ = None  # type: ignore[assignment]  # counted as the pass goes
+
+    def __init__(
+        self,
+        files: int = 0,
+        bytes: int = 0,
+        added: int = 0,
+        removed: int = 0,
+        problems: list[str] | None = None,
+        unknown: list[str] | None = None,
+    ) -> None:
+        self.files = files
+        self.bytes = bytes
+        self.added = added
+        self.removed = removed
+        self.problems: list[str] = [] if problems is None else problems
+        self.unknown: list[str] = [] if unknown is None else unknown
+        """Files of this pass in no format the source writes (skipped until they change)."""
 
 
 Stat = tuple[int, int, int, int]
 """A file's (dev, ino, mtime_ns, size) as the index holds it."""
 
 
-@dataclass(slots=True)
-class Listing:
+class Listing(Value):
     """What a pass over a source's folders found, reading only folders that changed."""
 
-    changed: list[SessionFile] = field(default_factory=list)
-    """Files new, or whose inode, size or time differ from what the index holds."""
-    gone: list[str] = field(default_factory=list)
-    """Files the index holds that are no longer there (by the name the index keeps)."""
-    folders: dict[str, int] = field(default_factory=dict)
-    """Each folder walked and its modification time (-1: list it again next time)."""
-    full: bool = False
-    """Every known file was looked at (else only the live ones)."""
-    first: bool = False
-    """The index held no file."""
-    started: int = 0
-    """When the look began (ns since the epoch)."""
+    __slots__ = ("changed", "first", "folders", "full", "gone", "started")
+    __hash__ = None  # type: ignore[assignment]  # filled in as the folders are read
+
+    def __init__(
+        self,
+        changed: list[SessionFile] | None = None,
+        gone: list[str] | None = None,
+        folders: dict[str, int] | None = None,
+        full: bool = False,
+        first: bool = False,
+        started: int = 0,
+    ) -> None:
+        self.changed: list[SessionFile] = [] if changed is None else changed
+        """Files new, or whose inode, size or time differ from what the index holds."""
+        self.gone: list[str] = [] if gone is None else gone
+        """Files the index holds that are no longer there (by the name the index keeps)."""
+        self.folders: dict[str, int] = {} if folders is None else folders
+        """Each folder walked and its modification time (-1: list it again next time)."""
+        self.full = full
+        """Every known file was looked at (else only the live ones)."""
+        self.first = first
+        """The index held no file."""
+        self.started = started
+        """When the look began (ns since the epoch)."""
 
 
 def _same(held: Stat, st: os.stat_result) -> bool:

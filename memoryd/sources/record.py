@@ -68,21 +68,6 @@ def load(data: bytes) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
-COPY_MARKS = frozenset({"isSidechain", "agentId", "slug"})
-"""What Claude Code changes in the lines a subagent's file repeats from its session (a side
-question's fork marks each copy as a sidechain of its agent): not what the line says."""
-
-
-def copy_key(data: bytes) -> bytes:
-    """What every copy of a line has in common: the line without :data:`COPY_MARKS`, its
-    keys in order; a line that is not a JSON object is its own bytes (pure)."""
-    value, problem = load(data)
-    if problem is not None or not isinstance(value, dict):
-        return data
-    kept = {key: item for key, item in value.items() if key not in COPY_MARKS}
-    return json.dumps(kept, sort_keys=True).encode()
-
-
 def safe_text(text: str) -> str:
     """``text`` with lone surrogates replaced, so that SQLite and UTF-8 writers take it."""
     if text.isascii():

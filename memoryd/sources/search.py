@@ -9,7 +9,6 @@ import functools
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from memoryd.errors import MemorydError, UsageError
@@ -35,10 +34,14 @@ from memoryd.sources.access import (
     with_source,
 )
 from memoryd.sources.expand import Pick, expand_source
-from memoryd.sources.layout import storable
+from memoryd.sources.layout import copy_key, storable
 from memoryd.sources.reader import Changed, read_range
-from memoryd.sources.record import copy_key
 from memoryd.sources.store import Progress
+from memoryd.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from typing import Final
 
 __all__ = [
     "ROLES",
@@ -65,28 +68,81 @@ OVERFETCH = 2
 """Hits ranked per hit asked for: a line a subagent's file repeats is one hit of two."""
 
 
-@dataclass(frozen=True, slots=True)
-class SourceHit:
+class SourceHit(Value):
     """One message of another agent's session that matches a query."""
 
-    source: str
-    """``claude-code``, ``codex`` or ``gemini``."""
-    session: str | None
-    project: str | None
-    """The working folder when the session says it (else what its folder is named after)."""
-    id: str
-    role: str | None
-    timestamp: int | None
-    file: Path
-    offset: int
-    length: int
-    snippet: str
-    score: float
-    all_words: bool = True
-    identifiers: int = 0
-    copies: tuple[Path, ...] = ()
-    """Other files that hold the same line (same id, same bytes): a subagent's copy of the
-    main session's line, say. ``file`` is where it was said first."""
+    __slots__ = (
+        "all_words",
+        "copies",
+        "file",
+        "id",
+        "identifiers",
+        "length",
+        "offset",
+        "project",
+        "role",
+        "score",
+        "session",
+        "snippet",
+        "source",
+        "timestamp",
+    )
+
+    def __init__(
+        self,
+        source: str,
+        session: str | None,
+        project: str | None,
+        id: str,
+        role: str | None,
+        timestamp: int | None,
+        file: Path,
+        offset: int,
+        length: int,
+        snippet: str,
+        score: float,
+        all_words: bool = True,
+        identifiers: int = 0,
+        copies: tuple[Path, ...] = (),
+    ) -> None:
+        self.source: Final = source
+        """``claude-code``, ``codex`` or ``gemini``."""
+        self.session: Final = session
+        self.project: Final = project
+        """The working folder when the session says it (else what its folder is named
+        after)."""
+        self.id: Final = id
+        self.role: Final = role
+        self.timestamp: Final = timestamp
+        self.file: Final = file
+        self.offset: Final = offset
+        self.length: Final = length
+        self.snippet: Final = snippet
+        self.score: Final = score
+        self.all_words: Final = all_words
+        self.identifiers: Final = identifiers
+        self.copies: Final = copies
+        """Other files that hold the same line (same id, same bytes): a subagent's copy of
+        the main session's line, say. ``file`` is where it was said first."""
+
+    def with_copies(self, copies: tuple[Path, ...]) -> SourceHit:
+        """This hit, naming ``copies`` as the other files that hold its line."""
+        return SourceHit(
+            self.source,
+            self.session,
+            self.project,
+            self.id,
+            self.role,
+            self.timestamp,
+            self.file,
+            self.offset,
+            self.length,
+            self.snippet,
+            self.score,
+            self.all_words,
+            self.identifiers,
+            copies,
+        )
 
     def as_dict(self) -> dict[str, object]:
         """The JSON form ``memoryd recall --json`` prints."""
@@ -120,7 +176,7 @@ def _said_first(hit: SourceHit) -> tuple[bool, int, bool, str]:
 
 def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
     """``hits`` with the copies of a line (same id, the same line but for the marks of a
-    copy, :func:`memoryd.sources.record.copy_key`: a subagent's file repeats its main
+    copy, :func:`memoryd.sources.layout.copy_key`: a subagent's file repeats its main
     session's lines) made one hit, where it was said first, naming the copies; lines that
     only share an id stay apart."""
     by_id: dict[str, list[SourceHit]] = {}
@@ -141,7 +197,7 @@ def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
         for copies in groups.values():
             first = min(copies, key=_said_first)
             others = tuple(hit.file for hit in copies if hit is not first)
-            kept[id(first)] = replace(first, copies=others) if others else first
+            kept[id(first)] = first.with_copies(others) if others else first
     return [kept[id(hit)] for hit in hits if id(hit) in kept]
 
 

@@ -15,18 +15,32 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from memoryd import strict_json
 from memoryd.search.schema import TOKENIZER
 from memoryd.search.wal import connect_wal
 from memoryd.sources.places import state_dir
+from memoryd.value import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
+    from hashlib import sha256
+    from typing import Final
+else:
+    # The SHA-256 module alone, which names the index: hashlib loads OpenSSL first
+    # (docs/design.md#startup).
+    try:
+        from _sha256 import sha256
+    except ImportError:
+        try:
+            from _sha2 import sha256  # Python 3.12 and later
+        except ImportError:
+            from hashlib import sha256
 
 APPLICATION_ID = 0x6D656D73
 """``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
@@ -60,7 +74,7 @@ CREATE VIRTUAL TABLE passages USING fts5(body, parts, pairs, tokenize = '{TOKENI
 
 def index_path(root: Path, source: str) -> Path:
     """The index file of the source at ``root`` (an absolute, resolved path)."""
-    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:20]
+    digest = sha256(os.fsencode(root)).hexdigest()[:20]
     return state_dir() / f"{source}-{digest}.sqlite"
 
 
@@ -68,19 +82,42 @@ PROGRESS_SECONDS = 0.5
 """A pass says how far it is at most this often, and only once it has lasted this long."""
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
+class Progress(Value):
     """How far a pass over a source's files is (docs/design.md#sources)."""
 
-    first: bool
-    """The index held nothing when the pass began: it is being built."""
-    files_done: int
-    files_total: int
-    bytes_done: int
-    bytes_total: int
-    seconds: float
-    """Since the pass began."""
-    pid: int = 0
+    __slots__ = (
+        "bytes_done",
+        "bytes_total",
+        "files_done",
+        "files_total",
+        "first",
+        "pid",
+        "seconds",
+    )
+
+    def __init__(
+        self,
+        first: bool,
+        files_done: int,
+        files_total: int,
+        bytes_done: int,
+        bytes_total: int,
+        seconds: float,
+        pid: int = 0,
+    ) -> None:
+        self.first: Final = first
+        """The index held nothing when the pass began: it is being built."""
+        self.files_done: Final = files_done
+        self.files_total: Final = files_total
+        self.bytes_done: Final = bytes_done
+        self.bytes_total: Final = bytes_total
+        self.seconds: Final = seconds
+        """Since the pass began."""
+        self.pid: Final = pid
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields by name, as the progress file holds them."""
+        return {name: getattr(self, name) for name in self.__slots__}
 
     @property
     def percent(self) -> int:
@@ -131,7 +168,7 @@ def progress_file(
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "wb") as file:
-                file.write(strict_json.dumps_line({**asdict(progress), "pid": os.getpid()}))
+                file.write(strict_json.dumps_line({**progress.as_dict(), "pid": os.getpid()}))
             os.replace(temp, target)
         except OSError:
             pass  # other processes then read what is indexed without knowing how far
