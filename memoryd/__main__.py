@@ -2,6 +2,6 @@
 
 import sys
 
-from memoryd.cli import command_line
+from memoryd.cli import main
 
-sys.exit(command_line())
+sys.exit(main())

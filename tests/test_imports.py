@@ -142,10 +142,9 @@ INDEXING = (
 def test_a_warm_recall_over_an_agents_folder_loads_nothing_to_index_it(tmp_path: Path) -> None:
     """When the look for changes finds none, ``recall`` over an agent's sessions reads
     the index without loading the indexer or the parsers (docs/design.md#sources), and
-    none of the heavy packages and slow standard modules but sqlite3, which it reads: not
-    hashlib (the index is named with the SHA-256 module alone), nor dataclasses and the
-    inspect it imports (docs/design.md#startup). The query that builds the index loads
-    the indexer."""
+    none of the heavy packages and slow standard modules but sqlite3, which it reads, and
+    hashlib, which names the index: not dataclasses and the inspect it imports
+    (docs/design.md#startup). The query that builds the index loads the indexer."""
     sys.path.insert(0, str(Path(__file__).parent))
     from agent_sessions import claude_session, words_for
 
@@ -154,7 +153,7 @@ def test_a_warm_recall_over_an_agents_folder_loads_nothing_to_index_it(tmp_path:
     argv = ["recall", str(home), "questionw1"]
     names = (*HEAVY, *SLOW_STDLIB, "typing", "dataclasses", "inspect", *INDEXING)
     assert "memoryd.sources.indexer" in heavy_modules_after(argv, names)
-    assert heavy_modules_after(argv, names) == ["sqlite3", "sqlite3.dbapi2"]
+    assert heavy_modules_after(argv, names) == ["hashlib", "sqlite3", "sqlite3.dbapi2"]
 
 
 def test_a_query_in_ascii_compiles_no_pattern_of_scripts_without_spaces(tmp_path: Path) -> None:

@@ -268,22 +268,6 @@ def _os_error_line(exc: OSError) -> str:
     return f"{exc.filename}: {reason}" if exc.filename else reason
 
 
-def command_line() -> int:
-    """The ``memoryd`` process (the installed command and ``python -m memoryd``): :func:`main`
-    on ``sys.argv``, then every object left is frozen out of the garbage collector
-    (:func:`gc.freeze`), so that the interpreter's exit does not walk them all once more
-    (about 5 ms, a twentieth of a query over an agent's sessions; docs/design.md#startup).
-    The exit still runs the ``atexit`` handlers (logging's flush), flushes the output and
-    runs each object's finalizer as its last reference goes; only objects held in a
-    reference cycle are left to the end of the process (memoryd opens every file it writes
-    in a ``with`` block, closed before :func:`main` returns)."""
-    code = main()
-    import gc
-
-    gc.freeze()
-    return code
-
-
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run one ``memoryd`` command; returns its exit code."""
     stdout = out or sys.stdout

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import sqlite3
 import time
@@ -29,18 +30,7 @@ from memoryd.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
-    from hashlib import sha256
     from typing import Final
-else:
-    # The SHA-256 module alone, which names the index: hashlib loads OpenSSL first
-    # (docs/design.md#startup).
-    try:
-        from _sha256 import sha256
-    except ImportError:
-        try:
-            from _sha2 import sha256  # Python 3.12 and later
-        except ImportError:
-            from hashlib import sha256
 
 APPLICATION_ID = 0x6D656D73
 """``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
@@ -74,7 +64,7 @@ CREATE VIRTUAL TABLE passages USING fts5(body, parts, pairs, tokenize = '{TOKENI
 
 def index_path(root: Path, source: str) -> Path:
     """The index file of the source at ``root`` (an absolute, resolved path)."""
-    digest = sha256(os.fsencode(root)).hexdigest()[:20]
+    digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:20]
     return state_dir() / f"{source}-{digest}.sqlite"
 
 
