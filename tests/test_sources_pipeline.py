@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from agent_sessions import claude_session, codex_session, gemini_session, line, words_for
 
-from memoryd.sources import indexer, prepare
+from memoryd.sources import indexer, prepare, rows
 from memoryd.sources.layout import LINES, SessionFile
 from memoryd.sources.search import recall_source, update
 from memoryd.sources.store import index_path
@@ -64,13 +64,14 @@ def test_a_pass_with_the_worker_builds_the_index_a_pass_without_it_builds(
     line waiting for its newline in both."""
     home = _homes(tmp_path)[source]
     used: list[int] = []
-    real = prepare._line
+    real = rows.Pass.take_values
 
-    def counted(values: prepare.LineTuple) -> prepare.Line:
-        used.append(values[0])
-        return real(values)
+    def counted(self: rows.Pass, line: prepare.LineTuple) -> None:
+        if any(message[5] is not None for message in line[7]):  # cut by the worker
+            used.append(line[0])
+        real(self, line)
 
-    monkeypatch.setattr(prepare, "_line", counted)
+    monkeypatch.setattr(rows.Pass, "take_values", counted)
     alone = _index(home, source, tmp_path / "alone", monkeypatch, worker=False)
     assert used == []
     ahead = _index(home, source, tmp_path / "ahead", monkeypatch, worker=True)
@@ -92,18 +93,19 @@ def test_the_worker_is_used_only_for_the_file_and_offset_it_read(tmp_path: Path)
     """A result for another file (another inode) or another offset is not used: the lines
     are parsed where they are read. Past what the worker read, the rest is read too."""
     path = tmp_path / "s.jsonl"
-    path.write_bytes(b"".join(line({"n": n}) for n in range(3)))
+    said = [{"type": "user", "message": {"role": "user", "content": f"n{n}"}} for n in range(4)]
+    path.write_bytes(b"".join(line(record) for record in said[:3]))
     st = path.stat()
     parsed = prepare.parse_file(str(path), (st.st_dev, st.st_ino), "claude-code", 0)
     assert parsed is not None and len(parsed.lines) == 3
     with path.open("ab") as grown:
-        grown.write(line({"n": 3}))
+        grown.write(line(said[3]))
 
     def lines(of: prepare.Parsed | None, start: int = 0) -> list[tuple[int, int, bool]]:
         fd = os.open(path, os.O_RDONLY)
         try:
             return [
-                (item.offset, item.length, item.cuts is not None)
+                (item[0], item[1], item[7][0][5] is not None)
                 for item in prepare.lines_of(prepare.PARSERS["claude-code"], fd, start, of)
             ]
         finally:

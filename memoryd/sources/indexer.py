@@ -117,10 +117,10 @@ def _read(
         end = size
     else:
         due = committed + batch.commit_bytes - batch.pending
-        for offset, length, record, cuts in lines_of(parse, fd, row.offset, parsed):
-            problem = problem or record.problem
-            work.take(record, offset, length, cuts)
-            end = offset + length
+        for line in lines_of(parse, fd, row.offset, parsed):
+            problem = problem or line[2]
+            work.take_values(line)
+            end = line[0] + line[1]
             row.lines += 1
             if end >= due and end < file.size:  # at the end, the file's own commit
                 _save(conn, work, fd, end)

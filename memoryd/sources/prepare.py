@@ -22,7 +22,7 @@ from memoryd.search.schema import Cut, passage_cuts
 from memoryd.sources import claude, codex, gemini
 from memoryd.sources.layout import LINES, SessionFile
 from memoryd.sources.reader import Changed, lines_from, open_regular
-from memoryd.sources.record import Message, Record
+from memoryd.sources.record import Record
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -37,12 +37,15 @@ PIPELINE_BYTES = 32 << 20
 AHEAD_BYTES = 48 << 20
 """Bytes of files handed to the worker and not yet written, at most (one file at least)."""
 
-MessageTuple = tuple[str | None, str | None, int | None, int, list[Cut]]
+MessageTuple = tuple[str | None, str | None, int | None, int, str, list[Cut] | None]
+"""(id, role, timestamp, item, text, passages): a message, its passages already cut (its
+text then left out) or None (the indexer cuts its text)."""
 LineTuple = tuple[
     int, int, str | None, str | None, str | None, str | None, bool, tuple[MessageTuple, ...]
 ]
-"""(offset, length, problem, session, project, rewind_to, reset, messages): a line's
-:class:`Record` as plain values, each message as (id, role, timestamp, item, cuts)."""
+"""(offset, length, problem, session, project, rewind_to, reset, messages): what one line
+says (a :class:`Record`) as plain values, which cross to the indexer at pickle's speed and
+which it takes without building an object per message."""
 
 
 class Parsed(NamedTuple):
@@ -52,16 +55,6 @@ class Parsed(NamedTuple):
     start: int
     end: int
     lines: list[LineTuple]
-
-
-class Line(NamedTuple):
-    """One complete line, parsed: its record and each message's passages (None when the
-    indexer cuts them itself)."""
-
-    offset: int
-    length: int
-    record: Record
-    cuts: list[list[Cut]] | None
 
 
 def parse_file(path: str, inode: tuple[int, int], source: str, start: int) -> Parsed | None:
@@ -77,21 +70,7 @@ def parse_file(path: str, inode: tuple[int, int], source: str, start: int) -> Pa
         end = start
         for offset, data, length in lines_from(fd, start):
             record = parse(data) if data is not None else Record(problem="line too long")
-            messages = tuple(
-                (m.id, m.role, m.timestamp, m.item, passage_cuts(m.text)) for m in record.messages
-            )
-            lines.append(
-                (
-                    offset,
-                    length,
-                    record.problem,
-                    record.session,
-                    record.project,
-                    record.rewind_to,
-                    record.reset,
-                    messages,
-                )
-            )
+            lines.append(as_values(offset, length, record, cut=True))
             end = offset + length
             if end - start >= AHEAD_BYTES:
                 break  # the indexer reads the rest itself, a line at a time
@@ -102,33 +81,41 @@ def parse_file(path: str, inode: tuple[int, int], source: str, start: int) -> Pa
         os.close(fd)
 
 
-def _line(values: LineTuple) -> Line:
-    offset, length, problem, session, project, rewind_to, reset, messages = values
-    record = Record(
-        tuple(Message(ident, role, stamp, "", item) for ident, role, stamp, item, _ in messages),
-        session,
-        project,
-        rewind_to,
-        reset,
-        problem,
+def as_values(offset: int, length: int, record: Record, *, cut: bool) -> LineTuple:
+    """One line's ``record`` as plain values; with ``cut``, each message's passages cut
+    and its text left out (pure)."""
+    messages = tuple(
+        (m.id, m.role, m.timestamp, m.item, "", passage_cuts(m.text))
+        if cut
+        else (m.id, m.role, m.timestamp, m.item, m.text, None)
+        for m in record.messages
     )
-    return Line(offset, length, record, [cuts for *_, cuts in messages])
+    return (
+        offset,
+        length,
+        record.problem,
+        record.session,
+        record.project,
+        record.rewind_to,
+        record.reset,
+        messages,
+    )
 
 
 def lines_of(
     parse: Callable[[bytes], Record], fd: int, start: int, parsed: Parsed | None
-) -> Iterator[Line]:
+) -> Iterator[LineTuple]:
     """The lines of the file open as ``fd`` from ``start``: what the worker parsed of it
     when that is this file from this offset (and the file has not shrunk since), then what
     it did not read, parsed here."""
     st = os.fstat(fd)
     same = parsed is not None and parsed.inode == (st.st_dev, st.st_ino)
     if parsed is not None and same and parsed.start == start and parsed.end <= st.st_size:
-        yield from map(_line, parsed.lines)
+        yield from parsed.lines
         start = parsed.end
     for offset, data, length in lines_from(fd, start):
         record = parse(data) if data is not None else Record(problem="line too long")
-        yield Line(offset, length, record, None)
+        yield as_values(offset, length, record, cut=False)
 
 
 def _ignore_signals() -> None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from memoryd.search.schema import INSERT_PASSAGES, PASSAGE_BITS, Cut, cut_rows, passage_rows
 from memoryd.sources import gemini
-from memoryd.sources.record import Message, Record
+from memoryd.sources.prepare import LineTuple, MessageTuple, as_values
+from memoryd.sources.record import Record
 
 BATCH = 2000
 
@@ -125,13 +126,10 @@ class Pass:
         gone = [key for key, (_, seq) in live.items() if seq >= cut]
         self._remove([live.pop(key)[0] for key in gone])
 
-    def add(
-        self, message: Message, offset: int, length: int, cuts: list[Cut] | None = None
-    ) -> None:
-        seq = (offset << 16) | (message.item + 1)
-        ident = message.id or f"{self.stem}@{offset}" + (
-            f"#{message.item}" if message.item >= 0 else ""
-        )
+    def add(self, message: MessageTuple, offset: int, length: int) -> None:
+        ident, role, stamp, item, text, cuts = message
+        seq = (offset << 16) | (item + 1)
+        ident = ident or f"{self.stem}@{offset}" + (f"#{item}" if item >= 0 else "")
         if self.source == gemini.SOURCE:
             live = self._live_ids()
             if ident in live:
@@ -140,37 +138,26 @@ class Pass:
                     self._remove([old_rowid])
             live[ident] = (self.next_rowid, seq)
         row = self.row
-        row.rows.append(
-            (
-                self.next_rowid,
-                ident,
-                message.role,
-                message.timestamp,
-                row.id,
-                offset,
-                length,
-                seq,
-                message.item,
-            )
-        )
-        row.texts.append((self.next_rowid, message.text, cuts))
+        rowid = self.next_rowid
+        row.rows.append((rowid, ident, role, stamp, row.id, offset, length, seq, item))
+        row.texts.append((rowid, text, cuts))
         self.next_rowid += 1
         self.added += 1
         if len(row.rows) >= BATCH:
             self.flush()
 
-    def take(
-        self,
-        record: Record,
-        offset: int,
-        length: int,
-        cuts: list[list[Cut]] | None = None,
-    ) -> None:
-        """Index the messages of one line; ``cuts``: their passages, when already cut."""
+    def take(self, record: Record, offset: int, length: int) -> None:
+        """Index the messages of one line."""
+        self.take_values(as_values(offset, length, record, cut=False))
+
+    def take_values(self, line: LineTuple) -> None:
+        """Index the messages of one line given as plain values (their passages cut or
+        not: :data:`memoryd.sources.prepare.LineTuple`)."""
+        offset, length, _, session, project, rewind_to, reset, messages = line
         row = self.row
-        row.session = row.session or record.session
-        row.project = row.project or record.project
-        if record.reset or record.rewind_to is not None:
-            self.rewind(record.rewind_to)
-        for number, message in enumerate(record.messages):
-            self.add(message, offset, length, None if cuts is None else cuts[number])
+        row.session = row.session or session
+        row.project = row.project or project
+        if reset or rewind_to is not None:
+            self.rewind(rewind_to)
+        for message in messages:
+            self.add(message, offset, length)
