@@ -15,9 +15,12 @@ SDK). So the daemon's loop never calls the executor itself: ``submit()`` returns
 at once and one launcher thread hands the jobs over in order.
 
 A dead worker breaks the executor as a whole: every job it held fails with
-``BrokenProcessPool``. Each worker reports the job it takes (:func:`memoryd.daemon.worker.call`),
-so :meth:`WorkerPool.died_with` blames only the job whose own worker died; the others are
-innocent and retried at once (docs/design.md#daemon).
+``BrokenProcessPool``. Each worker reports its pid as it starts
+(:func:`memoryd.daemon.worker.worker_init`) and the job it takes
+(:func:`memoryd.daemon.worker.call`), so :meth:`WorkerPool.died_with` blames only the job
+whose own worker died; the others are innocent and retried at once
+(docs/design.md#daemon). The pool knows its workers only from these reports and /proc,
+never from the executor's private fields.
 """
 
 from __future__ import annotations
@@ -34,19 +37,20 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from multiprocessing.process import BaseProcess
 from typing import Any
 
 import structlog
 
 from memoryd.daemon.processes import (
     KILL_WAIT,
-    close_and_reap,
-    kill_executor,
-    kill_processes,
+    children,
+    forkservers,
+    kill_workers,
     preload,
-    stop_forkserver,
+    process_start,
     stop_helpers,
+    stop_server,
+    wait_exited,
 )
 from memoryd.errors import PoolUnavailable
 
@@ -58,13 +62,31 @@ LAUNCH_WAIT = 5.0
 
 @dataclass(slots=True)
 class _Generation:
-    """One executor, the processes it ever had, and which of them died on their own."""
+    """One executor, the workers it ever had, and which of them died on their own."""
 
     executor: ProcessPoolExecutor
-    processes: dict[int, BaseProcess] = field(default_factory=dict)
+    id: int
+    workers: dict[int, int | None] = field(default_factory=dict)
+    """Every worker that reported itself: pid and start time (None: gone before that)."""
     dead: frozenset[int] | None = None
     jobs: int = 0
     """Jobs submitted to this executor and not yet forgotten."""
+    broken: bool = False
+    """A job of it failed with ``BrokenProcessPool``, or handing one over did."""
+    given_up: bool = False
+    """Shut down by the launcher after a worker could not be started."""
+
+    def running(self) -> list[int]:
+        return [pid for pid, start in self.workers.items() if _runs(pid, start)]
+
+    def lost_worker(self) -> bool:
+        """Broken: a job said so, or one of its workers is gone although the executor
+        was never told to stop (a worker exits on its own only when it dies)."""
+        return self.broken or (not self.given_up and len(self.running()) < len(self.workers))
+
+
+def _runs(pid: int, start: int | None) -> bool:
+    return start is not None and process_start(pid) == start
 
 
 @dataclass(slots=True)
@@ -103,6 +125,9 @@ class WorkerPool:
         self._started, self._report = self._context.Pipe(duplex=False)
         self._ids = itertools.count(1)
         self._current: _Generation | None = None
+        self._generations: dict[int, _Generation] = {}
+        """Every executor not yet forgotten, by the id its workers report."""
+        self._server_up = False
         self._jobs: dict[int, _Generation] = {}
         self._pids: dict[int, int] = {}
         self._retired: list[_Generation] = []
@@ -112,17 +137,20 @@ class WorkerPool:
         self._launcher: threading.Thread | None = None
         self._closing = False
         self._exiting: dict[int, float] = {}
-        """Forkservers asked to stop and not yet reaped, with when to SIGKILL them."""
+        """Forkservers asked to stop and still running, with when to SIGKILL them."""
 
-    def _ensure_forkserver(self) -> None:
+    def _ensure_server(self) -> None:
         """Start the forkserver (and the resource tracker) unless it runs: a worker forks
         from it in milliseconds instead of starting an interpreter that imports memoryd."""
         from multiprocessing import forkserver
 
-        server: Any = forkserver._forkserver
-        if server._forkserver_pid is None:
+        if not forkservers():
+            # The standard library starts a new one only once the last has exited.
+            wait_exited(list(self._exiting))
+            self._exiting.clear()
             self._context.set_forkserver_preload(preload(self.sdk, self.sdk_backend))
             log.info("forkserver_started", sdk=self.sdk, backend=self.sdk_backend)
+        self._server_up = True
         forkserver.ensure_running()
 
     @property
@@ -132,13 +160,8 @@ class WorkerPool:
 
     def workers(self) -> int:
         """Worker processes alive now, retired executors' included."""
-        generations = [*self._retired, *([self._current] if self._current else [])]
-        return sum(
-            1
-            for generation in generations
-            for process in list((getattr(generation.executor, "_processes", None) or {}).values())
-            if process.exitcode is None
-        )
+        self._drain_started()
+        return sum(len(generation.running()) for generation in self._generations.values())
 
     def shrink(self, now: float) -> None:
         """Retire the executor when it has more workers than jobs ran at once over the
@@ -149,72 +172,77 @@ class WorkerPool:
         if now - self._window_start >= self.idle_timeout:
             current = self._current
             if current is not None:
-                started = len(getattr(current.executor, "_processes", None) or {})
+                self._drain_started()
+                started = len(current.running())
                 if started > self._window_peak:
                     self._retire(current, started)
             self._window_start, self._window_peak = now, self.running
         self._reap()
         if self._current is None and not self._retired and not self._jobs:
-            self._stop_forkserver()
-        self._reap_forkservers()
+            self._stop_server()
+        self._reap_servers()
 
-    def _stop_forkserver(self) -> None:
-        # No worker is left, so nothing else holds the forkserver's "alive" pipe: closing
-        # ours stops it. It is reaped by later loop steps, without waiting here (with the
-        # SDK loaded its exit takes ~0.4 s). The resource tracker stays (~6 MB):
+    def _stop_server(self) -> None:
+        # No worker is left: the forkserver is stopped (SIGTERM), without waiting here;
+        # later loop steps check that it has exited. The resource tracker stays (~6 MB):
         # executors' semaphores may outlive their workers and unregister later.
-        from multiprocessing import forkserver
-
-        server: Any = forkserver._forkserver
-        if server._forkserver_pid is not None:
-            pid = stop_forkserver(server)
-            if pid is not None:
+        if self._server_up:
+            pids = stop_server()
+            if pids is None:
+                return  # a worker still runs: asked again at the next loop step
+            self._server_up = False
+            for pid in pids:
                 self._exiting[pid] = time.monotonic() + KILL_WAIT
             log.info("forkserver_stopped")
 
-    def _reap_forkservers(self) -> None:
+    def _reap_servers(self) -> None:
         for pid, deadline in list(self._exiting.items()):
-            try:
-                if os.waitpid(pid, os.WNOHANG) == (0, 0):
-                    if time.monotonic() > deadline:
+            if process_start(pid) is not None:
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGKILL)
-                    continue
-            except OSError:
-                pass  # reaped already
+                continue
             del self._exiting[pid]
 
     def _retire(self, generation: _Generation, started: int) -> None:
         # Its idle workers exit once its running jobs are done (the executor's shutdown
         # waits for them); new jobs go to a new executor that forks workers as needed.
         self._current = None
-        self._fix_processes(generation)
         generation.executor.shutdown(wait=False)
         self._retired.append(generation)
         log.info("workers_retired", workers=started, running_jobs=generation.jobs)
 
     def _reap(self) -> None:
+        self._drain_started()
         for generation in list(self._retired):
-            if getattr(generation.executor, "_broken", False):
-                kill_executor(generation.executor)
-            if generation.jobs == 0 and all(
-                process.exitcode is not None for process in generation.processes.values()
-            ):
+            if generation.broken:
+                # Again at every step: a worker that reported itself only after the
+                # executor broke is killed too.
+                kill_workers(generation.workers)
+            if generation.jobs == 0 and not generation.running():
                 self._retired.remove(generation)
+                self._generations.pop(generation.id, None)
 
-    def _new_executor(self) -> ProcessPoolExecutor:
+    def _new_generation(self) -> _Generation:
         from memoryd.daemon.worker import worker_init
 
-        return ProcessPoolExecutor(
+        generation_id = next(self._ids)
+        executor = ProcessPoolExecutor(
             max_workers=self.size,
             mp_context=self._context,
             initializer=worker_init,
-            initargs=(self.log_format, self.log_level, os.getpid(), self._report),
+            initargs=(self.log_format, self.log_level, os.getpid(), self._report, generation_id),
         )
+        generation = self._generations[generation_id] = _Generation(executor, generation_id)
+        return generation
 
     @property
     def broken(self) -> bool:
         current = self._current
-        return current is not None and bool(getattr(current.executor, "_broken", False))
+        if current is None:
+            return False
+        self._drain_started()
+        return current.lost_worker()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> tuple[int, Future[Any]]:
         """Queue ``fn(*args)`` for a worker; returns the job's id and its future at once.
@@ -224,12 +252,12 @@ class WorkerPool:
         that no worker had taken: innocent (:meth:`died_with`).
         """
         current = self._current
-        if current is not None and getattr(current.executor, "_shutdown_thread", False):
+        if current is not None and current.given_up:
             # Given up by the launcher after a failed start: reaped like a retired one.
             self._retired.append(current)
             self._current = current = None
         if current is None:
-            self._current = current = _Generation(self._new_executor())
+            self._current = current = self._new_generation()
         generation = current
         job_id = next(self._ids)
         future: Future[Any] = Future()
@@ -260,31 +288,28 @@ class WorkerPool:
         if not launch.future.set_running_or_notify_cancel():
             return
         try:
-            self._ensure_forkserver()
+            self._ensure_server()
             inner = executor.submit(call, launch.job_id, launch.fn, *launch.args)
         except (BrokenProcessPool, RuntimeError) as exc:
             # The executor broke, or was replaced and shut down, before the job reached
             # it: no worker took the job (RuntimeError is "cannot schedule new futures
             # after shutdown").
-            if not isinstance(exc, BrokenProcessPool):
+            if isinstance(exc, BrokenProcessPool):
+                launch.generation.broken = True
+            else:
                 exc = BrokenProcessPool("the job's executor was shut down before it started")
             launch.future.set_exception(exc)
         except Exception as exc:  # no forkserver or no worker could be started
             # The executor may hold the job queued: give it up, so that the job cannot
             # run later beside its retry (submit() starts a new executor).
+            launch.generation.given_up = True
             executor.shutdown(wait=False, cancel_futures=True)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             launch.future.set_exception(
                 PoolUnavailable(f"cannot start a worker process: {reason or type(exc).__name__}")
             )
         else:
-            inner.add_done_callback(lambda done: _settle(launch.future, done))
-        finally:
-            self._fix_processes(launch.generation)
-
-    @staticmethod
-    def _fix_processes(generation: _Generation) -> None:
-        generation.processes.update(getattr(generation.executor, "_processes", None) or {})
+            inner.add_done_callback(lambda done: _settle(launch.generation, launch.future, done))
 
     def taken(self, job_id: int) -> bool:
         """Whether a worker has taken job ``job_id`` (each says so as it starts a job)."""
@@ -312,21 +337,24 @@ class WorkerPool:
         return pid is not None and generation.dead is not None and pid in generation.dead
 
     def _fix_dead(self, generation: _Generation) -> None:
-        # Fixed at the first question, before rebuild() kills the innocent workers.
+        # Fixed at the first question, before rebuild() kills the innocent workers. The
+        # executor reports a worker dead once its forkserver has reaped it, so /proc
+        # already says so.
         if generation.dead is None:
-            processes = dict(generation.processes)
-            processes.update(getattr(generation.executor, "_processes", None) or {})
-            generation.processes = processes
-            generation.dead = frozenset(
-                pid for pid, process in processes.items() if process.exitcode is not None
-            )
+            self._drain_started()
+            running = set(generation.running())
+            generation.dead = frozenset(pid for pid in generation.workers if pid not in running)
 
     def _drain_started(self) -> None:
         with contextlib.suppress(OSError, EOFError):
             while self._started.poll():
-                job_id, pid = self._started.recv()
-                if job_id in self._jobs:
-                    self._pids[job_id] = pid
+                kind, number, pid = self._started.recv()
+                if kind == "job":
+                    if number in self._jobs:
+                        self._pids[number] = pid
+                elif (generation := self._generations.get(number)) is not None:
+                    # Its start time, read now: a worker already gone reads as dead.
+                    generation.workers[pid] = process_start(pid)
 
     def rebuild(self, why: str, workers: int | None = None) -> None:
         """A new executor (after a crash, or with a new size); the old one is discarded.
@@ -341,12 +369,13 @@ class WorkerPool:
             self.size = workers
         self._current = None
         if old is not None:
-            if getattr(old.executor, "_broken", False):
+            if old.lost_worker():
                 # A broken pool fails every job it held, and its SIGTERM does not stop our
                 # workers (they ignore it): unkilled, they would run on and commit jobs the
                 # daemon has already reported failed, then hold the workspace against the
-                # retry.
-                kill_executor(old.executor)
+                # retry. A worker that has not reported itself yet still takes the
+                # executor's SIGTERM, or is killed by a later loop step (_reap).
+                kill_workers(old.workers)
             old.executor.shutdown(wait=False, cancel_futures=True)
             # Reaped like a retired executor: the forkserver stops only after its workers.
             self._retired.append(old)
@@ -360,23 +389,28 @@ class WorkerPool:
         safe), then stop the forkserver and the resource tracker, so that nothing is
         left for systemd to kill."""
         self._stop_launcher()
-        generations = [*self._retired, *([self._current] if self._current else [])]
-        for generation in generations:
-            # Every process the generation ever had, not only the executor's current
-            # table: an executor that broke (its forkserver killed by a signal to the
-            # whole process group, say) has emptied that table, yet its idle workers live
-            # on and keep the resource tracker's pipe open.
-            self._fix_processes(generation)
-            kill_processes(list(generation.processes.values()))
-            kill_executor(generation.executor)
+        self._drain_started()
+        # Every worker that reported itself, whether or not its executor still counts it
+        # (one whose forkserver was killed by a signal to the whole process group lives
+        # on and keeps the resource tracker's pipe open), and every child of the
+        # forkserver (a worker forked a moment ago that has not reported itself yet).
+        workers: dict[int, int | None] = {}
+        for generation in self._generations.values():
+            workers.update(generation.workers)
+        for server in forkservers():
+            for pid in children(server):
+                workers.setdefault(pid, process_start(pid))
+        kill_workers(workers)
+        for generation in self._generations.values():
             generation.executor.shutdown(wait=True, cancel_futures=True)
         self._current = None
         self._retired.clear()
+        self._generations.clear()
         self._jobs.clear()
-        for pid in self._exiting:
-            with contextlib.suppress(Exception):
-                close_and_reap(pid, None)
+        with contextlib.suppress(Exception):
+            wait_exited(list(self._exiting))
         self._exiting.clear()
+        self._server_up = False
         stop_helpers()
 
     def _stop_launcher(self) -> None:
@@ -390,11 +424,13 @@ class WorkerPool:
             self._launcher = None
 
 
-def _settle(future: Future[Any], done: Future[Any]) -> None:
+def _settle(generation: _Generation, future: Future[Any], done: Future[Any]) -> None:
     """Give ``future`` the outcome of ``done`` (the executor's future for the same job)."""
     if done.cancelled():
         future.set_exception(CancelledError())
     elif (exc := done.exception()) is not None:
+        if isinstance(exc, BrokenProcessPool):
+            generation.broken = True  # before the daemon hears of the job's end
         future.set_exception(exc)
     else:
         future.set_result(done.result())

@@ -9,7 +9,6 @@ import contextlib
 import os
 import signal
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 PRELOAD = [
@@ -41,32 +40,66 @@ def preload(sdk: bool, backend: str = "anthropic") -> list[str]:
     return [*PRELOAD, *(SDK_PRELOADS.get(backend, []) if sdk else [])]
 
 
-def kill_executor(executor: ProcessPoolExecutor) -> None:
-    """SIGKILL every worker of ``executor`` and wait for each to be gone."""
-    # Workers ignore SIGTERM (only the daemon decides), so killing is the only way; Python
-    # 3.11 has no public API for it (3.14 adds kill_workers()).
-    # Joined too: a killed worker's locks are free once it is gone, so a job retried at
-    # once does not find its workspace busy.
-    kill_processes(list((getattr(executor, "_processes", None) or {}).values()))
+def process_start(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), or None once it has exited.
+
+    A worker is known by its pid and this start time, so a pid the kernel has given to a
+    new process since never reads as the worker still running. A zombie reads as exited:
+    it holds no lock and no memory any more.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # The command name (field 2) may hold spaces and parentheses: read past its end.
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
 
 
-def kill_processes(processes: list[Any]) -> None:
-    """SIGKILL ``processes`` (also a worker that outlived its forkserver) and join them."""
-    for process in processes:
-        with contextlib.suppress(Exception):
-            process.kill()
-        # A worker whose forkserver died reads as exited (its sentinel pipe came from the
-        # forkserver), so kill() above skips it although it runs on.
-        with contextlib.suppress(Exception):
-            if process.exitcode is not None and _is_forkserver_child(process.pid):
-                os.kill(process.pid, signal.SIGKILL)
-    for process in processes:
-        with contextlib.suppress(Exception):
-            process.join(timeout=KILL_WAIT)
+def kill_workers(workers: dict[int, int | None]) -> None:
+    """SIGKILL the worker processes ``workers`` (pid: start time, as each reported
+    itself) that still run, and wait up to ``KILL_WAIT`` for each to be gone.
+
+    Workers ignore SIGTERM (only the daemon decides), so killing is the only way. They
+    are the forkserver's children, not the daemon's: once dead they are reaped by it (or
+    by init, when the forkserver is gone), so the wait watches /proc. A killed worker's
+    locks are free once it has exited, so a job retried at once does not find its
+    workspace busy.
+    """
+    running = {
+        pid: start
+        for pid, start in workers.items()
+        if start is not None and process_start(pid) == start
+    }
+    for pid in running:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + KILL_WAIT
+    while running and time.monotonic() < deadline:
+        running = {pid: start for pid, start in running.items() if process_start(pid) == start}
+        if running:
+            time.sleep(0.01)
 
 
-def _is_forkserver_child(pid: int) -> bool:
-    """Is ``pid`` alive and a process forked by a forkserver (a worker, not a reused pid)?"""
+def children(pid: int) -> list[int]:
+    """The child pids of ``pid`` (from /proc/<pid>/task/*/children)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(child) for child in f.read().split()]
+    return found
+
+
+def forkservers() -> list[int]:
+    """The daemon's running forkserver (a list: none, or one), found among its children."""
+    return [pid for pid in children(os.getpid()) if _is_server(pid)]
+
+
+def _is_server(pid: int) -> bool:
+    """Is ``pid`` running the forkserver's code (a zombie's command line is empty)?"""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             return b"multiprocessing.forkserver" in cmdline.read()
@@ -74,44 +107,82 @@ def _is_forkserver_child(pid: int) -> bool:
         return False
 
 
+def stop_server(force: bool = False) -> list[int] | None:
+    """SIGTERM the daemon's forkserver and remove its socket file; returns its pid, or
+    None (and leaves it running) while it still has a worker, unless ``force``.
+
+    The standard library has no public way to stop it, but it checks at every
+    ``ensure_running()`` whether its forkserver has exited and then starts a new one. So
+    the exited forkserver must stay unreaped (a zombie, no memory) until then: its exit
+    status is that check's to collect. Call it only when no worker is left: a worker
+    forked from it would lose the socket it was started through.
+    """
+    pids = forkservers()
+    if not force and any(children(pid) for pid in pids):
+        return None
+    for pid in pids:
+        sockets = _listening_sockets(pid)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+        for path in sockets:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return pids
+
+
+def _listening_sockets(pid: int) -> list[str]:
+    """The file system paths of the Unix sockets ``pid`` holds open (the forkserver's
+    one listening socket, in multiprocessing's temporary folder)."""
+    inodes: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    paths: list[str] = []
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/net/unix") as table:
+        next(table, None)
+        for line in table:
+            fields = line.split()
+            if len(fields) >= 8 and fields[6] in inodes and fields[7].startswith("/"):
+                paths.append(fields[7])
+    return paths
+
+
+def wait_exited(pids: list[int]) -> None:
+    """Wait up to ``KILL_WAIT`` for ``pids`` (the daemon's children, asked to stop) to
+    have exited, without reaping them; SIGKILL those still running."""
+    deadline = time.monotonic() + KILL_WAIT
+    while (running := [pid for pid in pids if process_start(pid) is not None]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.01)
+    for pid in running:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def stop_helpers() -> None:
     """Stop the forkserver and the resource tracker, each within ``KILL_WAIT``.
 
-    Both stop when the daemon closes its end of their pipe. The standard library's own
-    ``_stop()`` then waits for them without a limit, and the tracker only sees the end of
-    its pipe once every process holding a copy has gone: a worker that outlived its
-    forkserver would hold the stop forever. So: close, wait a bounded time, then kill.
-    Private attributes, present since Python 3.8.
+    The forkserver is stopped as between jobs (:func:`stop_server`) and left for the
+    standard library (or whoever outlives the daemon) to reap. The resource tracker stops
+    when the daemon closes its end of its pipe. The standard library's own ``_stop()``
+    then waits for it without a limit, and the tracker only sees the end of its pipe once
+    every process holding a copy has gone: a worker that outlived its forkserver would
+    hold the stop forever. So: close, wait a bounded time, then kill. Private attributes
+    of the tracker, present since Python 3.8.
     """
-    from multiprocessing import forkserver, resource_tracker
+    from multiprocessing import resource_tracker
 
     with contextlib.suppress(Exception):
-        close_and_reap(stop_forkserver(forkserver._forkserver), None)
+        wait_exited(stop_server(force=True) or [])
     tracker: Any = resource_tracker._resource_tracker
     with contextlib.suppress(Exception):
         pid, fd = tracker._pid, tracker._fd
         tracker._pid = tracker._fd = None
         close_and_reap(pid, fd)
-
-
-def stop_forkserver(server: Any) -> int | None:
-    """Ask ``server`` (the stdlib's ForkServer) to stop by closing its "alive" pipe, and
-    clear its fields under its own lock, so that ``ensure_running()`` starts a new one
-    later. Returns its pid, for the caller to reap."""
-    from multiprocessing import util
-
-    with server._lock:
-        pid, fd = server._forkserver_pid, server._forkserver_alive_fd
-        address = server._forkserver_address
-        server._forkserver_pid = server._forkserver_alive_fd = None
-        server._forkserver_address = None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        if address and not util.is_abstract_socket_namespace(address):
-            with contextlib.suppress(OSError):
-                os.unlink(address)
-    return pid if isinstance(pid, int) else None
 
 
 def close_and_reap(pid: int | None, fd: int | None) -> None:

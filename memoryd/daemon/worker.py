@@ -28,7 +28,8 @@ from memoryd.workspace import Workspace
 ORPHAN_CHECK_SECONDS = 1.0
 
 _started: Connection | None = None
-"""Where a worker says which job it took (job id, its pid): see :func:`call`."""
+"""Where a worker says that it started and which job it takes: see :func:`worker_init`
+and :func:`call`."""
 
 
 def worker_init(
@@ -36,10 +37,19 @@ def worker_init(
     log_level: str,
     daemon_pid: int,
     started: Connection | None = None,
+    executor: int = 0,
 ) -> None:
-    """Pool initializer: only the parent decides when to stop; logs in the same format."""
+    """Pool initializer: tells the daemon this worker's pid (for executor ``executor``),
+    then ignores the stop signals (only the parent decides when to stop) and logs in the
+    same format.
+
+    The pid is sent first: a worker that the daemon has not heard of yet still dies of
+    the SIGTERM its executor sends when it breaks (docs/design.md#pool).
+    """
     global _started
     _started = started
+    if started is not None:
+        started.send(("worker", executor, os.getpid()))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -57,7 +67,7 @@ def call(job_id: int, fn: Callable[..., Any], *args: Any) -> Any:
     (docs/design.md#daemon).
     """
     if _started is not None:
-        _started.send((job_id, os.getpid()))
+        _started.send(("job", job_id, os.getpid()))
     return fn(*args)
 
 
