@@ -117,7 +117,7 @@ def pool_workers(daemon_pid: int) -> list[int]:
     """The worker processes of a daemon's pool: the children of its forkserver."""
     workers: list[int] = []
     for child in children(daemon_pid):
-        if "forkserver" in cmdline(child):
+        if "multiprocessing.forkserver" in cmdline(child):
             workers += children(child)
     return workers
 

@@ -222,7 +222,9 @@ def test_sigterm_to_the_whole_process_group_after_a_job_stops_within_seconds(
     wait_until(lambda: pool_workers(daemon.pid), 20, "a pool worker (it outlives its job)")
 
     workers = pool_workers(daemon.pid)
-    (forkserver,) = [pid for pid in children(daemon.pid) if "forkserver" in cmdline(pid)]
+    (forkserver,) = [
+        pid for pid in children(daemon.pid) if "multiprocessing.forkserver" in cmdline(pid)
+    ]
 
     # The group's signal reaches the forkserver first here, so the executor has surely
     # seen it die (and given up on its workers) before the daemon stops.

@@ -34,7 +34,7 @@ def write_lines(workspace: Path, count: int, start: int = 0) -> None:
 
 
 def forkservers(daemon_pid: int) -> list[int]:
-    return [c for c in children(daemon_pid) if "forkserver" in cmdline(c)]
+    return [c for c in children(daemon_pid) if "multiprocessing.forkserver" in cmdline(c)]
 
 
 def test_forkserver_and_workers_start_with_a_job_and_are_gone_when_idle(

@@ -95,7 +95,9 @@ def test_close_cancels_the_queued_jobs_and_leaves_no_process(
         queued.result(timeout=0)
     assert handed.done()
     assert active_children() == []
-    assert [pid for pid in children(os.getpid()) if "forkserver" in cmdline(pid)] == []
+    assert [
+        pid for pid in children(os.getpid()) if "multiprocessing.forkserver" in cmdline(pid)
+    ] == []
 
 
 def test_a_forkserver_that_cannot_start_fails_the_job_with_its_reason_and_the_next_runs(

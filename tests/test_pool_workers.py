@@ -31,7 +31,7 @@ def pool() -> Iterator[WorkerPool]:
 
 
 def forkservers() -> list[int]:
-    return [pid for pid in children(os.getpid()) if "forkserver" in cmdline(pid)]
+    return [pid for pid in children(os.getpid()) if "multiprocessing.forkserver" in cmdline(pid)]
 
 
 def workers() -> set[int]:
