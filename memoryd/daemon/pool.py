@@ -159,9 +159,16 @@ class WorkerPool:
         return len(self._jobs)
 
     def workers(self) -> int:
-        """Worker processes alive now, retired executors' included."""
-        self._drain_started()
-        return sum(len(generation.running()) for generation in self._generations.values())
+        """Worker processes alive now, retired executors' included.
+
+        Read-only, for the metrics thread: the workers reported up to the loop's last
+        step (it reads the reports at every step).
+        """
+        return sum(
+            _runs(pid, start)
+            for generation in list(self._generations.values())
+            for pid, start in list(generation.workers.items())
+        )
 
     def shrink(self, now: float) -> None:
         """Retire the executor when it has more workers than jobs ran at once over the
