@@ -34,7 +34,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ import _common as common
 from latency import below_trigger
 
 from memoryd.config.settings import Settings, load_settings
-from memoryd.daemon.processes import preload
+from memoryd.daemon.processes import preload, stop_server, wait_exited
 from memoryd.job.run import JobRequest, run_job, summarizer_env
 
 TOKEN_LIMIT = 10_000
@@ -206,7 +205,7 @@ def child(args: argparse.Namespace) -> int:
     figures = run_model(
         args.model, workspaces, args.slots, args.threads, settings, summarizer_env(env)
     )
-    forkserver._forkserver._stop()  # type: ignore[attr-defined]
+    wait_exited(stop_server(force=True) or [])
     print(json.dumps(figures))
     return 0
 

@@ -57,7 +57,7 @@ def _executor(context: Any, workers: int) -> ProcessPoolExecutor:
 
 
 def variant(preload_sdk: bool, workers: int, rounds: int) -> dict[str, Any]:
-    from memoryd.daemon.processes import preload
+    from memoryd.daemon.processes import forkservers, preload
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(preload(preload_sdk))
@@ -86,7 +86,7 @@ def variant(preload_sdk: bool, workers: int, rounds: int) -> dict[str, Any]:
             first_use[pid] = max(first_use.get(pid, 0.0), seconds)
         import_s = sorted(first_use.values())
         sdk_pss = [common.pss_mb(p) for p in worker_pids]
-        shared = common.pss_mb(forkserver._forkserver._forkserver_pid)  # type: ignore[attr-defined]
+        shared = common.pss_mb(forkservers()[0])
     # Once the workers are gone the forkserver's pages are its own again (an idle daemon).
     wait = time.monotonic() + 10
     while any(common.role_of(p, os.getpid()) == "worker" for p in common.descendants(os.getpid())):
@@ -94,7 +94,7 @@ def variant(preload_sdk: bool, workers: int, rounds: int) -> dict[str, Any]:
             break
         time.sleep(0.05)
     helpers = {
-        "forkserver": common.pss_mb(forkserver._forkserver._forkserver_pid),  # type: ignore[attr-defined]
+        "forkserver": common.pss_mb(forkservers()[0]),
         "forkserver_with_workers": shared,
         "resource_tracker": common.pss_mb(resource_tracker._resource_tracker._pid),  # type: ignore[attr-defined]
     }

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
 import subprocess
@@ -15,6 +14,8 @@ from typing import Any
 
 import pytest
 from daemon_harness import (
+    children,
+    cmdline,
     pool_workers,
     read_heartbeat,
     read_state,
@@ -96,7 +97,11 @@ def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: No
             assert job is not None
             wait_until(lambda: step() or not job.running, 10, "job done", 0)
             helpers = [
-                multiprocessing.forkserver._forkserver._forkserver_pid,  # type: ignore[attr-defined]
+                *[
+                    pid
+                    for pid in children(os.getpid())
+                    if "multiprocessing.forkserver" in cmdline(pid)
+                ],
                 multiprocessing.resource_tracker._resource_tracker._pid,  # type: ignore[attr-defined]
             ]
             workers = pool_workers(os.getpid())
@@ -104,7 +109,7 @@ def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: No
             supervisor.close()
     # systemd SIGKILLs whatever outlives the daemon: close() stops the forkserver and the
     # resource tracker too, not only the workers.
-    assert all(helpers) and workers
+    assert len(helpers) == 2 and all(helpers) and workers
     assert not [pid for pid in [*helpers, *workers] if pid_alive(pid)]
     assert types(ws, "summarize_started", "summarize_completed") == [
         "summarize_started",
