@@ -30,9 +30,7 @@ import itertools
 import multiprocessing
 import os
 import queue
-import signal
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -42,15 +40,12 @@ from typing import Any
 import structlog
 
 from memoryd.daemon.processes import (
-    KILL_WAIT,
+    Forkserver,
     children,
     forkservers,
     kill_workers,
-    preload,
     process_start,
     stop_helpers,
-    stop_server,
-    wait_exited,
 )
 from memoryd.errors import PoolUnavailable
 
@@ -127,7 +122,7 @@ class WorkerPool:
         self._current: _Generation | None = None
         self._generations: dict[int, _Generation] = {}
         """Every executor not yet forgotten, by the id its workers report."""
-        self._server_up = False
+        self._server = Forkserver(self._context)
         self._jobs: dict[int, _Generation] = {}
         self._pids: dict[int, int] = {}
         self._retired: list[_Generation] = []
@@ -136,22 +131,9 @@ class WorkerPool:
         self._launches: queue.SimpleQueue[_Launch | None] = queue.SimpleQueue()
         self._launcher: threading.Thread | None = None
         self._closing = False
-        self._exiting: dict[int, float] = {}
-        """Forkservers asked to stop and still running, with when to SIGKILL them."""
 
     def _ensure_server(self) -> None:
-        """Start the forkserver (and the resource tracker) unless it runs: a worker forks
-        from it in milliseconds instead of starting an interpreter that imports memoryd."""
-        from multiprocessing import forkserver
-
-        if not forkservers():
-            # The standard library starts a new one only once the last has exited.
-            wait_exited(list(self._exiting))
-            self._exiting.clear()
-            self._context.set_forkserver_preload(preload(self.sdk, self.sdk_backend))
-            log.info("forkserver_started", sdk=self.sdk, backend=self.sdk_backend)
-        self._server_up = True
-        forkserver.ensure_running()
+        self._server.ensure(self.sdk, self.sdk_backend)
 
     @property
     def running(self) -> int:
@@ -186,30 +168,8 @@ class WorkerPool:
             self._window_start, self._window_peak = now, self.running
         self._reap()
         if self._current is None and not self._retired and not self._jobs:
-            self._stop_server()
-        self._reap_servers()
-
-    def _stop_server(self) -> None:
-        # No worker is left: the forkserver is stopped (SIGTERM), without waiting here;
-        # later loop steps check that it has exited. The resource tracker stays (~6 MB):
-        # executors' semaphores may outlive their workers and unregister later.
-        if self._server_up:
-            pids = stop_server()
-            if pids is None:
-                return  # a worker still runs: asked again at the next loop step
-            self._server_up = False
-            for pid in pids:
-                self._exiting[pid] = time.monotonic() + KILL_WAIT
-            log.info("forkserver_stopped")
-
-    def _reap_servers(self) -> None:
-        for pid, deadline in list(self._exiting.items()):
-            if process_start(pid) is not None:
-                if time.monotonic() > deadline:
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
-                continue
-            del self._exiting[pid]
+            self._server.stop()
+        self._server.reap()
 
     def _retire(self, generation: _Generation, started: int) -> None:
         # Its idle workers exit once its running jobs are done (the executor's shutdown
@@ -414,10 +374,7 @@ class WorkerPool:
         self._retired.clear()
         self._generations.clear()
         self._jobs.clear()
-        with contextlib.suppress(Exception):
-            wait_exited(list(self._exiting))
-        self._exiting.clear()
-        self._server_up = False
+        self._server.close()
         stop_helpers()
 
     def _stop_launcher(self) -> None:

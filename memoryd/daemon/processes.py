@@ -11,6 +11,10 @@ import signal
 import time
 from typing import Any
 
+import structlog
+
+log = structlog.get_logger()
+
 PRELOAD = [
     "memoryd.daemon.worker",
     "memoryd.job.run",
@@ -161,6 +165,59 @@ def wait_exited(pids: list[int]) -> None:
     for pid in running:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+class Forkserver:
+    """The pool's forkserver: started for a job when none runs, stopped (SIGTERM, without
+    waiting) once no worker is left, checked at later loop steps (SIGKILL past
+    ``KILL_WAIT``) and before the next start (docs/design.md#pool)."""
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self._up = False
+        self._exiting: dict[int, float] = {}
+        """Forkservers asked to stop and still running, with when to SIGKILL them."""
+
+    def ensure(self, sdk: bool, backend: str) -> None:
+        """Start the forkserver (and the resource tracker) unless it runs: a worker forks
+        from it in milliseconds instead of starting an interpreter that imports memoryd."""
+        from multiprocessing import forkserver
+
+        if not forkservers():
+            # The standard library starts a new one only once the last has exited.
+            wait_exited(list(self._exiting))
+            self._exiting.clear()
+            self._context.set_forkserver_preload(preload(sdk, backend))
+            log.info("forkserver_started", sdk=sdk, backend=backend)
+        self._up = True
+        forkserver.ensure_running()
+
+    def stop(self) -> None:
+        # The resource tracker stays (~6 MB): executors' semaphores may outlive their
+        # workers and unregister later.
+        if self._up:
+            pids = stop_server()
+            if pids is None:
+                return  # a worker still runs: asked again at the next loop step
+            self._up = False
+            for pid in pids:
+                self._exiting[pid] = time.monotonic() + KILL_WAIT
+            log.info("forkserver_stopped")
+
+    def reap(self) -> None:
+        for pid, deadline in list(self._exiting.items()):
+            if process_start(pid) is not None:
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                continue
+            del self._exiting[pid]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            wait_exited(list(self._exiting))
+        self._exiting.clear()
+        self._up = False
 
 
 def stop_helpers() -> None:
