@@ -2,11 +2,14 @@
 
 Building the pydantic ``Settings`` costs about 90 ms (pydantic-settings and the models'
 schemas), several times a bare interpreter's start. This module reads the same file in
-plain Python and returns the values only when it is sure the full loader would accept them
+plain Python, and the ``MEMORYD_*`` setting variables as pydantic-settings reads them
+(case-insensitive names nested with ``__``, text parsed as the field's kind, JSON for a list
+or a table), and returns the values only when it is sure the full loader would accept them
 and give the same values: every key known, every value of the exact kind and inside the
-bounds that ``Settings`` declares, no ``MEMORYD_*`` setting variable. In every other case
-it returns None and the caller loads ``Settings``, which accepts or refuses with its
-one-line message: this path never refuses anything itself (docs/design.md#configuration).
+bounds that ``Settings`` declares, a variable's text in a form the full loader surely reads
+the same way. In every other case it returns None and the caller loads ``Settings``, which
+accepts or refuses with its one-line message: this path never refuses anything itself
+(docs/design.md#configuration).
 
 ``FIELDS`` mirrors ``Settings``: a test derives the same table from the model and fails
 when they differ, so the model stays the one source of defaults and bounds.
@@ -15,11 +18,14 @@ when they differ, so the model stays the one source of defaults and bounds.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from memoryd import strict_json
 from memoryd.config.sources import (
+    ENV_DELIMITER,
     ENV_PREFIX,
     LOG_LEVELS,
     RESERVED_ENV,
@@ -178,10 +184,10 @@ def fast_status_settings(
     the same, else None. Raises ConfigError as the full loader does for an explicit
     ``--config`` or ``$MEMORYD_CONFIG`` that does not exist."""
     config_path, _ = find_config_file(config_file, env)
-    for name in env:
-        upper = name.upper()
-        if upper.startswith(ENV_PREFIX) and upper not in RESERVED_ENV:
-            return None
+    try:
+        from_env = _env_values(env)
+    except _NotSure:
+        return None
     data: dict[str, Any] = {}
     if config_path is not None:
         try:
@@ -191,11 +197,54 @@ def fast_status_settings(
     try:
         values = {key: default for key, (_, default, _) in FIELDS.items()}
         values |= _checked(_flatten(data))
+        values |= from_env
         values |= _checked({key: value for key, value in overrides.items() if value is not None})
         values["roots"] = _roots(values["roots"])
         return _settings(values)
     except _NotSure:
         return None
+
+
+_ENV_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+_ENV_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,17})?")
+_ENV_BOOLS = {"true": True, "1": True, "yes": True, "on": True}
+_ENV_BOOLS |= {"false": False, "0": False, "no": False, "off": False}
+_ENV_JSON_KINDS = frozenset({"roots", "names", "headers", "table", "list"})
+
+
+def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
+    """The checked values of the ``MEMORYD_*`` setting variables by dotted key; _NotSure
+    for a variable the full loader may read otherwise, or refuse (an unknown name, a whole
+    section or a table's key, two names for one key, a text of an unusual form)."""
+    found: dict[str, Any] = {}
+    for name, text in env.items():
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in RESERVED_ENV:
+            continue
+        key = ".".join(upper[len(ENV_PREFIX) :].lower().split(ENV_DELIMITER))
+        if key not in FIELDS or key in found:
+            raise _NotSure
+        found[key] = _value(key, _env_parsed(FIELDS[key][0], text))
+    return found
+
+
+def _env_parsed(kind: str, text: str) -> Any:
+    """``text`` as the value it stands for in a field of ``kind``, in the forms that
+    pydantic-settings and pydantic's lax mode surely read the same way; _NotSure else."""
+    if kind == "int" and _ENV_INT.fullmatch(text):
+        return int(text)
+    if kind == "float" and _ENV_FLOAT.fullmatch(text):
+        return float(text)
+    if kind == "bool" and text in _ENV_BOOLS:
+        return _ENV_BOOLS[text]
+    if kind in _ENV_JSON_KINDS:
+        try:
+            return strict_json.loads(text)
+        except strict_json.JSONProblem:
+            raise _NotSure from None
+    if kind in ("int", "float", "bool", "validated"):
+        raise _NotSure
+    return text
 
 
 def _toml(raw: bytes) -> dict[str, Any]:
