@@ -205,8 +205,9 @@ def fast_status_settings(
         return None
 
 
-_ENV_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
-_ENV_FLOAT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,17})?")
+# Compiled on first use (re caches them): a start without variables pays nothing.
+_ENV_INT = r"-?(?:0|[1-9][0-9]{0,17})"
+_ENV_FLOAT = r"-?(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,17})?"
 _ENV_BOOLS = {"true": True, "1": True, "yes": True, "on": True}
 _ENV_BOOLS |= {"false": False, "0": False, "no": False, "off": False}
 _ENV_JSON_KINDS = frozenset({"roots", "names", "headers", "table", "list"})
@@ -231,9 +232,9 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
 def _env_parsed(kind: str, text: str) -> Any:
     """``text`` as the value it stands for in a field of ``kind``, in the forms that
     pydantic-settings and pydantic's lax mode surely read the same way; _NotSure else."""
-    if kind == "int" and _ENV_INT.fullmatch(text):
+    if kind == "int" and re.fullmatch(_ENV_INT, text):
         return int(text)
-    if kind == "float" and _ENV_FLOAT.fullmatch(text):
+    if kind == "float" and re.fullmatch(_ENV_FLOAT, text):
         return float(text)
     if kind == "bool" and text in _ENV_BOOLS:
         return _ENV_BOOLS[text]
