@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from memoryd.config.fast import FIELDS, MODEL_CHECKS, fast_status_settings
+from memoryd.config.derive import FIELDS_MODULE, derived_fields, fields_module
+from memoryd.config.fast import MODEL_CHECKS, fast_status_settings
+from memoryd.config.fields import FIELDS
 from memoryd.config.settings import Settings, load_settings, settings_for_workspace
 from memoryd.errors import ConfigError
 
@@ -33,19 +35,6 @@ STATUS_FIELDS = (
     "max_line_bytes",
     "stale_after",
 )
-OWN_KINDS = {
-    "roots": "roots",
-    "log_level": "log_level",
-    "anthropic.default_headers": "headers",
-    "anthropic.api_key": "api_key",
-    "openai.default_headers": "headers",
-    "openai.api_key": "api_key",
-    "anthropic.base_url": "url",
-    "openai.base_url": "url",
-    "prices": "table",
-    "sources": "list",
-    "masking.exclude_tools": "names",
-}
 
 
 def models(model: type[BaseModel]) -> list[type[BaseModel]]:
@@ -57,46 +46,31 @@ def models(model: type[BaseModel]) -> list[type[BaseModel]]:
     return found
 
 
-def derived_fields(model: type[BaseModel], prefix: str = "") -> dict[str, tuple[str, Any, Any]]:
-    """The table FIELDS should be, derived from the pydantic model: a field with its own
-    validator, or one that a model validator checks, is "validated" unless the fast path
-    knows the validator (OWN_KINDS)."""
-    table: dict[str, tuple[str, Any, Any]] = {}
-    decorators = model.__pydantic_decorators__
-    validated = {field for d in decorators.field_validators.values() for field in d.info.fields}
-    validated |= {field for fields in MODEL_CHECKS.values() for field in fields}
-    for name, info in model.model_fields.items():
-        key = prefix + name
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            table |= derived_fields(annotation, key + ".")
-            continue
-        default = info.get_default(call_default_factory=True)
-        bounds: list[tuple[str, float]] = []
-        kind = OWN_KINDS.get(key) or ("validated" if name in validated else None)
-        for rule in info.metadata:
-            for op in ("gt", "ge", "lt", "le"):
-                if getattr(rule, op, None) is not None:
-                    bounds.append((op, getattr(rule, op)))
-            if getattr(rule, "min_length", None) == 1:
-                kind = kind or "nonempty-str"
-        if kind is None:
-            if typing.get_origin(annotation) is typing.Literal:
-                kind = "literal:" + "|".join(typing.get_args(annotation))
-            else:
-                assert isinstance(annotation, type), (key, annotation)
-                kind = {int: "int", float: "float", bool: "bool", str: "str"}[annotation]
-        if key == "roots":
-            default = [str(root) for root in default]
-        table[key] = (kind, default, tuple(bounds))
-    return table
+def test_the_fast_table_is_the_one_the_model_gives() -> None:
+    """When this fails, run ``python -m memoryd.config.derive`` (and teach the fast path any
+    new kind it names, or list the field in OWN_KINDS)."""
+    assert FIELDS_MODULE.read_text() == fields_module()
+    assert derived_fields(Settings) == FIELDS
 
 
-def test_the_fast_table_mirrors_settings() -> None:
-    """When this fails, copy the printed table into memoryd/config/fast.py FIELDS (and teach
-    the fast path any new kind, or make it "other" so that the full loader decides)."""
-    expected = derived_fields(Settings)
-    assert expected == FIELDS, "\n".join(f"    {k!r}: {v!r}," for k, v in expected.items())
+def test_a_derived_table_follows_the_model() -> None:
+    """The table follows a change of the model: a new bound, a new default, a new field."""
+
+    class Section(BaseModel):
+        size: int = Field(default=7, ge=2, le=9)
+
+    class Model(BaseModel):
+        level: float = Field(default=0.5, gt=0, lt=1)
+        mode: typing.Literal["a", "b"] = "b"
+        name: str = Field(default="x", min_length=1)
+        section: Section = Field(default_factory=Section)
+
+    assert derived_fields(Model) == {
+        "level": ("float", 0.5, (("gt", 0), ("lt", 1))),
+        "mode": ("literal:a|b", "b", ()),
+        "name": ("nonempty-str", "x", ()),
+        "section.size": ("int", 7, (("ge", 2), ("le", 9))),
+    }
 
 
 def test_the_fast_path_knows_every_model_validator() -> None:
