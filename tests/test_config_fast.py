@@ -5,6 +5,7 @@ loader refuses, and its table of fields mirrors ``Settings``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import typing
@@ -12,9 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field
 
-from memoryd.config.fast import FIELDS, MODEL_CHECKS, fast_status_settings
+from memoryd.config.derive import FIELDS_MODULE, derived_fields, fields_module
+from memoryd.config.fast import MODEL_CHECKS, fast_status_settings
+from memoryd.config.fields import FIELDS
 from memoryd.config.settings import Settings, load_settings, settings_for_workspace
 from memoryd.errors import ConfigError
 
@@ -30,19 +35,6 @@ STATUS_FIELDS = (
     "max_line_bytes",
     "stale_after",
 )
-OWN_KINDS = {
-    "roots": "roots",
-    "log_level": "log_level",
-    "anthropic.default_headers": "headers",
-    "anthropic.api_key": "api_key",
-    "openai.default_headers": "headers",
-    "openai.api_key": "api_key",
-    "anthropic.base_url": "url",
-    "openai.base_url": "url",
-    "prices": "table",
-    "sources": "list",
-    "masking.exclude_tools": "names",
-}
 
 
 def models(model: type[BaseModel]) -> list[type[BaseModel]]:
@@ -54,46 +46,31 @@ def models(model: type[BaseModel]) -> list[type[BaseModel]]:
     return found
 
 
-def derived_fields(model: type[BaseModel], prefix: str = "") -> dict[str, tuple[str, Any, Any]]:
-    """The table FIELDS should be, derived from the pydantic model: a field with its own
-    validator, or one that a model validator checks, is "validated" unless the fast path
-    knows the validator (OWN_KINDS)."""
-    table: dict[str, tuple[str, Any, Any]] = {}
-    decorators = model.__pydantic_decorators__
-    validated = {field for d in decorators.field_validators.values() for field in d.info.fields}
-    validated |= {field for fields in MODEL_CHECKS.values() for field in fields}
-    for name, info in model.model_fields.items():
-        key = prefix + name
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            table |= derived_fields(annotation, key + ".")
-            continue
-        default = info.get_default(call_default_factory=True)
-        bounds: list[tuple[str, float]] = []
-        kind = OWN_KINDS.get(key) or ("validated" if name in validated else None)
-        for rule in info.metadata:
-            for op in ("gt", "ge", "lt", "le"):
-                if getattr(rule, op, None) is not None:
-                    bounds.append((op, getattr(rule, op)))
-            if getattr(rule, "min_length", None) == 1:
-                kind = kind or "nonempty-str"
-        if kind is None:
-            if typing.get_origin(annotation) is typing.Literal:
-                kind = "literal:" + "|".join(typing.get_args(annotation))
-            else:
-                assert isinstance(annotation, type), (key, annotation)
-                kind = {int: "int", float: "float", bool: "bool", str: "str"}[annotation]
-        if key == "roots":
-            default = [str(root) for root in default]
-        table[key] = (kind, default, tuple(bounds))
-    return table
+def test_the_fast_table_is_the_one_the_model_gives() -> None:
+    """When this fails, run ``python -m memoryd.config.derive`` (and teach the fast path any
+    new kind it names, or list the field in OWN_KINDS)."""
+    assert FIELDS_MODULE.read_text() == fields_module()
+    assert derived_fields(Settings) == FIELDS
 
 
-def test_the_fast_table_mirrors_settings() -> None:
-    """When this fails, copy the printed table into memoryd/config/fast.py FIELDS (and teach
-    the fast path any new kind, or make it "other" so that the full loader decides)."""
-    expected = derived_fields(Settings)
-    assert expected == FIELDS, "\n".join(f"    {k!r}: {v!r}," for k, v in expected.items())
+def test_a_derived_table_follows_the_model() -> None:
+    """The table follows a change of the model: a new bound, a new default, a new field."""
+
+    class Section(BaseModel):
+        size: int = Field(default=7, ge=2, le=9)
+
+    class Model(BaseModel):
+        level: float = Field(default=0.5, gt=0, lt=1)
+        mode: typing.Literal["a", "b"] = "b"
+        name: str = Field(default="x", min_length=1)
+        section: Section = Field(default_factory=Section)
+
+    assert derived_fields(Model) == {
+        "level": ("float", 0.5, (("gt", 0), ("lt", 1))),
+        "mode": ("literal:a|b", "b", ()),
+        "name": ("nonempty-str", "x", ()),
+        "section.size": ("int", 7, (("ge", 2), ("le", 9))),
+    }
 
 
 def test_the_fast_path_knows_every_model_validator() -> None:
@@ -176,8 +153,226 @@ def test_excluded_tools_take_the_fast_path_with_the_full_loaders_value(tmp_path:
     assert load_settings(path, env=env).settings.masking.exclude_tools == ["TodoWrite"]
 
 
-def test_any_memoryd_setting_variable_sends_status_to_the_full_loader(tmp_path: Path) -> None:
-    env = {"HOME": str(tmp_path), "MEMORYD_TOKEN_LIMIT": "4000"}
+ENV_NAMES = [
+    "MEMORYD_TOKEN_LIMIT",
+    "memoryd_token_limit",
+    "MEMORYD_WARNING_AT",
+    "MEMORYD_SUMMARIZE_AT",
+    "MEMORYD_CRITICAL_AT",
+    "MEMORYD_MAX_DEPTH",
+    "MEMORYD_STALE_AT",
+    "MEMORYD_STALE_AFTER",
+    "MEMORYD_STRATEGY",
+    "MEMORYD_ROOTS",
+    "MEMORYD_INDEX_ARCHIVE",
+    "MEMORYD_LOG_LEVEL",
+    "MEMORYD_LOG_FORMAT",
+    "MEMORYD_METRICS_LISTEN",
+    "MEMORYD_IDLE_COMPACT_AFTER",
+    "MEMORYD_SUMMARIZER__BACKEND",
+    "MEMORYD_SUMMARIZER",
+    "MEMORYD_SUMMARIZER__MIN_RETENTION",
+    "MEMORYD_Summarizer__Max_Summary_Tokens",
+    "MEMORYD_ANTHROPIC__MODEL",
+    "MEMORYD_ANTHROPIC__API_KEY",
+    "MEMORYD_ANTHROPIC__DEFAULT_HEADERS",
+    "MEMORYD_ANTHROPIC__DEFAULT_HEADERS__X_TEAM",
+    "MEMORYD_OPENAI__BASE_URL",
+    "MEMORYD_OPENAI__MODEL",
+    "MEMORYD_MASKING__ENABLED",
+    "MEMORYD_MASKING__EXCLUDE_TOOLS",
+    "MEMORYD_MASKING__TARGET",
+    "MEMORYD_ROLLING__TOKEN_THRESHOLD",
+    "MEMORYD_PRICES",
+    "MEMORYD_SOURCES",
+    "MEMORYD_MEMORY__MAX_ENTRY_BYTES",
+    "MEMORYD_CONFIG",
+    "MEMORYD_",
+    "MEMORYD_MASKING____ENABLED",
+]
+ENV_TEXTS = [
+    "",
+    "0",
+    "1",
+    "-1",
+    "-0",
+    "007",
+    "4000",
+    " 4000",
+    "4000 ",
+    "4_000",
+    "+4000",
+    "4000.0",
+    "0.5",
+    "0.75",
+    ".5",
+    "1e3",
+    "1E-1",
+    "0.9000000000000000000001",
+    "99999999999999999999999",
+    "inf",
+    "nan",
+    "true",
+    "false",
+    "True",
+    "FALSE",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "t",
+    "y",
+    "2",
+    "rolling",
+    "checkpoint",
+    "Rolling",
+    "extractive",
+    "openai",
+    "debug",
+    "WARNING",
+    "loud",
+    "json",
+    "http://127.0.0.1:8080/v1",
+    "ftp://x",
+    "127.0.0.1:9100",
+    "0.0.0.0:9100",
+    "m",
+    "sk-secret",
+    "[]",
+    '["/srv/agents"]',
+    '["~/a", "/b"]',
+    '[""]',
+    "[1]",
+    "[true]",
+    '["TodoWrite"]',
+    "{}",
+    '{"x": "1"}',
+    '{"x\\ny": "1"}',
+    '{"backend": "extractive"}',
+    "[",
+    "null",
+    '"rolling"',
+]
+ENV_FILES = ["", "token_limit = 4000\n[masking]\ntarget = 0.5\n", "summarize_at = 0.75\n"]
+
+
+def every_value(settings: Any) -> dict[str, Any]:
+    """The value of every key the fast path checks, read from the full loader's Settings,
+    as the fast path holds it (a secret key is not kept: None)."""
+    found: dict[str, Any] = {}
+    for key in FIELDS:
+        value = settings
+        for part in key.split("."):
+            value = getattr(value, part)
+        if key.endswith("api_key"):
+            value = None
+        elif key == "prices":
+            value = dict(value)
+        elif isinstance(value, list) and key != "roots":
+            value = list(value)
+        found[key] = value
+    return found
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    variables=st.dictionaries(
+        st.sampled_from(ENV_NAMES), st.sampled_from(ENV_TEXTS), min_size=1, max_size=4
+    ),
+    file_text=st.sampled_from(ENV_FILES),
+)
+def test_memoryd_variables_are_read_as_the_full_loader_reads_them_or_left_to_it(
+    tmp_path_factory: pytest.TempPathFactory, variables: dict[str, str], file_text: str
+) -> None:
+    """Over many variables, names and texts: wherever the full loader refuses, the fast
+    path steps aside; wherever the fast path answers, every value equals the full loader's."""
+    folder = tmp_path_factory.mktemp("env")
+    path = folder / "memoryd.toml"
+    path.write_text(file_text)
+    env = {"HOME": str(folder), "XDG_CONFIG_HOME": str(folder / "xdg"), **variables}
+    env.pop("MEMORYD_CONFIG", None)  # an explicit --config is given
+    try:
+        full: Any = load_settings(path, env=env).settings
+    except ConfigError:
+        full = None
+    fast = fast_status_settings(path, env, {})
+    if full is None:
+        assert fast is None
+    elif fast is not None:
+        assert status_values(fast) == status_values(full)
+        assert dict(fast.values) == {**every_value(full), "roots": fast.roots}
+
+
+def test_each_memoryd_variable_alone_is_read_as_the_full_loader_reads_it_or_left_to_it(
+    tmp_path: Path,
+) -> None:
+    """Every name with every text, one variable at a time, over the shipped file."""
+    config = REPO / "config" / "memoryd.toml"
+    wrong, taken = [], 0
+    for name in ENV_NAMES:
+        for text in ENV_TEXTS:
+            env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), name: text}
+            try:
+                full: Any = load_settings(config, env=env).settings
+            except ConfigError:
+                full = None
+            fast = fast_status_settings(config, env, {})
+            taken += fast is not None
+            if fast is not None and (
+                full is None or dict(fast.values) != {**every_value(full), "roots": fast.roots}
+            ):
+                wrong.append((name, text))
+    assert wrong == []
+    assert taken > len(ENV_NAMES) * 3  # the fast path does answer for most usual forms
+
+
+USUAL_ENV = {
+    "MEMORYD_ROOTS": '["/srv/agents", "~/agents"]',
+    "MEMORYD_TOKEN_LIMIT": "120000",
+    "MEMORYD_WARNING_AT": "0.6",
+    "MEMORYD_STRATEGY": "rolling",
+    "MEMORYD_SUMMARIZER__BACKEND": "extractive",
+    "MEMORYD_LOG_LEVEL": "WARNING",
+    "MEMORYD_MASKING__ENABLED": "false",
+    "MEMORYD_MASKING__EXCLUDE_TOOLS": '["TodoWrite"]',
+    "memoryd_rolling__token_threshold": "9000",
+    "MEMORYD_OPENAI__BASE_URL": "http://127.0.0.1:8080/v1",
+    "MEMORYD_OPENAI__MODEL": "qwen",
+    "MEMORYD_ANTHROPIC__API_KEY": "sk-not-a-real-key",
+}
+
+
+def test_usual_memoryd_variables_take_the_fast_path_with_the_full_loaders_values(
+    tmp_path: Path,
+) -> None:
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), **USUAL_ENV}
+    config = REPO / "config" / "memoryd.toml"
+    fast = fast_status_settings(config, env, {})
+    full = load_settings(config, env=env).settings
+    assert fast is not None
+    assert status_values(fast) == status_values(full)
+    assert dict(fast.values) == {**every_value(full), "roots": fast.roots}
+    assert fast.token_limit == 120000 and fast.strategy == "rolling"
+    assert fast.roots == [Path("/srv/agents"), Path("~/agents").expanduser()]
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"MEMORYD_TOKN_LIMIT": "4000"},  # unknown: the full loader names it
+        {"MEMORYD_TOKEN_LIMIT": "lots"},
+        {"MEMORYD_TOKEN_LIMIT": "-3"},
+        {"MEMORYD_ROOTS": "/srv/agents"},  # a list must be JSON
+        {"MEMORYD_SUMMARIZER": '{"backend": "extractive"}'},  # a whole section
+        {"MEMORYD_TOKEN_LIMIT": "4000", "memoryd_token_limit": "5000"},  # one key twice
+        {"MEMORYD_WARNING_AT": "0.9"},  # above summarize_at
+        {"MEMORYD_SUMMARIZER__BACKEND": "openai"},  # without its server and model
+    ],
+)
+def test_a_variable_the_fast_path_cannot_vouch_for_goes_to_the_full_loader(
+    tmp_path: Path, variables: dict[str, str]
+) -> None:
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg"), **variables}
     assert fast_status_settings(None, env, {}) is None
 
 
@@ -238,3 +433,34 @@ def test_status_with_the_shipped_config_does_not_import_pydantic(tmp_path: Path)
         check=True,
     )
     assert json.loads(done.stdout.splitlines()[-1]) == [0, False]
+
+
+def test_status_with_memoryd_variables_set_does_not_import_pydantic(tmp_path: Path) -> None:
+    """The systemd unit's way: a file named by $MEMORYD_CONFIG and MEMORYD_* settings."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    probe = (
+        "import io, json, sys\n"
+        "from memoryd.cli import main\n"
+        "out = io.StringIO()\n"
+        "code = main(sys.argv[1:], out)\n"
+        "row = json.loads(out.getvalue())[0]\n"
+        "print(json.dumps([code, 'pydantic' in sys.modules, row['token_limit']]))\n"
+    )
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("MEMORYD_")},
+        **USUAL_ENV,
+        "MEMORYD_CONFIG": str(REPO / "config" / "memoryd.toml"),
+        "MEMORYD_TOKEN_LIMIT": "4321",
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "status", str(ws), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=env,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == [0, False, 4321]

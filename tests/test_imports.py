@@ -6,6 +6,7 @@ bare interpreter's start (each is checked in a fresh interpreter; docs/design.md
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,13 +41,21 @@ print(json.dumps(sorted(n for n in sys.modules if n in heavy or n.split(".")[0] 
 """
 
 
-def heavy_modules_after(argv: list[str] | None, names: tuple[str, ...] = HEAVY) -> list[str]:
+def heavy_modules_after(
+    argv: list[str] | None,
+    names: tuple[str, ...] = HEAVY,
+    variables: dict[str, str] | None = None,
+) -> list[str]:
+    """The modules of ``names`` loaded after ``argv``, run in a fresh interpreter with the
+    ``MEMORYD_*`` variables of this process replaced by ``variables``."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("MEMORYD_")}
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(argv), json.dumps(names)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
+        env={**env, **(variables or {})},
     )
     assert done.returncode == 0, done.stderr
     loaded: list[str] = json.loads(done.stdout.splitlines()[-1])
@@ -105,6 +114,41 @@ def test_per_turn_commands_load_no_slow_standard_module(
     (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
     names = (*HEAVY, *SLOW_STDLIB, *absent)
     assert heavy_modules_after([arg.format(ws=ws) for arg in argv], names) == []
+
+
+SETTING_VARIABLES = {
+    "MEMORYD_TOKEN_LIMIT": "120000",
+    "MEMORYD_SUMMARIZER__BACKEND": "extractive",
+    "MEMORYD_LOG_LEVEL": "warning",
+    "MEMORYD_MASKING__EXCLUDE_TOOLS": '["TodoWrite"]',
+}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["append", "{ws}", "--role", "user", "--content", "hello"],
+        ["status", "{ws}", "--json"],
+        ["messages", "{ws}"],
+    ],
+)
+def test_per_turn_commands_with_setting_variables_load_no_heavy_package(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """As the systemd unit and most users run them: ``MEMORYD_*`` setting variables and a
+    file named by ``$MEMORYD_CONFIG`` (tomllib, and the typing it imports, are then needed
+    to read it)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    config = Path(__file__).resolve().parents[1] / "config" / "memoryd.toml"
+    variables = {
+        **SETTING_VARIABLES,
+        "MEMORYD_ROOTS": json.dumps([str(tmp_path)]),
+        "MEMORYD_CONFIG": str(config),
+    }
+    names = (*HEAVY, *(name for name in SLOW_STDLIB if name not in ("tomllib", "typing")))
+    assert heavy_modules_after([arg.format(ws=ws) for arg in argv], names, variables) == []
 
 
 def test_the_heartbeat_statuses_are_the_values_of_its_status_type() -> None:

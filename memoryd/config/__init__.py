@@ -5,9 +5,11 @@ the commands agents run per message (docs/design.md#configuration).
 - :mod:`~memoryd.config.sections`, :mod:`~memoryd.config.schema`: its sections and helpers;
 - :mod:`~memoryd.config.sources`: the file and the ``MEMORYD_*`` variables;
 - :mod:`~memoryd.config.fast`: the few values ``memoryd status`` needs, without pydantic;
+- :mod:`~memoryd.config.fields`: the fast path's table of fields, written from ``Settings``
+  by :mod:`~memoryd.config.derive`;
 - :mod:`~memoryd.config.view`: ``memoryd config``.
 
-Nothing here imports pydantic at import time except ``settings`` and ``view``.
+Nothing here imports pydantic at import time except ``settings``, ``view`` and ``derive``.
 
 May import: core, files, workspace, commit, signals, receipts.
 """

@@ -2,24 +2,32 @@
 
 Building the pydantic ``Settings`` costs about 90 ms (pydantic-settings and the models'
 schemas), several times a bare interpreter's start. This module reads the same file in
-plain Python and returns the values only when it is sure the full loader would accept them
+plain Python, and the ``MEMORYD_*`` setting variables as pydantic-settings reads them
+(case-insensitive names nested with ``__``, text parsed as the field's kind, JSON for a list
+or a table), and returns the values only when it is sure the full loader would accept them
 and give the same values: every key known, every value of the exact kind and inside the
-bounds that ``Settings`` declares, no ``MEMORYD_*`` setting variable. In every other case
-it returns None and the caller loads ``Settings``, which accepts or refuses with its
-one-line message: this path never refuses anything itself (docs/design.md#configuration).
+bounds that ``Settings`` declares, a variable's text in a form the full loader surely reads
+the same way. In every other case it returns None and the caller loads ``Settings``, which
+accepts or refuses with its one-line message: this path never refuses anything itself
+(docs/design.md#configuration).
 
-``FIELDS`` mirrors ``Settings``: a test derives the same table from the model and fails
-when they differ, so the model stays the one source of defaults and bounds.
+``FIELDS`` (memoryd/config/fields.py) is written from ``Settings`` by
+``python -m memoryd.config.derive``, and a test fails when it differs from what the model
+gives, so the model stays the one source of names, defaults and bounds.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from memoryd import strict_json
+from memoryd.config.fields import FIELDS
 from memoryd.config.sources import (
+    ENV_DELIMITER,
     ENV_PREFIX,
     LOG_LEVELS,
     RESERVED_ENV,
@@ -36,84 +44,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-Bounds = tuple[tuple[str, float], ...]
-
 # kind: "int", "float", "bool", "str", "nonempty-str", "literal:a|b", "roots", "log_level",
 # "names" (a list of strings), "headers" (a table of strings), "api_key" (a string, empty
-# means unset), "table" (only an
-# empty table is checked here; anything in it is for the full loader), "validated" (a
-# validator of the model checks it: only its default value is taken here, any other value
-# goes to the full loader), "url" (empty, or starting with http:// or https://).
-FIELDS: dict[str, tuple[str, Any, Bounds]] = {
-    "roots": ("roots", ["~/agents"], ()),
-    "max_depth": ("int", 4, (("ge", 0),)),
-    "token_limit": ("int", 100000, (("gt", 0),)),
-    "warning_at": ("float", 0.7, (("gt", 0), ("le", 1))),
-    "summarize_at": ("float", 0.8, (("gt", 0), ("le", 1))),
-    "critical_at": ("float", 0.85, (("gt", 0), ("le", 1))),
-    "strategy": ("literal:narrative|rolling|checkpoint", "narrative", ()),
-    "keep_recent_ratio": ("float", 0.4, (("gt", 0), ("lt", 1))),
-    "keep_first": ("int", 1, (("ge", 0),)),
-    "workers": ("int", 16, (("ge", 1), ("le", 1024))),
-    "worker_idle_timeout": ("float", 60.0, (("gt", 0), ("le", 86400.0))),
-    "coalesce_ms": ("int", 200, (("ge", 0), ("le", 60000))),
-    "checkin_interval": ("float", 5.0, (("gt", 0), ("le", 3600.0))),
-    "shutdown_timeout": ("float", 30.0, (("ge", 0), ("le", 3600.0))),
-    "max_consecutive_failures": ("int", 3, (("ge", 1),)),
-    "failure_cooldown": ("float", 600.0, (("gt", 0), ("le", 604800.0))),
-    "drain_seconds": ("float", 0.5, (("ge", 0), ("le", 60.0))),
-    "rescan_interval": ("float", 300.0, (("gt", 0), ("le", 86400.0))),
-    "max_line_bytes": ("int", 8388608, (("gt", 0),)),
-    "stale_after": ("float", 300.0, (("gt", 0), ("le", 604800.0))),
-    "index_archive": ("bool", True, ()),
-    "idle_compact_after": ("validated", 0.0, (("ge", 0), ("le", 604800.0))),
-    "idle_compact_at": ("validated", 0.6, (("gt", 0), ("le", 1))),
-    "metrics_listen": ("validated", "", ()),
-    "metrics_allow_remote": ("validated", False, ()),
-    "metrics_textfile": ("str", "", ()),
-    "metrics_per_workspace": ("bool", False, ()),
-    "log_format": ("literal:json|console", "json", ()),
-    "log_level": ("log_level", "info", ()),
-    "summarizer.backend": ("literal:auto|anthropic|openai|extractive", "auto", ()),
-    "summarizer.max_summary_tokens": ("int", 1024, (("gt", 0),)),
-    "summarizer.max_input_tokens": ("int", 150000, (("gt", 0),)),
-    "summarizer.min_retention": ("float", 0.8, (("ge", 0), ("le", 1))),
-    "summarizer.max_cost_per_day_usd": ("float", 0.0, (("ge", 0), ("le", 1000000))),
-    "summarizer.max_llm_tokens_per_day": ("int", 0, (("ge", 0),)),
-    "anthropic.model": ("nonempty-str", "claude-haiku-4-5", ()),
-    "anthropic.base_url": ("url", "", ()),
-    "anthropic.timeout": ("float", 60.0, (("gt", 0), ("le", 3600.0))),
-    "anthropic.max_retries": ("int", 4, (("ge", 0),)),
-    "anthropic.max_concurrent_requests": ("int", 16, (("ge", 1), ("le", 1024))),
-    "anthropic.default_headers": ("headers", {}, ()),
-    "anthropic.api_key": ("api_key", None, ()),
-    "openai.base_url": ("url", "", ()),
-    "openai.model": ("str", "", ()),
-    "openai.timeout": ("float", 120.0, (("gt", 0), ("le", 3600.0))),
-    "openai.max_retries": ("int", 4, (("ge", 0),)),
-    "openai.max_concurrent_requests": ("int", 4, (("ge", 1), ("le", 1024))),
-    "openai.context_window": ("int", 0, (("ge", 0),)),
-    "openai.default_headers": ("headers", {}, ()),
-    "openai.api_key": ("api_key", None, ()),
-    "rolling.message_count_threshold": ("int", 30, (("gt", 0),)),
-    "rolling.messages_to_summarize": ("int", 20, (("gt", 0),)),
-    "rolling.recent_messages_to_keep": ("int", 10, (("ge", 0),)),
-    "rolling.token_threshold": ("int", 15000, (("gt", 0),)),
-    "checkpoint.compact_at": ("float", 0.9, (("gt", 0), ("le", 1))),
-    "masking.enabled": ("bool", True, ()),
-    "masking.keep_recent": ("int", 3, (("ge", 0),)),
-    "masking.target": ("float", 0.6, (("gt", 0), ("le", 1))),
-    "masking.min_freed": ("float", 0.1, (("ge", 0), ("le", 1))),
-    "masking.tool_inputs": ("bool", True, ()),
-    "masking.tool_input_chars": ("int", 1000, (("gt", 0),)),
-    "masking.media": ("bool", True, ()),
-    "masking.exclude_tools": ("names", [], ()),
-    "prices": ("table", {}, ()),
-    "memory.threshold": ("int", 50, (("gt", 0),)),
-    "memory.keep_bookmarks": ("int", 10, (("ge", 0),)),
-    "memory.max_entry_bytes": ("int", 16384, (("ge", 256), ("le", 1048576))),
-    "sources": ("list", [], ()),
-}
+# means unset), "table" (only an empty table is checked here; anything in it is for the
+# full loader), "list" (only an empty list, likewise), "validated" (a validator of the model
+# checks it: only its default value is taken here, any other value goes to the full
+# loader), "url" (empty, or starting with http:// or https://). The table of every field's
+# kind, default and bounds (FIELDS) is written from the model by memoryd/config/derive.py.
 MODEL_CHECKS: dict[str, tuple[str, ...]] = {
     "_levels_in_order": (),  # checked here too: warning_at <= summarize_at <= critical_at
     "_metrics_stay_local": ("metrics_listen", "metrics_allow_remote"),
@@ -178,10 +115,10 @@ def fast_status_settings(
     the same, else None. Raises ConfigError as the full loader does for an explicit
     ``--config`` or ``$MEMORYD_CONFIG`` that does not exist."""
     config_path, _ = find_config_file(config_file, env)
-    for name in env:
-        upper = name.upper()
-        if upper.startswith(ENV_PREFIX) and upper not in RESERVED_ENV:
-            return None
+    try:
+        from_env = _env_values(env)
+    except _NotSure:
+        return None
     data: dict[str, Any] = {}
     if config_path is not None:
         try:
@@ -191,11 +128,55 @@ def fast_status_settings(
     try:
         values = {key: default for key, (_, default, _) in FIELDS.items()}
         values |= _checked(_flatten(data))
+        values |= from_env
         values |= _checked({key: value for key, value in overrides.items() if value is not None})
         values["roots"] = _roots(values["roots"])
         return _settings(values)
     except _NotSure:
         return None
+
+
+# Compiled on first use (re caches them): a start without variables pays nothing.
+_ENV_INT = r"-?(?:0|[1-9][0-9]{0,17})"
+_ENV_FLOAT = r"-?(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,17})?"
+_ENV_BOOLS = {"true": True, "1": True, "yes": True, "on": True}
+_ENV_BOOLS |= {"false": False, "0": False, "no": False, "off": False}
+_ENV_JSON_KINDS = frozenset({"roots", "names", "headers", "table", "list"})
+
+
+def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
+    """The checked values of the ``MEMORYD_*`` setting variables by dotted key; _NotSure
+    for a variable the full loader may read otherwise, or refuse (an unknown name, a whole
+    section or a table's key, two names for one key, a text of an unusual form)."""
+    found: dict[str, Any] = {}
+    for name, text in env.items():
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in RESERVED_ENV:
+            continue
+        key = ".".join(upper[len(ENV_PREFIX) :].lower().split(ENV_DELIMITER))
+        if key not in FIELDS or key in found:
+            raise _NotSure
+        found[key] = _value(key, _env_parsed(FIELDS[key][0], text))
+    return found
+
+
+def _env_parsed(kind: str, text: str) -> Any:
+    """``text`` as the value it stands for in a field of ``kind``, in the forms that
+    pydantic-settings and pydantic's lax mode surely read the same way; _NotSure else."""
+    if kind == "int" and re.fullmatch(_ENV_INT, text):
+        return int(text)
+    if kind == "float" and re.fullmatch(_ENV_FLOAT, text):
+        return float(text)
+    if kind == "bool" and text in _ENV_BOOLS:
+        return _ENV_BOOLS[text]
+    if kind in _ENV_JSON_KINDS:
+        try:
+            return strict_json.loads(text)
+        except strict_json.JSONProblem:
+            raise _NotSure from None
+    if kind in ("int", "float", "bool", "validated"):
+        raise _NotSure
+    return text
 
 
 def _toml(raw: bytes) -> dict[str, Any]:
