@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import forkserver, resource_tracker
+from multiprocessing import forkserver
 from typing import Any
 
 import _common as common
@@ -57,7 +57,7 @@ def _executor(context: Any, workers: int) -> ProcessPoolExecutor:
 
 
 def variant(preload_sdk: bool, workers: int, rounds: int) -> dict[str, Any]:
-    from memoryd.daemon.processes import forkservers, preload
+    from memoryd.daemon.processes import forkservers, preload, trackers
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(preload(preload_sdk))
@@ -96,7 +96,7 @@ def variant(preload_sdk: bool, workers: int, rounds: int) -> dict[str, Any]:
     helpers = {
         "forkserver": common.pss_mb(forkservers()[0]),
         "forkserver_with_workers": shared,
-        "resource_tracker": common.pss_mb(resource_tracker._resource_tracker._pid),  # type: ignore[attr-defined]
+        "resource_tracker": common.pss_mb(trackers()[0]),
     }
     return {
         "preload": preload(preload_sdk),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import multiprocessing.resource_tracker
 import os
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from writers import line_bytes
 from memoryd.config.settings import load_settings
 from memoryd.conversation import split_lines
 from memoryd.daemon.hooks import DaemonHooks
+from memoryd.daemon.processes import trackers
 from memoryd.daemon.supervisor import Supervisor
 from memoryd.daemon.tracked import Tracked
 from memoryd.daemon.watch import classify
@@ -102,7 +102,7 @@ def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: No
                     for pid in children(os.getpid())
                     if "multiprocessing.forkserver" in cmdline(pid)
                 ],
-                multiprocessing.resource_tracker._resource_tracker._pid,  # type: ignore[attr-defined]
+                *trackers(),
             ]
             workers = pool_workers(os.getpid())
         finally:

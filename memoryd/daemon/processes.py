@@ -225,33 +225,51 @@ def stop_helpers() -> None:
 
     The forkserver is stopped as between jobs (:func:`stop_server`) and left for the
     standard library (or whoever outlives the daemon) to reap. The resource tracker stops
-    when the daemon closes its end of its pipe. The standard library's own ``_stop()``
-    then waits for it without a limit, and the tracker only sees the end of its pipe once
-    every process holding a copy has gone: a worker that outlived its forkserver would
-    hold the stop forever. So: close, wait a bounded time, then kill. Private attributes
-    of the tracker, present since Python 3.8.
+    once the last copy of its pipe's write end is closed. The daemon's copy is found
+    through /proc and replaced by /dev/null (so that the standard library, which keeps the
+    descriptor's number, never writes into a file that reused it); the forkserver's and
+    the workers' copies went with them. A tracker still running past ``KILL_WAIT`` (a
+    worker that outlived its forkserver holds a copy) is SIGKILLed. Like the forkserver it
+    is not reaped: the standard library may wait for it at exit.
     """
-    from multiprocessing import resource_tracker
-
     with contextlib.suppress(Exception):
         wait_exited(stop_server(force=True) or [])
-    tracker: Any = resource_tracker._resource_tracker
     with contextlib.suppress(Exception):
-        pid, fd = tracker._pid, tracker._fd
-        tracker._pid = tracker._fd = None
-        close_and_reap(pid, fd)
+        running = trackers()
+        for pid in running:
+            _close_copy(_tracker_pipe(pid))
+        wait_exited(running)
 
 
-def close_and_reap(pid: int | None, fd: int | None) -> None:
-    """Close a helper's pipe (asking it to stop) and reap it; SIGKILL it past KILL_WAIT."""
-    if fd is not None:
-        os.close(fd)
-    if pid is None:
+def trackers() -> list[int]:
+    """The daemon's running resource tracker (none, or one), found among its children."""
+    return [pid for pid in children(os.getpid()) if _tracker_pipe(pid) is not None]
+
+
+def _tracker_pipe(pid: int) -> str | None:
+    """The pipe (``pipe:[inode]``) a resource tracker ``pid`` reads, named in its command
+    line as ``main(fd)``; None when ``pid`` is no running tracker."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            text = cmdline.read()
+        if b"multiprocessing.resource_tracker" not in text:
+            return None
+        fd = int(text.split(b"main(", 1)[1].split(b")", 1)[0])
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _close_copy(pipe: str | None) -> None:
+    """Point the daemon's descriptors on ``pipe`` at /dev/null (closing them for the
+    reader, keeping their numbers taken)."""
+    if pipe is None:
         return
-    deadline = time.monotonic() + KILL_WAIT
-    while time.monotonic() < deadline:
-        if os.waitpid(pid, os.WNOHANG) != (0, 0):
-            return
-        time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}") == pipe:
+                null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.dup2(null, int(fd), inheritable=False)
+                finally:
+                    os.close(null)
