@@ -25,8 +25,8 @@ from typing import Any
 
 import _common as common
 
-from memoryd.conversation import split_lines
-from memoryd.reader import ConversationReader
+from memoryd.conversation.lines import split_lines
+from memoryd.conversation.reader import ConversationReader
 
 SIZES_MB = (1, 10, 100)
 MAX_LINE_BYTES = 8 << 20

@@ -67,15 +67,15 @@ from agent_transcripts import (
 )
 from api_rules import request_problem
 
-from memoryd.api_view import messages_for_api
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.strategies import strategy_for
 from memoryd.config.settings import Settings, load_settings
-from memoryd.conversation import split_lines
+from memoryd.conversation.api_view import messages_for_api
+from memoryd.conversation.lines import split_lines
 from memoryd.daemon.logs import configure_logging
 from memoryd.files.fsutil import flocked
-from memoryd.job.run import JobRequest, run_job
 from memoryd.policy import over_trigger
 from memoryd.search.recall import recall
-from memoryd.strategies import strategy_for
 from memoryd.workspace import Workspace
 
 STRATEGIES = ("narrative", "rolling", "checkpoint")

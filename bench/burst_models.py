@@ -40,9 +40,9 @@ from typing import Any
 import _common as common
 from latency import below_trigger
 
+from memoryd.compaction.job.run import JobRequest, run_job, summarizer_env
 from memoryd.config.settings import Settings, load_settings
 from memoryd.daemon.processes import preload, stop_server, wait_exited
-from memoryd.job.run import JobRequest, run_job, summarizer_env
 
 TOKEN_LIMIT = 10_000
 

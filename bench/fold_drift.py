@@ -60,12 +60,12 @@ import _common as common
 from fake_anthropic import FakeAnthropic, Reply
 from fold_sessions import SUMMARY_TOKENS, scripted_llm
 
-from memoryd.summarizers.extractive import new_items
-from memoryd.summarizers.folding import missing_items
-from memoryd.summarizers.items import HeadItem, item_key, parse_head
-from memoryd.summarizers.outcomes import read_failure
-from memoryd.summarizers.toolcalls import command_label, label_key
+from memoryd.summary.extractive import new_items
+from memoryd.summary.folding import missing_items
+from memoryd.summary.items import HeadItem, item_key, parse_head
 from memoryd.tokens import estimate_text_tokens
+from memoryd.transcript.outcomes import read_failure
+from memoryd.transcript.toolcalls import command_label, label_key
 
 KINDS = ("failure", "decision", "change")
 FAILURE = ("test_reconcile_batch", "FooBarTimeoutError")

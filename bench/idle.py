@@ -31,7 +31,7 @@ from typing import Any
 
 import _common as common
 
-from memoryd.conversation import append_message
+from memoryd.conversation.lines import append_message
 
 TOKEN_LIMIT = 8_000
 IDLE_AFTER = 2.0

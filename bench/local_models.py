@@ -30,12 +30,12 @@ from typing import Any
 import _common as common
 from fake_openai import FakeOpenAI, Reply
 
+from memoryd.compaction.job.run import JobRequest, run_job
 from memoryd.config.settings import load_settings
-from memoryd.job.run import JobRequest, run_job
-from memoryd.summarizers import limits
-from memoryd.summarizers.base import LLMSummarizer
-from memoryd.summarizers.chunking import instruction_tokens, summarize_messages
-from memoryd.summarizers.openai_compat import OpenAICompatBackend
+from memoryd.llm import limits
+from memoryd.llm.openai_compat import OpenAICompatBackend
+from memoryd.summary.backends import LLMSummarizer
+from memoryd.summary.chunking import instruction_tokens, summarize_messages
 from memoryd.tokens import estimate_message_tokens
 
 CONTEXTS = (4_096, 8_192, 32_768, 131_072)

@@ -51,8 +51,8 @@ from latency import (
     wait_ready_and_tidied,
 )
 
+from memoryd.conversation.reader import ConversationReader
 from memoryd.policy import detect_threshold, usage_ratio
-from memoryd.reader import ConversationReader
 
 TOKEN_LIMIT = 10_000
 

@@ -71,15 +71,15 @@ from agent_transcripts import Fact, Transcript, generate, message_text, occurs, 
 from daemon_harness import llm_env, read_state
 from fake_anthropic import FakeAnthropic, Reply
 
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.masking.decide import plan_masking
+from memoryd.compaction.masking.rules import MaskRules
 from memoryd.config.settings import load_settings
-from memoryd.conversation import Line, append_message, split_lines
+from memoryd.conversation.lines import Line, append_message, split_lines
+from memoryd.conversation.pins import pinned_indices
 from memoryd.daemon.logs import configure_logging
-from memoryd.job.run import JobRequest, run_job
 from memoryd.media import media_in
-from memoryd.pins import pinned_indices
 from memoryd.receipts.records import read_receipts
-from memoryd.strategies.masking import plan_masking
-from memoryd.strategies.masking_rules import MaskRules
 from memoryd.workspace import Workspace
 
 OLD_SHARE = 0.6

@@ -47,19 +47,19 @@ from typing import Any
 import _common as common
 from fake_anthropic import FakeAnthropic, Reply
 
-import memoryd.strategies.summary as summary_module
+import memoryd.compaction.strategies.head as summary_module
+from memoryd.compaction.job.run import JobRequest, JobResult, run_job
 from memoryd.config.settings import Settings, load_settings
 from memoryd.daemon.logs import configure_logging
-from memoryd.job.run import JobRequest, JobResult, run_job
 from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd
 from memoryd.receipts.records import read_receipts
-from memoryd.summarizers.retention import Detail, extract_details, score
+from memoryd.summary.retention import Detail, extract_details, score
 from memoryd.tokens import LLMUsage, estimate_text_tokens
 from memoryd.workspace import Workspace
 
 API_KEY = "sk-ant-bench-quality"
 CHECK_FUNCTIONS = ("extract_details", "retain_details")
-"""What the retention check runs inside a job (memoryd.strategies.summary)."""
+"""What the retention check runs inside a job (memoryd.compaction.strategies.head)."""
 CAP = 400
 TIGHT_CAP = 120
 """A cap the extractive summary cannot fit every planted sentence into."""

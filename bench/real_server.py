@@ -49,11 +49,11 @@ from typing import Any
 
 import _common as common
 
+from memoryd.compaction.job.run import JobRequest, JobResult, run_job
 from memoryd.config.settings import load_settings
 from memoryd.daemon.logs import configure_logging
-from memoryd.job.run import JobRequest, JobResult, run_job
-from memoryd.summarizers import limits
-from memoryd.summarizers.openai_compat import OpenAICompatBackend
+from memoryd.llm import limits
+from memoryd.llm.openai_compat import OpenAICompatBackend
 
 SERVER_ENV = "MEMORYD_LLAMA_SERVER"
 GGUF_ENV = "MEMORYD_LLAMA_GGUF"

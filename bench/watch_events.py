@@ -1,7 +1,7 @@
 """What a first start's own writes cost the watcher, per workspace.
 
 ``--workspaces`` folders, each with a one-line conversation, are watched by memoryd's
-watcher (``memoryd.daemon.watch.start_observer``: watchdog's recursive inotify observer with
+watcher (``memoryd.daemon.fs_events.start_observer``: watchdog's recursive inotify observer with
 memoryd's event filter and handler, hidden folders unwatched). Then, for every
 workspace, the writes a first start makes are done by the daemon's own code
 (``memoryd.daemon.folders.Folders``): ``.memoryd`` created, HEARTBEAT.md staged there
@@ -27,7 +27,7 @@ from pathlib import Path
 import _common as common
 
 from memoryd.daemon.folders import Folders
-from memoryd.daemon.watch import WATCHED_EVENTS, start_observer
+from memoryd.daemon.fs_events import WATCHED_EVENTS, start_observer
 from memoryd.files.fsutil import replace_in
 
 

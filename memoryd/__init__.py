@@ -16,11 +16,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from memoryd.api import MessageSummarizer, SummaryGenerator
-    from memoryd.api_view import messages_for_api
-    from memoryd.checkpoint import Checkpoint, CheckpointSummary
+    from memoryd.compaction.job.run import JobRequest, JobResult, run_job
     from memoryd.config.settings import Settings, load_settings
-    from memoryd.conversation import append_message
+    from memoryd.conversation.api_view import messages_for_api
+    from memoryd.conversation.lines import append_message
     from memoryd.errors import (
         CheckpointParseError,
         CommitAborted,
@@ -30,16 +29,16 @@ if TYPE_CHECKING:
         SummarizerError,
         UsageError,
     )
-    from memoryd.job.run import JobRequest, JobResult, run_job
     from memoryd.policy import (
         ThresholdAction,
         detect_threshold,
         get_threshold_action,
         should_emit_event,
     )
+    from memoryd.published.heartbeat import Heartbeat, HeartbeatManager
+    from memoryd.published.monitor import ContextMonitor, MonitorState
+    from memoryd.runners import MessageSummarizer, SummaryGenerator
     from memoryd.search.recall import expand, recall
-    from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
-    from memoryd.signals.monitor import ContextMonitor, MonitorState
     from memoryd.stores.compaction import CompactionReport
     from memoryd.stores.disk import (
         compact,
@@ -47,17 +46,18 @@ if TYPE_CHECKING:
         record_task_bookmark,
         write_entry,
     )
-    from memoryd.summarizers.checkpoint_prompt import (
+    from memoryd.summary.checkpoint import Checkpoint, CheckpointSummary
+    from memoryd.summary.checkpoint_prompt import (
         build_compaction_prompt,
         parse_compaction_result,
     )
 
 _HOMES: dict[str, tuple[str, ...]] = {
-    "memoryd.api": ("MessageSummarizer", "SummaryGenerator"),
-    "memoryd.api_view": ("messages_for_api",),
-    "memoryd.checkpoint": ("Checkpoint", "CheckpointSummary"),
+    "memoryd.runners": ("MessageSummarizer", "SummaryGenerator"),
+    "memoryd.conversation.api_view": ("messages_for_api",),
+    "memoryd.summary.checkpoint": ("Checkpoint", "CheckpointSummary"),
     "memoryd.config.settings": ("Settings", "load_settings"),
-    "memoryd.conversation": ("append_message",),
+    "memoryd.conversation.lines": ("append_message",),
     "memoryd.errors": (
         "CheckpointParseError",
         "CommitAborted",
@@ -67,9 +67,9 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "SummarizerError",
         "UsageError",
     ),
-    "memoryd.signals.heartbeat": ("Heartbeat", "HeartbeatManager"),
-    "memoryd.job.run": ("JobRequest", "JobResult", "run_job"),
-    "memoryd.signals.monitor": ("ContextMonitor", "MonitorState"),
+    "memoryd.published.heartbeat": ("Heartbeat", "HeartbeatManager"),
+    "memoryd.compaction.job.run": ("JobRequest", "JobResult", "run_job"),
+    "memoryd.published.monitor": ("ContextMonitor", "MonitorState"),
     "memoryd.policy": (
         "ThresholdAction",
         "detect_threshold",
@@ -84,7 +84,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "record_task_bookmark",
         "write_entry",
     ),
-    "memoryd.summarizers.checkpoint_prompt": ("build_compaction_prompt", "parse_compaction_result"),
+    "memoryd.summary.checkpoint_prompt": ("build_compaction_prompt", "parse_compaction_result"),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 

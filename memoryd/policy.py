@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         def critical_at(self) -> float: ...
 
     class MessageLike(Protocol):
-        """What a split decision needs of a message (a :class:`memoryd.conversation.Line`)."""
+        """What a split decision needs of a message (a :class:`memoryd.conversation.lines.Line`)."""
 
         @property
         def tokens(self) -> int: ...

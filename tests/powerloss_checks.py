@@ -24,16 +24,16 @@ from powerloss_ops import DIR, Fsync, Recording, Rename, Returned
 
 from memoryd import strict_json
 from memoryd.commit.recovery import recover
+from memoryd.compaction.job.report import report_failure
+from memoryd.compaction.job.run import JobRequest, run_job
 from memoryd.config.settings import Settings
-from memoryd.conversation import append_message
+from memoryd.conversation.lines import append_message
 from memoryd.errors import InputError
 from memoryd.files.fsutil import TEMP_MARK
-from memoryd.job.report import report_failure
-from memoryd.job.run import JobRequest, run_job
+from memoryd.published.events import emit
+from memoryd.published.heartbeat import HeartbeatManager, parse
+from memoryd.published.state import read_state
 from memoryd.search.index import update_index
-from memoryd.signals.events import emit
-from memoryd.signals.heartbeat import HeartbeatManager, parse
-from memoryd.signals.state import read_state
 from memoryd.stores.disk import write_entry
 from memoryd.workspace import Workspace
 

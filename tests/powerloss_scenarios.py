@@ -30,14 +30,14 @@ from powerloss_record import Recorder, recording
 from memoryd import cli
 from memoryd.commit import rewrite as commit
 from memoryd.commit.recovery import recover
+from memoryd.compaction.job.run import JobRequest, run_job
 from memoryd.config.settings import Settings, load_settings
-from memoryd.conversation import append_message, split_lines
-from memoryd.job.run import JobRequest, run_job
+from memoryd.conversation.lines import append_message, split_lines
+from memoryd.published.events import emit
+from memoryd.published.heartbeat import HeartbeatManager
+from memoryd.published.state import build_state, write_state
 from memoryd.receipts.records import append_receipt, build_receipt
 from memoryd.search.index import update_index
-from memoryd.signals.events import emit
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.signals.state import build_state, write_state
 from memoryd.stores.disk import compact, write_entry
 from memoryd.workspace import Workspace
 

@@ -9,7 +9,7 @@ from typing import Any
 from conftest import encode_lines, make_message
 from hypothesis import strategies as st
 
-from memoryd.conversation import Line, split_lines
+from memoryd.conversation.lines import Line, split_lines
 
 MAX_LINE = 8 << 20
 

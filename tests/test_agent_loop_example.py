@@ -17,7 +17,7 @@ from daemon_harness import Processes, read_state, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 
 import memoryd
-from memoryd.reader import ConversationReader
+from memoryd.conversation.reader import ConversationReader
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
 TASK = "Task: count the lines of output until the budget has been crossed a few times."

@@ -19,15 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.api_view import messages_for_api
+from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.strategies import Counts, strategy_for
 from memoryd.config.settings import RollingSettings, Settings
-from memoryd.conversation import split_lines
+from memoryd.conversation.api_view import messages_for_api
+from memoryd.conversation.lines import split_lines
+from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon.tracked import Tracked, job_due, over_budget, settle
-from memoryd.job.run import JobRequest, JobResult, run_job
-from memoryd.reader import ConversationReader
+from memoryd.published.events import read_events
 from memoryd.receipts.records import read_receipts
-from memoryd.signals.events import read_events
-from memoryd.strategies import Counts, strategy_for
 from memoryd.workspace import Workspace
 
 STRATEGIES = ("narrative", "rolling", "checkpoint")

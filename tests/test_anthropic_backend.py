@@ -22,9 +22,9 @@ from fake_anthropic import FakeAnthropic, Reply, echo_summary
 from structlog.testing import capture_logs
 
 from memoryd.errors import ConfigError, SummarizerError
-from memoryd.summarizers.anthropic import AnthropicBackend, Completion
-from memoryd.summarizers.prompts import narrative_prompt, render_transcript
-from memoryd.summarizers.retries import parse_retry_after
+from memoryd.llm.anthropic import AnthropicBackend, Completion
+from memoryd.llm.retries import parse_retry_after
+from memoryd.summary.prompts import narrative_prompt, render_transcript
 
 API_KEY = "sk-ant-test-SECRET-0123456789"
 SECRET_TEXT = "the launch code is plover-42"

@@ -22,7 +22,7 @@ from api_rules import (
 )
 from fake_anthropic import FakeAnthropic
 
-from memoryd import api_blocks
+from memoryd.conversation import api_blocks
 
 MODEL = "claude-test"
 HEADER_PARAMS = {"user_profile_id", "workspace_id"}

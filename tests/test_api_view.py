@@ -12,7 +12,7 @@ from api_rules import request_problem, thinking_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.api_view import START_TURN, api_messages
+from memoryd.conversation.api_view import START_TURN, api_messages
 
 SUMMARY: dict[str, Any] = {
     "id": "5b0c",

@@ -16,15 +16,15 @@ from conftest import WorkspaceFactory, encode_lines, generated_messages, make_me
 from daemon_harness import Processes, read_state, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.checkpoint import CHECKPOINT_PREFIX, Checkpoint, CheckpointSummary
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.strategies.checkpoint import load_checkpoint
 from memoryd.config.settings import load_settings
-from memoryd.conversation import append_message, parse_line, split_lines
+from memoryd.conversation.lines import append_message, parse_line, split_lines
 from memoryd.errors import CheckpointParseError
-from memoryd.job.run import JobRequest, run_job
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.strategies.checkpoint import load_checkpoint
-from memoryd.summarizers.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
-from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
+from memoryd.published.heartbeat import HeartbeatManager
+from memoryd.summary.checkpoint import CHECKPOINT_PREFIX, Checkpoint, CheckpointSummary
+from memoryd.summary.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
+from memoryd.summary.extractive_checkpoint import extractive_checkpoint
 from memoryd.workspace import Workspace
 
 

@@ -11,18 +11,18 @@ from conftest import make_message
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memoryd.checkpoint import SECTIONS, CheckpointSummary, render_lists
-from memoryd.summarizers.checkpoint_calls import (
+from memoryd.summary.checkpoint import SECTIONS, CheckpointSummary, render_lists
+from memoryd.summary.extractive_checkpoint import extractive_checkpoint
+from memoryd.tokens import estimate_text_tokens
+from memoryd.transcript.checkpoint_calls import (
     LAST_STEP,
     call_key,
     call_line,
     call_name,
     outcome_phrase,
 )
-from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
-from memoryd.summarizers.output_places import definitions
-from memoryd.summarizers.toolcalls import ToolCall, outcome_of, tool_use_call
-from memoryd.tokens import estimate_text_tokens
+from memoryd.transcript.output_places import definitions
+from memoryd.transcript.toolcalls import ToolCall, outcome_of, tool_use_call
 
 FAILED_RUN = (
     "tests/test_a.py F.F\n"

@@ -426,7 +426,7 @@ def test_status_of_an_unreadable_conversation_is_one_clear_line_exit_2(
             raise PermissionError(errno.EACCES, "Permission denied", target)
         return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr("memoryd.conversation.os.open", deny)
+    monkeypatch.setattr("memoryd.conversation.lines.os.open", deny)
     code, _ = cli("status", str(ws))
     assert code == 2
     line = one_clear_line(capsys.readouterr().err)

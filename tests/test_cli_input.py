@@ -13,7 +13,7 @@ import pytest
 from cli_helpers import cli
 from conftest import WorkspaceFactory
 
-from memoryd.conversation import append_message
+from memoryd.conversation.lines import append_message
 from memoryd.errors import InputError
 
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from conftest import WorkspaceFactory, encode_lines, generated_messages
 
-from memoryd import conversation
-from memoryd.conversation import append_message, parse_line, split_lines
+from memoryd.conversation import lines as conversation
+from memoryd.conversation.lines import append_message, parse_line, split_lines
+from memoryd.conversation.reader import ConversationReader
 from memoryd.errors import InputError, UnsafePathError
 from memoryd.files import fsutil
-from memoryd.reader import ConversationReader
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
 
 
@@ -72,7 +72,7 @@ def test_reader_never_rereads_counted_bytes(
         reads.append((offset, size))
         return real_pread(fd, size, offset)
 
-    monkeypatch.setattr("memoryd.reader.os.pread", recording_pread)
+    monkeypatch.setattr("memoryd.conversation.reader.os.pread", recording_pread)
     old_size = path.stat().st_size
     append_bytes(path, encode_lines(generated_messages(21, 50)[20:]))
     reader.update()

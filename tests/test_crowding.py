@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI, Reply
 
-from memoryd.summarizers import crowding, limits
-from memoryd.summarizers.openai_compat import OpenAICompatBackend
+from memoryd.llm import crowding, limits
+from memoryd.llm.openai_compat import OpenAICompatBackend
 
 ANSWER_S = 1.0
 """How long the fake takes before each answer."""

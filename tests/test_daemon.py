@@ -48,7 +48,7 @@ from daemon_workspaces import (
 from fake_anthropic import FakeAnthropic, Reply
 
 from memoryd import cli
-from memoryd.conversation import split_lines
+from memoryd.conversation.lines import split_lines
 
 REPO = Path(__file__).resolve().parent.parent
 

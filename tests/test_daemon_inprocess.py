@@ -29,17 +29,17 @@ from daemon_workspaces import (
 from structlog.testing import capture_logs
 from writers import line_bytes
 
+from memoryd.compaction.job.run import JobResult
+from memoryd.compaction.strategies import STRATEGIES
+from memoryd.compaction.strategies.narrative import Narrative, narrative_split
 from memoryd.config.settings import load_settings
-from memoryd.conversation import split_lines
+from memoryd.conversation.lines import split_lines
+from memoryd.daemon.fs_events import classify
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.processes import trackers
 from memoryd.daemon.supervisor import Supervisor
 from memoryd.daemon.tracked import Tracked
-from memoryd.daemon.watch import classify
 from memoryd.files.fsutil import pid_alive
-from memoryd.job.run import JobResult
-from memoryd.strategies import STRATEGIES
-from memoryd.strategies.narrative import Narrative, narrative_split
 
 REPO = Path(__file__).resolve().parent.parent
 UNIT = REPO / "systemd" / "memoryd.service"
@@ -275,7 +275,7 @@ def test_an_unreadable_conversation_is_logged_and_the_daemon_carries_on(
             raise PermissionError(errno.EACCES, "Permission denied", locked)
         return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr("memoryd.conversation.os.open", deny)
+    monkeypatch.setattr("memoryd.conversation.lines.os.open", deny)
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     overrides = {"roots": [str(root)], "workers": 1, "coalesce_ms": 0}
     supervisor = Supervisor(load_settings(overrides=overrides, env=env), env=env)

@@ -21,14 +21,14 @@ from writers import line_bytes
 from memoryd import strict_json
 from memoryd.commit.recovery import leftover
 from memoryd.config.settings import load_settings
+from memoryd.conversation.reader import ConversationReader, Counted
 from memoryd.daemon.folders import Seed, read_seed, tidy_step
 from memoryd.daemon.supervisor import Supervisor
 from memoryd.discovery import look, scan_workspaces
 from memoryd.errors import UnsafePathError
 from memoryd.files.fsutil import create_in
-from memoryd.reader import ConversationReader, Counted
-from memoryd.signals.heartbeat import Heartbeat, render
-from memoryd.signals.state import WorkspaceState, saved_counted, state_bytes
+from memoryd.published.heartbeat import Heartbeat, render
+from memoryd.published.state import WorkspaceState, saved_counted, state_bytes
 
 CLEAN = render(Heartbeat(last_checkin="2026-01-01T00:00:00.000Z")).encode()
 
@@ -206,7 +206,7 @@ def test_a_symlinked_memoryd_is_refused_by_the_seed(tmp_path: Path) -> None:
 def test_the_seed_takes_a_state_json_only_as_strict_json_from_a_regular_file(
     tmp_path: Path, state: bytes | str
 ) -> None:
-    """What memoryd.signals.state.read_state refuses the seed refuses too: the state is rebuilt,
+    """What memoryd.published.state.read_state refuses the seed refuses too: the state is rebuilt,
     and a FIFO is not waited on."""
     ws = tmp_path / "ws"
     write_lines(ws, "w", 1)

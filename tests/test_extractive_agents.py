@@ -16,15 +16,15 @@ from agent_texts import RULES, WORKFLOW
 from agent_transcripts import generate, write_workspace
 from conftest import SettingsFactory, make_message
 
-from memoryd.checkpoint import SECTIONS, CheckpointSummary, render_lists
-from memoryd.job.run import JobRequest, run_job
-from memoryd.summarizers.checkpoint_calls import call_key
-from memoryd.summarizers.extractive import extractive_summary
-from memoryd.summarizers.extractive_checkpoint import extractive_checkpoint
-from memoryd.summarizers.items import parse_head
-from memoryd.summarizers.retention import extract_details, score
-from memoryd.summarizers.toolcalls import command_label
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.summary.checkpoint import SECTIONS, CheckpointSummary, render_lists
+from memoryd.summary.extractive import extractive_summary
+from memoryd.summary.extractive_checkpoint import extractive_checkpoint
+from memoryd.summary.items import parse_head
+from memoryd.summary.retention import extract_details, score
 from memoryd.tokens import estimate_text_tokens
+from memoryd.transcript.checkpoint_calls import call_key
+from memoryd.transcript.toolcalls import command_label
 
 SEEDS = range(6)
 KINDS = {"tool loop": tool_loop, "interactive": interactive, "text mode": text_mode}

@@ -7,9 +7,9 @@ import math
 from pathlib import Path
 
 from memoryd.config.settings import Settings
+from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.tracked import Tracked, idle_due_at, job_due_now
-from memoryd.reader import ConversationReader
 from memoryd.workspace import Workspace
 
 LIMIT = 10_000

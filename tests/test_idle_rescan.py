@@ -23,10 +23,10 @@ from structlog.testing import capture_logs
 
 from memoryd.config.settings import load_settings
 from memoryd.daemon import workspaces
+from memoryd.daemon.fs_events import FsChange, Missed
+from memoryd.daemon.inotify_tree import BatchedInotifyFD, TreeObserver
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.supervisor import Supervisor
-from memoryd.daemon.watch import FsChange, Missed
-from memoryd.daemon.watch_tree import BatchedInotifyFD, TreeObserver
 from memoryd.discovery import scan_workspaces
 
 HOUR = 3600.0

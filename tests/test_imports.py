@@ -156,7 +156,7 @@ def test_the_heartbeat_statuses_are_the_values_of_its_status_type() -> None:
     ``STATUSES`` (its values at run time) name the same words."""
     import ast
 
-    from memoryd.signals import heartbeat
+    from memoryd.published import heartbeat
 
     tree = ast.parse(Path(heartbeat.__file__).read_text())
     literal = next(

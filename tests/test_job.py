@@ -23,13 +23,13 @@ from conftest import (
 )
 from fake_anthropic import FakeAnthropic, Reply
 
+from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.strategies.head import SUMMARY_PREFIX
 from memoryd.config.settings import Settings
-from memoryd.conversation import split_lines
+from memoryd.conversation.lines import split_lines
 from memoryd.files.fsutil import TEMP_MARK, flocked
-from memoryd.job.run import JobRequest, JobResult, run_job
-from memoryd.signals.events import read_events
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.strategies.summary import SUMMARY_PREFIX
+from memoryd.published.events import read_events
+from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 

@@ -22,42 +22,27 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "core",
         frozenset(
-            {
-                "errors",
-                "strict_json",
-                "tokens",
-                "media",
-                "defaults",
-                "policy",
-                "identifiers",
-                "checkpoint",
-                "clock",
-                "value",
-            }
+            {"errors", "strict_json", "tokens", "media", "defaults", "policy", "clock", "value"}
         ),
     ),
     ("files", frozenset({"files"})),
-    (
-        "workspace",
-        frozenset(
-            {"workspace", "conversation", "reader", "pins", "discovery", "api_view", "api_blocks"}
-        ),
-    ),
+    ("workspace", frozenset({"workspace", "conversation", "discovery"})),
     ("commit", frozenset({"commit"})),
-    ("signals", frozenset({"signals"})),
+    ("published", frozenset({"published"})),
     ("receipts", frozenset({"receipts"})),
     ("config", frozenset({"config"})),
     ("stores", frozenset({"stores"})),
     ("search", frozenset({"search"})),
     ("sources", frozenset({"sources"})),
-    ("summarizers", frozenset({"summarizers"})),
-    ("strategies", frozenset({"strategies"})),
-    ("job", frozenset({"job"})),
+    ("transcript", frozenset({"transcript"})),
+    ("llm", frozenset({"llm"})),
+    ("summary", frozenset({"summary"})),
+    ("compaction", frozenset({"compaction"})),
     ("daemon", frozenset({"daemon"})),
     ("status", frozenset({"status"})),
     ("mcp_server", frozenset({"mcp_server"})),
     ("cli", frozenset({"cli", "demo"})),
-    ("api", frozenset({"", "__main__", "api"})),
+    ("api", frozenset({"", "__main__", "runners"})),
 )
 """The parts from the bottom up; each holds the top-level names (a module or a folder
 under ``memoryd/``) that belong to it. The top level itself (``memoryd/__init__.py``) is

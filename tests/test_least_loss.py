@@ -1,6 +1,6 @@
 """Least loss: with masking on, a usage job summarizes only the smallest oldest part that
-brings usage to its aim, and says so (memoryd/strategies/least_loss.py,
-memoryd/job/run.py, memoryd/job/finish.py)."""
+brings usage to its aim, and says so (memoryd/compaction/strategies/least_loss.py,
+memoryd/compaction/job/run.py, memoryd/compaction/job/finish.py)."""
 
 from __future__ import annotations
 
@@ -15,21 +15,21 @@ from conftest import SettingsFactory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.config.settings import Settings
-from memoryd.conversation import Line, split_lines
-from memoryd.job.run import JobRequest, JobResult, plan_job, run_job
-from memoryd.pins import apply_pins, pinned_indices
-from memoryd.policy import boundaries, plan_for
-from memoryd.receipts.records import read_receipts
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.strategies import strategy_for
-from memoryd.strategies.least_loss import (
+from memoryd.compaction.job.run import JobRequest, JobResult, plan_job, run_job
+from memoryd.compaction.masking.decide import masking_stage
+from memoryd.compaction.strategies import strategy_for
+from memoryd.compaction.strategies.least_loss import (
     job_text,
     least_split,
     summary_aim,
     summary_ceiling,
 )
-from memoryd.strategies.masking import masking_stage
+from memoryd.config.settings import Settings
+from memoryd.conversation.lines import Line, split_lines
+from memoryd.conversation.pins import apply_pins, pinned_indices
+from memoryd.policy import boundaries, plan_for
+from memoryd.published.heartbeat import HeartbeatManager
+from memoryd.receipts.records import read_receipts
 from memoryd.workspace import Workspace
 
 STRATEGIES = ("narrative", "rolling", "checkpoint")
@@ -94,7 +94,7 @@ def test_the_least_split_is_the_smallest_boundary_that_fits_within_the_share(
 
 def strategy_for_narrative_share(lines: list[Line]) -> Any:
     """The seed's 60% share, as the narrative strategy splits it."""
-    from memoryd.strategies.narrative import narrative_split
+    from memoryd.compaction.strategies.narrative import narrative_split
 
     plan = narrative_split(lines, 0.4)
     assert plan is not None

@@ -16,11 +16,11 @@ import fake_openai
 import pytest
 
 from memoryd.errors import SummarizerError
-from memoryd.summarizers import limits
-from memoryd.summarizers.anthropic import AnthropicBackend
-from memoryd.summarizers.completion import Completion, CompletionBackend
-from memoryd.summarizers.openai_compat import OpenAICompatBackend
-from memoryd.summarizers.prompts import narrative_prompt, render_transcript
+from memoryd.llm import limits
+from memoryd.llm.anthropic import AnthropicBackend
+from memoryd.llm.completion import Completion, CompletionBackend
+from memoryd.llm.openai_compat import OpenAICompatBackend
+from memoryd.summary.prompts import narrative_prompt, render_transcript
 
 MAX_TOKENS = 256
 

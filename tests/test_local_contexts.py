@@ -16,15 +16,15 @@ from fake_anthropic import RecordedRequest
 from fake_openai import FakeOpenAI, Reply
 from structlog.testing import capture_logs
 
+from memoryd.compaction.job.run import JobRequest, run_job
 from memoryd.errors import SummarizerError
-from memoryd.job.run import JobRequest, run_job
+from memoryd.llm import limits
+from memoryd.llm.completion import ContextOverflow
+from memoryd.llm.openai_compat import OpenAICompatBackend
 from memoryd.receipts.records import read_receipts
-from memoryd.summarizers import limits
-from memoryd.summarizers.base import LLMSummarizer
-from memoryd.summarizers.chunking import instruction_tokens, summarize_messages
-from memoryd.summarizers.completion import ContextOverflow
-from memoryd.summarizers.openai_compat import OpenAICompatBackend
-from memoryd.summarizers.prompts import narrative_prompt, render_transcript
+from memoryd.summary.backends import LLMSummarizer
+from memoryd.summary.chunking import instruction_tokens, summarize_messages
+from memoryd.summary.prompts import narrative_prompt, render_transcript
 from memoryd.tokens import estimate_message_tokens
 from memoryd.workspace import Workspace
 

@@ -16,12 +16,12 @@ from fake_anthropic import FakeAnthropic
 from fake_anthropic import Reply as AnthropicReply
 from fake_openai import FakeOpenAI, Reply
 
-from memoryd.job.run import JobRequest, run_job
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.llm import limits
+from memoryd.llm.anthropic import AnthropicBackend
+from memoryd.llm.completion import CompletionBackend
+from memoryd.llm.openai_compat import OpenAICompatBackend
 from memoryd.receipts.records import read_receipts
-from memoryd.summarizers import limits
-from memoryd.summarizers.anthropic import AnthropicBackend
-from memoryd.summarizers.completion import CompletionBackend
-from memoryd.summarizers.openai_compat import OpenAICompatBackend
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 

@@ -1,6 +1,6 @@
 """A masking takes only the old outputs it needs, those that lose the fewest details for
-the tokens they free first (memoryd/strategies/mask_choice.py, the aim in
-memoryd/strategies/least_loss.py)."""
+the tokens they free first (memoryd/compaction/masking/choice.py, the aim in
+memoryd/compaction/strategies/least_loss.py)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ import pytest
 from conftest import SettingsFactory, make_message
 from split_checks import lines_of
 
-from memoryd.job.run import JobRequest, run_job
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.masking.choice import choose, details, message_details, message_text
+from memoryd.compaction.masking.decide import plan_masking
+from memoryd.compaction.masking.placeholders import placeholder_text
+from memoryd.compaction.masking.rules import input_placeholder
+from memoryd.compaction.strategies.least_loss import masking_aim, summary_aim
 from memoryd.receipts.records import read_receipts
-from memoryd.strategies.least_loss import masking_aim, summary_aim
-from memoryd.strategies.mask_choice import choose, details, message_details, message_text
-from memoryd.strategies.masking import plan_masking
-from memoryd.strategies.masking_rules import input_placeholder
-from memoryd.strategies.placeholders import placeholder_text
-from memoryd.summarizers.outcomes import Failure, read_failure
-from memoryd.summarizers.toolcalls import tool_use_call
+from memoryd.transcript.outcomes import Failure, read_failure
+from memoryd.transcript.toolcalls import tool_use_call
 from memoryd.workspace import Workspace
 
 TASK = "Fix the rounding of invoice totals in the ledger module; keep the public API."

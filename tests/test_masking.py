@@ -1,5 +1,5 @@
 """Observation masking as a pure decision: which tool outputs become placeholders, what the
-placeholders say, and what is never touched (memoryd/strategies/masking.py)."""
+placeholders say, and what is never touched (memoryd/compaction/masking/decide.py)."""
 
 from __future__ import annotations
 
@@ -12,23 +12,23 @@ from conftest import encode_lines, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.api_view import api_messages
-from memoryd.conversation import Line, split_lines
-from memoryd.pins import pinned_indices
-from memoryd.policy import running_tool_call
-from memoryd.strategies.masking import (
+from memoryd.compaction.masking.decide import (
     MASKED_FIELD,
     Masking,
     decide,
     plan_masking,
     tool_outputs,
 )
-from memoryd.strategies.masking_rules import MIN_SHRINK
-from memoryd.strategies.placeholders import placeholder_text
-from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD
-from memoryd.summarizers.toolcalls import tool_use_call
-from memoryd.summarizers.transcript import result_text
+from memoryd.compaction.masking.placeholders import placeholder_text
+from memoryd.compaction.masking.rules import MIN_SHRINK
+from memoryd.conversation.api_view import api_messages
+from memoryd.conversation.lines import Line, split_lines
+from memoryd.conversation.pins import pinned_indices
+from memoryd.policy import running_tool_call
 from memoryd.tokens import content_chars, estimate_text_tokens
+from memoryd.transcript.messages import result_text
+from memoryd.transcript.outcomes import PLACEHOLDER_LEAD
+from memoryd.transcript.toolcalls import tool_use_call
 
 
 def lines_of(messages: list[dict[str, Any]]) -> list[Line]:

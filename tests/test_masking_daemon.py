@@ -11,7 +11,7 @@ from agent_transcripts import generate
 from daemon_harness import Processes, llm_env, read_heartbeat, read_state, wait_until
 from fake_anthropic import FakeAnthropic
 
-from memoryd.conversation import append_message
+from memoryd.conversation.lines import append_message
 from memoryd.receipts.records import read_receipts
 from memoryd.workspace import Workspace
 

@@ -1,5 +1,5 @@
 """Masking in a job: masking first, summarizing only if needed, and everyone can see it
-(memoryd/job/masking.py, memoryd/job/finish.py)."""
+(memoryd/compaction/masking/stage.py, memoryd/compaction/job/finish.py)."""
 
 from __future__ import annotations
 
@@ -18,16 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.api_view import messages_for_api
+from memoryd.compaction.job.run import JobRequest, JobResult, run_job
 from memoryd.config.settings import Settings, load_settings
-from memoryd.conversation import split_lines
-from memoryd.job.run import JobRequest, JobResult, run_job
+from memoryd.conversation.api_view import messages_for_api
+from memoryd.conversation.lines import split_lines
+from memoryd.published.events import read_events
+from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.receipts.records import read_receipts
 from memoryd.search.recall import expand, recall
-from memoryd.signals.events import read_events
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD
-from memoryd.summarizers.transcript import result_text
+from memoryd.transcript.messages import result_text
+from memoryd.transcript.outcomes import PLACEHOLDER_LEAD
 from memoryd.workspace import Workspace
 
 API_KEY = "sk-test-masking"

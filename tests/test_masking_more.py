@@ -1,4 +1,4 @@
-"""Masking beyond tool outputs (memoryd/strategies/masking_rules.py): old calls' large
+"""Masking beyond tool outputs (memoryd/compaction/masking/rules.py): old calls' large
 input fields, old user turns' images and documents, and tools never masked. As for
 outputs: the API view stays valid, every original line is once in the file or the
 archive, ``memoryd expand`` gives the original back, and what must stay stays."""
@@ -21,14 +21,14 @@ from hypothesis import strategies as st
 from media_files import encoded, image_block, jpeg_behind_exif, pdf_block, pillow_pdf, screenshot
 from test_masking_job import originals_kept
 
-from memoryd.api_view import api_messages, messages_for_api
-from memoryd.conversation import Line, split_lines
-from memoryd.job.run import JobRequest, run_job
-from memoryd.pins import pinned_indices
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.masking.decide import MASKED_FIELD, Masking, plan_masking
+from memoryd.compaction.masking.rules import INPUT_PLACEHOLDER_LEAD, MaskRules
+from memoryd.conversation.api_view import api_messages, messages_for_api
+from memoryd.conversation.lines import Line, split_lines
+from memoryd.conversation.pins import pinned_indices
 from memoryd.policy import running_tool_call
 from memoryd.search.recall import expand
-from memoryd.strategies.masking import MASKED_FIELD, Masking, plan_masking
-from memoryd.strategies.masking_rules import INPUT_PLACEHOLDER_LEAD, MaskRules
 
 PNG = image_block(encoded(screenshot(1382, 1090), "PNG"))
 JPEG = image_block(jpeg_behind_exif(800, 600, exif_bytes=20_000), "image/jpeg")

@@ -1,5 +1,5 @@
 """Observation masking over unusual shapes and at its exact limits, and every part a
-placeholder promises (memoryd/strategies/masking.py): reused tool ids, summary heads that
+placeholder promises (memoryd/compaction/masking/decide.py): reused tool ids, summary heads that
 hold a command fence, lines without ids, system, blank and malformed lines, orphan results,
 an image beside a tool result, ``keep_recent`` at and past the number of outputs."""
 
@@ -17,12 +17,7 @@ from conftest import SettingsFactory, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.api_view import api_messages
-from memoryd.conversation import Line, split_lines
-from memoryd.policy import running_tool_call
-from memoryd.receipts.records import MaskedSpan
-from memoryd.strategies.least_loss import masking_aim
-from memoryd.strategies.masking import (
+from memoryd.compaction.masking.decide import (
     MASKED_FIELD,
     Masking,
     MaskingStage,
@@ -31,15 +26,20 @@ from memoryd.strategies.masking import (
     plan_masking,
     tool_outputs,
 )
-from memoryd.strategies.masking_rules import MIN_SHRINK
-from memoryd.strategies.placeholders import (
+from memoryd.compaction.masking.placeholders import (
     MAX_LINE_REFERENCES,
     MAX_LISTING_PATHS,
     placeholder_text,
 )
-from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD, read_failure
-from memoryd.summarizers.toolcalls import ToolCall, tool_use_call
+from memoryd.compaction.masking.rules import MIN_SHRINK
+from memoryd.compaction.strategies.least_loss import masking_aim
+from memoryd.conversation.api_view import api_messages
+from memoryd.conversation.lines import Line, split_lines
+from memoryd.policy import running_tool_call
+from memoryd.receipts.records import MaskedSpan
 from memoryd.tokens import estimate_text_tokens
+from memoryd.transcript.outcomes import PLACEHOLDER_LEAD, read_failure
+from memoryd.transcript.toolcalls import ToolCall, tool_use_call
 
 OUTPUT = "src/app/config.py:12: ok\n" + "collected output line\n" * 60
 

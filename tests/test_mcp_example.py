@@ -14,7 +14,7 @@ import pytest
 from cli_helpers import cli, memoryd_on_path
 from conftest import SettingsFactory, encode_lines, generated_messages
 
-from memoryd.job.run import JobRequest, run_job
+from memoryd.compaction.job.run import JobRequest, run_job
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -19,8 +19,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memoryd import __version__
-from memoryd.api_view import messages_for_api
-from memoryd.job.run import JobRequest, run_job
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.conversation.api_view import messages_for_api
 from memoryd.search.query import MAX_LIMIT
 
 REPO = Path(__file__).resolve().parent.parent

@@ -26,7 +26,7 @@ from media_files import (
     screenshot,
 )
 
-from memoryd.conversation import split_lines
+from memoryd.conversation.lines import split_lines
 from memoryd.media import (
     IMAGE_FIXED_TOKENS,
     PDF_PAGE_TOKENS,

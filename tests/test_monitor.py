@@ -19,8 +19,8 @@ from memoryd.clock import iso_ms
 from memoryd.errors import InputError
 from memoryd.files.fsutil import TEMP_MARK
 from memoryd.policy import detect_threshold, get_threshold_action, should_emit_event
-from memoryd.signals.events import read_events
-from memoryd.signals.monitor import ContextMonitor, monitor_path, read_monitors
+from memoryd.published.events import read_events
+from memoryd.published.monitor import ContextMonitor, monitor_path, read_monitors
 
 FIXED_NOW = 1_700_000_000.0
 """2023-11-14T22:13:20Z: a fixed clock, far in the past of any real ``time.time()``."""

@@ -21,12 +21,12 @@ from watchdog.observers.inotify_c import CallbackId, InotifyConstants, Mask
 from memoryd.clock import iso_ms
 from memoryd.commit.recovery import TEMP_PID_RE
 from memoryd.daemon.folders import Seed, tidy_step
-from memoryd.daemon.watch import FsChange, start_observer
-from memoryd.daemon.watch_tree import STORM_GAP, STORM_WAIT, BatchedInotifyFD
+from memoryd.daemon.fs_events import FsChange, start_observer
+from memoryd.daemon.inotify_tree import STORM_GAP, STORM_WAIT, BatchedInotifyFD
 from memoryd.files import creating
 from memoryd.files.creating import open_new, rename_noreplace
 from memoryd.files.fsutil import create_in, replace_in, temp_name
-from memoryd.signals.heartbeat import Heartbeat, is_clean_idle, parse, render, render_idle
+from memoryd.published.heartbeat import Heartbeat, is_clean_idle, parse, render, render_idle
 
 
 @pytest.fixture

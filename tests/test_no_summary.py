@@ -17,10 +17,10 @@ from fake_anthropic import FakeAnthropic
 from fake_anthropic import Reply as AnthropicReply
 from fake_openai import FakeOpenAI, Reply
 
+from memoryd.compaction.job.run import JobRequest, run_job
 from memoryd.config.settings import Settings
-from memoryd.job.run import JobRequest, run_job
+from memoryd.llm import limits
 from memoryd.receipts.records import Receipt, read_receipts
-from memoryd.summarizers import limits
 from memoryd.workspace import Workspace
 
 CUT_NOTE = (

@@ -15,9 +15,9 @@ import structlog
 from cli_helpers import cli
 from conftest import SettingsFactory, generated_messages
 
-from memoryd.api_view import read_messages
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.conversation.api_view import read_messages
 from memoryd.errors import InputError
-from memoryd.job.run import JobRequest, run_job
 from memoryd.search.recall import expand, recall, update_index_in_background
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000Z-abcd.jsonl"

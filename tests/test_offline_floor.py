@@ -3,9 +3,9 @@ summary of the same input gives way to it, its lines that add a detail kept."""
 
 from __future__ import annotations
 
-from memoryd.summarizers.extractive import extractive_summary
-from memoryd.summarizers.offline_floor import LLM_LINES_HEADER, offline_floor
-from memoryd.summarizers.retention import extract_details, score
+from memoryd.summary.extractive import extractive_summary
+from memoryd.summary.offline_floor import LLM_LINES_HEADER, offline_floor
+from memoryd.summary.retention import extract_details, score
 
 MESSAGES = [
     {"role": "user", "content": "Fix the flaky test in tests/pay/test_ledger.py."},

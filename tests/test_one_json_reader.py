@@ -17,19 +17,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memoryd import strict_json
+from memoryd.compaction.strategies.checkpoint import load_checkpoint
 from memoryd.config.settings import load_settings, settings_for_workspace
 from memoryd.daemon.telemetry import salvaged_since
 from memoryd.errors import CheckpointParseError, ConfigError
+from memoryd.published.events import read_events
+from memoryd.published.monitor import read_monitors
+from memoryd.published.state import read_state
 from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd
 from memoryd.receipts.records import build_receipt, read_receipts, receipt_line
 from memoryd.receipts.totals import history_totals
 from memoryd.search.history import RawLine, parse_message
-from memoryd.signals.events import read_events
-from memoryd.signals.monitor import read_monitors
-from memoryd.signals.state import read_state
 from memoryd.stores.entries import parse_store
-from memoryd.strategies.checkpoint import load_checkpoint
-from memoryd.summarizers.checkpoint_prompt import parse_compaction_result
+from memoryd.summary.checkpoint_prompt import parse_compaction_result
 from memoryd.tokens import LLMUsage
 from memoryd.workspace import Workspace
 

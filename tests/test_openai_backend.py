@@ -16,12 +16,12 @@ from fake_openai import FakeOpenAI, Reply
 from structlog.testing import capture_logs
 
 from memoryd.errors import ConfigError, SummarizerError
-from memoryd.summarizers import limits
-from memoryd.summarizers.base import LLMSummarizer
-from memoryd.summarizers.chunking import compact_to_checkpoint, summarize_messages
-from memoryd.summarizers.completion import Completion, ContextOverflow
-from memoryd.summarizers.openai_compat import PLACEHOLDER_KEY, OpenAICompatBackend
-from memoryd.summarizers.prompts import narrative_prompt, render_transcript
+from memoryd.llm import limits
+from memoryd.llm.completion import Completion, ContextOverflow
+from memoryd.llm.openai_compat import PLACEHOLDER_KEY, OpenAICompatBackend
+from memoryd.summary.backends import LLMSummarizer
+from memoryd.summary.chunking import compact_to_checkpoint, summarize_messages
+from memoryd.summary.prompts import narrative_prompt, render_transcript
 from memoryd.tokens import estimate_message_tokens
 
 API_KEY = "sk-local-SECRET-0123456789"

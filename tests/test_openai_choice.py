@@ -15,11 +15,12 @@ from conftest import SettingsFactory, WorkspaceFactory
 from fake_openai import FakeOpenAI, Reply
 from structlog.testing import capture_logs
 
+from memoryd.compaction.job.run import JobRequest, run_job
 from memoryd.config.settings import load_settings
 from memoryd.errors import ConfigError
-from memoryd.job.run import JobRequest, run_job
-from memoryd.summarizers import base, limits
-from memoryd.summarizers.base import choose_backend
+from memoryd.llm import limits
+from memoryd.summary import backends as base
+from memoryd.summary.backends import choose_backend
 
 REPO = Path(__file__).resolve().parent.parent
 OPENAI_KEY = "sk-openai-SECRET-4242"

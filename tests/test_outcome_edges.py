@@ -1,4 +1,4 @@
-"""The edges of reading a shell command and an exit status (memoryd/summarizers/outcomes.py):
+"""The edges of reading a shell command and an exit status (memoryd/transcript/outcomes.py):
 heredoc bodies are data whether their delimiter is quoted or not, and the commands after
 them are read; a ``<<`` inside quotes opens nothing; a command named by its path, or
 after a leading ``2>&1``, is the command it runs; ``rm`` or ``apply`` under another
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.summarizers import outcomes as outcomes_module
-from memoryd.summarizers.outcomes import edit_form, exit_status, read_failure, shows_only
+from memoryd.transcript import outcomes as outcomes_module
+from memoryd.transcript.outcomes import edit_form, exit_status, read_failure, shows_only
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The outcome reader at its edges (memoryd/summarizers/outcomes.py): the failure line is
+"""The outcome reader at its edges (memoryd/transcript/outcomes.py): the failure line is
 the whole line the verdict is on, wherever it sits in the output, its white space made
 one and cut at its limit; a short-flag bundle is read for its first letters only."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memoryd.summarizers.outcomes import (
+from memoryd.transcript.outcomes import (
     MAX_FAILURE_CHARS,
     _flag,
     changes_files,

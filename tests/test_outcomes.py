@@ -1,4 +1,4 @@
-"""Outcomes read in the runner's own words (memoryd/summarizers/outcomes.py): real outputs
+"""Outcomes read in the runner's own words (memoryd/transcript/outcomes.py): real outputs
 of public agent transcripts (tests/real_outputs.py) make failure and change items, never
 routine ones, through masking, summarizing and 50 folds; counts of zero, a file shown and
 a search's hits are not failures; every edit form changes files; a placeholder carries
@@ -17,13 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from real_outputs import CHANGES, FAILURES, QUOTED, REAL_OUTPUTS, ROUTINE, RealOutput
 
-from memoryd.conversation import Line, split_lines
-from memoryd.job.run import JobRequest, run_job
-from memoryd.strategies.masking import plan_masking
-from memoryd.strategies.placeholders import MAX_LINE_REFERENCES, placeholder_text
-from memoryd.summarizers.extractive import extractive_summary, new_items
-from memoryd.summarizers.items import HeadItem, classify, parse_head
-from memoryd.summarizers.outcomes import (
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.masking.decide import plan_masking
+from memoryd.compaction.masking.placeholders import MAX_LINE_REFERENCES, placeholder_text
+from memoryd.conversation.lines import Line, split_lines
+from memoryd.summary.extractive import extractive_summary, new_items
+from memoryd.summary.items import HeadItem, classify, parse_head
+from memoryd.summary.prompts import render_transcript
+from memoryd.transcript.outcomes import (
     Failure,
     changes_files,
     edit_form,
@@ -31,8 +32,7 @@ from memoryd.summarizers.outcomes import (
     read_failure,
     shows_only,
 )
-from memoryd.summarizers.prompts import render_transcript
-from memoryd.summarizers.toolcalls import command_label, outcome_of, shell_call, tool_use_call
+from memoryd.transcript.toolcalls import command_label, outcome_of, shell_call, tool_use_call
 
 TASK = "Fix the failing build and keep the edits small."
 SUMMARY_TOKENS = 1_024

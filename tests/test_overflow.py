@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memoryd.summarizers.overflow import Overflow, find_overflow, limit_after_overflow
+from memoryd.llm.overflow import Overflow, find_overflow, limit_after_overflow
 
 VLLM = (
     "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "

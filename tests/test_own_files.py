@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.daemon.watch import classify, own_file
-from memoryd.daemon.watch_tree import own_name
+from memoryd.daemon.fs_events import classify, own_file
+from memoryd.daemon.inotify_tree import own_name
 from memoryd.files.fsutil import temp_name
 
 ROOT = Path("/agents")

@@ -17,12 +17,12 @@ from conftest import (
     make_message,
 )
 
+from memoryd.compaction.job.run import JobRequest, JobResult, run_job
 from memoryd.config.settings import Settings
-from memoryd.conversation import split_lines
-from memoryd.job.run import JobRequest, JobResult, run_job
-from memoryd.pins import pinned_indices
+from memoryd.conversation.lines import split_lines
+from memoryd.conversation.pins import pinned_indices
+from memoryd.published.events import read_events
 from memoryd.receipts.records import read_receipts
-from memoryd.signals.events import read_events
 from memoryd.workspace import Workspace
 
 

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from split_checks import lines_of
 
-from memoryd import reader as reader_module
-from memoryd.conversation import Line, split_lines
+from memoryd.conversation import reader as reader_module
+from memoryd.conversation.lines import Line, split_lines
+from memoryd.conversation.reader import ConversationReader
 from memoryd.policy import (
     assistant_turns,
     boundaries,
@@ -29,8 +30,7 @@ from memoryd.policy import (
     should_emit_event,
     usage_ratio,
 )
-from memoryd.reader import ConversationReader
-from memoryd.signals.state import build_state
+from memoryd.published.state import build_state
 from memoryd.workspace import Workspace
 
 # --- levels, actions, events ----------------------------------------------------------

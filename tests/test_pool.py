@@ -21,8 +21,8 @@ from daemon_harness import (
 from fake_anthropic import FakeAnthropic, Reply
 from writers import line_bytes
 
+from memoryd.conversation.reader import ConversationReader
 from memoryd.policy import detect_threshold, usage_ratio
-from memoryd.reader import ConversationReader
 
 pytestmark = pytest.mark.slow
 

@@ -49,12 +49,12 @@ from powerloss_scenarios import (
     receipts_and_events,
 )
 
-from memoryd import conversation
 from memoryd.commit.recovery import recover
 from memoryd.commit.rewrite import rewrite
 from memoryd.commit.snapshot import read_snapshot
 from memoryd.config.settings import Settings
-from memoryd.conversation import append_message
+from memoryd.conversation import lines as conversation
+from memoryd.conversation.lines import append_message
 from memoryd.errors import MemorydError
 from memoryd.workspace import Workspace
 

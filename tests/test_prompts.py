@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memoryd.summarizers.prompts import (
+from memoryd.summary.prompts import (
     escape_delimiters,
     merge_prompt,
     narrative_prompt,

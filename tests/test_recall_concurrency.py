@@ -25,7 +25,7 @@ JOBS = """
 import json, os, sys
 from pathlib import Path
 from memoryd.config.settings import load_settings
-from memoryd.job.run import JobRequest, run_job
+from memoryd.compaction.job.run import JobRequest, run_job
 folder, config_home, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 settings = load_settings(
     overrides={"drain_seconds": 0, "token_limit": 4000, "summarizer.backend": "extractive"},

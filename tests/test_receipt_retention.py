@@ -12,10 +12,10 @@ from typing import Any
 from conftest import SettingsFactory, WorkspaceFactory, make_message
 from fake_anthropic import FLUENT_SUMMARY, FakeAnthropic, Reply
 
+from memoryd.compaction.job.run import JobRequest, JobResult, run_job
 from memoryd.config.settings import Settings
-from memoryd.job.run import JobRequest, JobResult, run_job
 from memoryd.receipts.records import Receipt, read_receipts
-from memoryd.summarizers.retention import VERBATIM_HEADER
+from memoryd.summary.retention import VERBATIM_HEADER
 from memoryd.workspace import Workspace
 
 API_KEY = "sk-ant-test-receipt-retention"

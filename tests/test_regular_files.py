@@ -17,20 +17,20 @@ import pytest
 from cli_helpers import cli
 from fs_helpers import SPECIAL_KINDS, make_special
 
-from memoryd.api import SummaryGenerator
 from memoryd.commit.draining import salvage
+from memoryd.compaction.strategies.checkpoint import load_checkpoint
 from memoryd.config.fast import fast_status_settings
 from memoryd.config.settings import load_settings
 from memoryd.daemon.telemetry import salvaged_since
 from memoryd.errors import ConfigError, UnsafePathError
 from memoryd.files.regular import read_file, read_file_from
+from memoryd.published.events import read_events
+from memoryd.published.heartbeat import HeartbeatManager
+from memoryd.published.monitor import read_monitors
+from memoryd.published.state import read_state
 from memoryd.receipts.records import read_receipts
+from memoryd.runners import SummaryGenerator
 from memoryd.search.index import INDEX, _is_wal
-from memoryd.signals.events import read_events
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.signals.monitor import read_monitors
-from memoryd.signals.state import read_state
-from memoryd.strategies.checkpoint import load_checkpoint
 from memoryd.workspace import Workspace
 
 pytestmark = pytest.mark.timeout(20)  # a reader that waits on a FIFO fails here, not at 120 s

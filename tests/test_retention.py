@@ -9,9 +9,8 @@ from agent_samples import interactive, text_mode, tool_loop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.summarizers.retention import VERBATIM_HEADER, Beside, Detail, extract_details, score
-from memoryd.summarizers.toolcalls import command_label, label_key
-from memoryd.summarizers.verbatim import (
+from memoryd.summary.retention import VERBATIM_HEADER, Beside, Detail, extract_details, score
+from memoryd.summary.verbatim import (
     by_priority,
     fit,
     render_section,
@@ -20,6 +19,7 @@ from memoryd.summarizers.verbatim import (
     without_idle_sentences,
 )
 from memoryd.tokens import estimate_text_tokens
+from memoryd.transcript.toolcalls import command_label, label_key
 
 PLANTED = (
     "We decided to use Postgres for the event store. "

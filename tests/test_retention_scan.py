@@ -13,11 +13,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from memoryd import identifiers
-from memoryd.summarizers import cues
-from memoryd.summarizers import retention as r
-from memoryd.summarizers.extractive import SENTENCE_END
-from memoryd.summarizers.transcript import read_messages
+from memoryd.summary import retention as r
+from memoryd.summary.extractive import SENTENCE_END
+from memoryd.transcript import cues
+from memoryd.transcript import details as identifiers
+from memoryd.transcript.messages import read_messages
 
 FRAGMENTS = (
     "issue #42", "PR 17", "pr17", "#0042", "bug 7", "v2.4.1", "V1.2", "v10.0", "1.2.3-RC1",

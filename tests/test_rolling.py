@@ -20,12 +20,12 @@ from conftest import (
 )
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.api import MessageSummarizer, SummaryGenerator
+from memoryd.compaction.strategies.head import SUMMARY_PREFIX
 from memoryd.config.settings import Settings
-from memoryd.conversation import append_message
+from memoryd.conversation.lines import append_message
 from memoryd.errors import ConfigError
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.strategies.summary import SUMMARY_PREFIX
+from memoryd.published.heartbeat import HeartbeatManager
+from memoryd.runners import MessageSummarizer, SummaryGenerator
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from memoryd.compaction.job.run import JobResult
 from memoryd.config.settings import Settings
+from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.tracked import (
@@ -20,8 +22,6 @@ from memoryd.daemon.tracked import (
     write_failed,
     write_succeeded,
 )
-from memoryd.job.run import JobResult
-from memoryd.reader import ConversationReader
 from memoryd.workspace import Workspace
 
 WINDOW = 0.2

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fake_anthropic import FakeAnthropic
 
-from memoryd.summarizers.anthropic import AnthropicBackend
+from memoryd.llm.anthropic import AnthropicBackend
 
 
 def backend(fake_anthropic: FakeAnthropic) -> AnthropicBackend:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_messages
 
-from memoryd.conversation import split_lines
-from memoryd.job.run import JobRequest, run_job
-from memoryd.strategies.summary import summarized_span
+from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.strategies.head import summarized_span
+from memoryd.conversation.lines import split_lines
 
 
 def head(folder: Path) -> dict[str, Any]:

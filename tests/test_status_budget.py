@@ -20,7 +20,7 @@ from daemon_workspaces import write_lines
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from memoryd.signals.state import read_state, recorded_budget
+from memoryd.published.state import read_state, recorded_budget
 from memoryd.status.report import Budget, budget_of
 from memoryd.workspace import Workspace
 

@@ -19,7 +19,7 @@ from cli_helpers import cli
 from conftest import WorkspaceFactory, make_message
 from daemon_harness import clean_env, wait_until
 
-from memoryd.conversation import append_message
+from memoryd.conversation.lines import append_message
 from memoryd.status.watch import ago, last_job, render_frame, shorten_path, usage_bar, watch
 
 NOW = 1_795_000_000.0  # 2026-11-19T...

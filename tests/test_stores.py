@@ -23,8 +23,8 @@ from memoryd.cli import memory as memory_command
 from memoryd.clock import iso_ms
 from memoryd.commit.rewrite import Part
 from memoryd.errors import InputError
-from memoryd.signals.events import read_events
-from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.published.events import read_events
+from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.stores.compaction import (
     archived_parts,
     bookmark_summary,

@@ -27,16 +27,16 @@ from split_checks import (
     tool_use,
 )
 
+from memoryd.compaction.job.run import ineffective_text, plan_job
+from memoryd.compaction.strategies import STRATEGIES, Counts, strategy_for
+from memoryd.compaction.strategies.checkpoint import checkpoint_split
+from memoryd.compaction.strategies.narrative import narrative_split
+from memoryd.compaction.strategies.protocol import usage_due
+from memoryd.compaction.strategies.rolling import rolling_due, rolling_split
 from memoryd.config.settings import RollingSettings, Settings, load_settings
-from memoryd.conversation import Line
-from memoryd.job.run import ineffective_text, plan_job
+from memoryd.conversation.lines import Line
+from memoryd.conversation.reader import ConversationReader
 from memoryd.policy import SplitPlan, valid_boundaries
-from memoryd.reader import ConversationReader
-from memoryd.strategies import STRATEGIES, Counts, strategy_for
-from memoryd.strategies.checkpoint import checkpoint_split
-from memoryd.strategies.narrative import narrative_split
-from memoryd.strategies.protocol import usage_due
-from memoryd.strategies.rolling import rolling_due, rolling_split
 
 
 def settings_for(strategy: str, **overrides: Any) -> Settings:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.summarizers.extractive import extractive_summary
-from memoryd.summarizers.folding import fit, fold, missing_items
-from memoryd.summarizers.items import (
+from memoryd.summary.extractive import extractive_summary
+from memoryd.summary.folding import fit, fold, missing_items
+from memoryd.summary.items import (
     KINDS,
     RESOLVED_BY_LATER_CALL,
     Head,

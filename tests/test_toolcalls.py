@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 from real_outputs import REAL_OUTPUTS
 
-from memoryd.summarizers.output_places import MAX_NAMED
-from memoryd.summarizers.toolcalls import (
+from memoryd.transcript.messages import shorten
+from memoryd.transcript.output_places import MAX_NAMED
+from memoryd.transcript.toolcalls import (
     MAX_FOUND_CHARS,
     command_label,
     error_names,
@@ -16,7 +17,6 @@ from memoryd.summarizers.toolcalls import (
     outcome_of,
     tool_use_call,
 )
-from memoryd.summarizers.transcript import shorten
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
-from memoryd.daemon.watch import WATCHED_EVENTS, FsChange, start_observer
-from memoryd.daemon.watch_tree import TreeEmitter, TreeObserver
+from memoryd.daemon.fs_events import WATCHED_EVENTS, FsChange, start_observer
+from memoryd.daemon.inotify_tree import TreeEmitter, TreeObserver
 from memoryd.discovery import scan_workspaces
 from memoryd.files.fsutil import atomic_write, create_in, replace_in
-from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.published.heartbeat import HeartbeatManager
 
 
 @pytest.fixture

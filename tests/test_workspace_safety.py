@@ -23,10 +23,10 @@ from memoryd.config.settings import settings_for_workspace
 from memoryd.errors import UnsafePathError
 from memoryd.files.fsutil import append_line, atomic_write, flocked
 from memoryd.files.paths import open_in, read_in
-from memoryd.signals import events
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.signals.monitor import ContextMonitor
-from memoryd.signals.state import build_state, write_state
+from memoryd.published import events
+from memoryd.published.heartbeat import HeartbeatManager
+from memoryd.published.monitor import ContextMonitor
+from memoryd.published.state import build_state, write_state
 from memoryd.stores.disk import compact, load_store, write_entry
 from memoryd.workspace import Workspace
 

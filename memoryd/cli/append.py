@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.conversation import ROLES, append_message
+from memoryd.conversation.lines import ROLES, append_message
 from memoryd.errors import UsageError
 
 TYPE_CHECKING = False

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from memoryd.files.paths import check_workspace
-from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.workspace import Workspace
 
 TYPE_CHECKING = False

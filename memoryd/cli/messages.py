@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Print the API view as one JSON array on stdout (docs/design.md#api-view); a
     malformed line left out of it is counted on stderr (and in ``--json``'s ``left_out``)."""
-    from memoryd.api_view import messages_for_api
+    from memoryd.conversation.api_view import messages_for_api
 
     left_out: list[int] = []
     messages = messages_for_api(args.workspace, left_out, args.thinking)

@@ -11,5 +11,5 @@ the commands agents run per message (docs/design.md#configuration).
 
 Nothing here imports pydantic at import time except ``settings``, ``view`` and ``derive``.
 
-May import: core, files, workspace, commit, signals, receipts.
+May import: core, files, workspace, commit, published, receipts.
 """

@@ -18,12 +18,7 @@ from typing import Any
 
 import structlog
 
-from memoryd.daemon.parts import DaemonParts
-from memoryd.daemon.publisher import describe
-from memoryd.daemon.tracked import Tracked, job_due_now, job_lost, settle
-from memoryd.daemon.worker import compact_stores_job
-from memoryd.errors import MemorydError
-from memoryd.job.run import (
+from memoryd.compaction.job.run import (
     JobRequest,
     JobResult,
     report_failure,
@@ -31,12 +26,17 @@ from memoryd.job.run import (
     run_job,
     summarizer_env,
 )
+from memoryd.daemon.parts import DaemonParts
+from memoryd.daemon.publisher import describe
+from memoryd.daemon.tracked import Tracked, job_due_now, job_lost, settle
+from memoryd.daemon.worker import compact_stores_job
+from memoryd.errors import MemorydError
+from memoryd.llm.limits import LearnedLimit, merged
 from memoryd.policy import detect_threshold, usage_ratio
-from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
+from memoryd.published.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.stores import disk as stores
 from memoryd.stores.compaction import CompactionReport
-from memoryd.summarizers.base import choose_backend
-from memoryd.summarizers.limits import LearnedLimit, merged
+from memoryd.summary.backends import choose_backend
 from memoryd.workspace import Workspace
 
 log = structlog.get_logger()

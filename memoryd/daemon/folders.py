@@ -20,14 +20,14 @@ from typing import Any, Literal
 from memoryd import strict_json
 from memoryd.commit.draining import FOLDER as DRAINING
 from memoryd.commit.recovery import leftover
+from memoryd.conversation.reader import Counted
 from memoryd.discovery import Found
 from memoryd.errors import InputError, MemorydError, UnsafePathError
 from memoryd.files.fsutil import create_in, replace_in
 from memoryd.files.paths import SYMLINK_REFUSED
 from memoryd.files.regular import not_regular
-from memoryd.reader import Counted
-from memoryd.signals.heartbeat import is_clean_idle, parse
-from memoryd.signals.state import STATE_MAX_BYTES, WorkspaceState, state_bytes
+from memoryd.published.heartbeat import is_clean_idle, parse
+from memoryd.published.state import STATE_MAX_BYTES, WorkspaceState, state_bytes
 from memoryd.workspace import HEARTBEAT, META
 
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -82,7 +82,7 @@ def read_seed(found: Found) -> Seed:
                 raw = _read(meta, STATE, f"{path}/{META}", STATE_MAX_BYTES)
                 state = strict_json.loads(raw or b"")
             except (OSError, ValueError, MemorydError):
-                state = {}  # as memoryd.signals.state.read_state: rebuilt (docs/design.md#state)
+                state = {}  # as memoryd.published.state.read_state: rebuilt (docs/design.md#state)
         leftovers = (
             leftovers
             or any(leftover(META, name) for name in names)

@@ -36,9 +36,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
+from memoryd.compaction.strategies import STRATEGIES
 from memoryd.daemon.metrics_server import BoundedServer, only_metrics
 from memoryd.files.fsutil import atomic_write
-from memoryd.strategies import STRATEGIES
 
 LEVELS = ("normal", "warning", "critical")
 JOB_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)

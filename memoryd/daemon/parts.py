@@ -20,11 +20,11 @@ from memoryd.daemon.folders import TidyStep
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher
+from memoryd.daemon.root_watchers import RootWatchers
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.telemetry import Telemetry
 from memoryd.daemon.tracked import Tracked
-from memoryd.daemon.watchers import RootWatchers
-from memoryd.summarizers.limits import LearnedLimit
+from memoryd.llm.limits import LearnedLimit
 
 
 class DaemonParts(abc.ABC):

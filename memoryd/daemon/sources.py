@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from memoryd.daemon.watch import FsChange
+from memoryd.daemon.fs_events import FsChange
 from memoryd.sources.places import STATUS_FILE, state_dir
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class SourceTailer:
 
     def _watch(self, tailed: Tailed) -> None:
         """Watch a source whose folder exists (a missing one is looked for at each rescan)."""
-        from memoryd.daemon.watch import start_observer
+        from memoryd.daemon.fs_events import start_observer
 
         if tailed.observer is not None:
             return

@@ -4,7 +4,7 @@ Signal handlers and watchdog handlers only put a note on one queue; :meth:`Super
 takes the notes off it and acts, so a test can step it. The parts it drives are small and
 each testable alone: the :class:`~memoryd.daemon.scheduler.Scheduler` (what is due), the
 :class:`~memoryd.daemon.pool.WorkerPool` (where jobs run), the
-:class:`~memoryd.daemon.watchers.RootWatchers` (what changed) and the
+:class:`~memoryd.daemon.root_watchers.RootWatchers` (what changed) and the
 :class:`~memoryd.daemon.publisher.Publisher` (what is written). The supervisor's own
 work on workspaces and jobs is in two mixins, :mod:`~memoryd.daemon.workspaces` and
 :mod:`~memoryd.daemon.dispatch`. See docs/design.md#daemon.
@@ -29,25 +29,25 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from memoryd.compaction.strategies import strategy_for
 from memoryd.config.settings import LoadedSettings, load_settings, settings_for_workspace
+from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon import systemd
 from memoryd.daemon.dispatch import JobDispatch, JobDone
 from memoryd.daemon.folders import TidyStep
+from memoryd.daemon.fs_events import FsChange, Missed
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.pool import WorkerPool
 from memoryd.daemon.publisher import Publisher
+from memoryd.daemon.root_watchers import RootWatchers
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.sources import SourceTailer
 from memoryd.daemon.telemetry import Telemetry, daemon_view
-from memoryd.daemon.watch import FsChange, Missed
-from memoryd.daemon.watchers import RootWatchers
 from memoryd.daemon.workspaces import WorkspaceTracking
 from memoryd.errors import MemorydError
-from memoryd.reader import ConversationReader
-from memoryd.strategies import strategy_for
-from memoryd.summarizers.base import choose_backend
-from memoryd.summarizers.limits import LearnedLimit
+from memoryd.llm.limits import LearnedLimit
+from memoryd.summary.backends import choose_backend
 
 if TYPE_CHECKING:
     from memoryd.daemon.metrics import DaemonView

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd import strict_json
+from memoryd.compaction.job.run import JobResult
 from memoryd.config.listen import parse_listen
 from memoryd.config.settings import Settings
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.tracked import Tracked, over_budget
 from memoryd.errors import ConfigError, MemorydError
 from memoryd.files.regular import read_file_from
-from memoryd.job.run import JobResult
 from memoryd.receipts.records import Receipt
 from memoryd.receipts.spend_cap import (
     Downgrade,
@@ -36,7 +36,7 @@ from memoryd.receipts.spend_cap import (
     rebuild_spend,
     utc_day,
 )
-from memoryd.summarizers.base import choose_backend
+from memoryd.summary.backends import choose_backend
 from memoryd.tokens import LLMUsage
 
 if TYPE_CHECKING:

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memoryd.clock import iso_ms
+from memoryd.compaction.strategies import Counts, strategy_for
 from memoryd.config.settings import Settings
+from memoryd.conversation.reader import ConversationReader, Tally
 from memoryd.policy import Level, failure_backoff, may_retry_after_ineffective, over_trigger
-from memoryd.reader import ConversationReader, Tally
-from memoryd.strategies import Counts, strategy_for
 from memoryd.workspace import Workspace
 
 if TYPE_CHECKING:
-    from memoryd.job.run import JobResult
+    from memoryd.compaction.job.run import JobResult
 
 RETRY_FLOOR = 2.0
 """Seconds before a failed or busy workspace is tried again when nothing changes."""

@@ -20,7 +20,7 @@ from memoryd.config.settings import Settings
 from memoryd.daemon.logs import configure_logging
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import pid_alive
-from memoryd.signals.heartbeat import HeartbeatManager
+from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.stores import disk as stores
 from memoryd.stores.compaction import CompactionReport
 from memoryd.workspace import Workspace

@@ -12,20 +12,21 @@ import structlog
 
 from memoryd.clock import iso_ms
 from memoryd.commit.recovery import recover
+from memoryd.compaction.job.run import report_failure
+from memoryd.compaction.strategies import strategy_for
 from memoryd.config.schema import file_error
 from memoryd.config.settings import workspace_settings
+from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon.folders import Folders, Seed, TidyStep, read_seed, tidy_step
+from memoryd.daemon.fs_events import classify
 from memoryd.daemon.logs import debug_enabled
 from memoryd.daemon.parts import DaemonParts
 from memoryd.daemon.tracked import Tracked
-from memoryd.daemon.watch import classify
 from memoryd.discovery import Found, look, scan_workspaces, stamps_hold
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import flocked
-from memoryd.job.run import report_failure
-from memoryd.reader import ConversationReader
-from memoryd.signals.heartbeat import HeartbeatManager, render_idle
-from memoryd.signals.state import (
+from memoryd.published.heartbeat import HeartbeatManager, render_idle
+from memoryd.published.state import (
     numbers_key,
     read_state,
     saved_calibration,
@@ -33,7 +34,6 @@ from memoryd.signals.state import (
     saved_numbers,
     saved_time,
 )
-from memoryd.strategies import strategy_for
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = structlog.get_logger()

@@ -5,8 +5,8 @@ an earlier demo wrote (its ``memoryd.toml`` and ``example-agent/`` and nothing e
 refuses any other, so that it never overwrites a file or summarizes a workspace it did not
 create. Each run starts the example afresh, so the summarization shows again.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources,
-summarizers, strategies, job, daemon, status, mcp_server.
+May import: core, files, workspace, commit, published, receipts, config, stores, search,
+sources, transcript, llm, summary, compaction, daemon, status, mcp_server.
 """
 
 from __future__ import annotations

@@ -292,7 +292,7 @@ def build_server(scope: Scope, settings: Settings, daemon_budget: bool = False) 
         last line are left out. Thinking blocks lead their turn, untouched; with
         `thinking` false (requests sent with extended thinking off) they are left out.
         """
-        from memoryd.api_view import messages_for_api
+        from memoryd.conversation.api_view import messages_for_api
 
         path = scope.path(workspace, workspace=True)
         left_out: list[int] = []

@@ -6,5 +6,5 @@ price table, and the daily spend cap kept from the receipts (docs/design.md#rece
 - :mod:`~memoryd.receipts.pricing`: what an LLM call cost (pure);
 - :mod:`~memoryd.receipts.spend_cap`: the daily LLM spend cap of one daemon.
 
-May import: core, files, workspace, commit, signals.
+May import: core, files, workspace, commit, published.
 """

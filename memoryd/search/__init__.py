@@ -9,5 +9,5 @@
 - :mod:`~memoryd.search.query`, :mod:`~memoryd.search.rank`, :mod:`~memoryd.search.text`:
   the query language, the ranking, how text is cut and read.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores.
+May import: core, files, workspace, commit, published, receipts, config, stores.
 """

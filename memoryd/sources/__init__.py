@@ -14,5 +14,5 @@ the agent's folder a path is in and brings its index up to date;
 ``expand`` with the same query language and ranking as a workspace's archive. Nothing is
 ever written beside the files read.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search.
+May import: core, files, workspace, commit, published, receipts, config, stores, search.
 """

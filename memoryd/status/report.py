@@ -8,15 +8,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from memoryd.conversation import Line
+from memoryd.conversation.lines import Line
+from memoryd.conversation.reader import ConversationReader
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError
 from memoryd.files.paths import read_in
 from memoryd.media import media_in
-from memoryd.reader import ConversationReader
-from memoryd.signals.heartbeat import HeartbeatManager
-from memoryd.signals.monitor import read_monitors
-from memoryd.signals.state import (
+from memoryd.published.heartbeat import HeartbeatManager
+from memoryd.published.monitor import read_monitors
+from memoryd.published.state import (
     BUDGET_FIELDS,
     BudgetSettings,
     build_state,

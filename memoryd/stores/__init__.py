@@ -5,5 +5,5 @@ compaction through the lossless rewrite (docs/design.md#memory-stores).
 - :mod:`~memoryd.stores.compaction`: which entries become which summary lines (pure);
 - :mod:`~memoryd.stores.disk`: the stores on disk.
 
-May import: core, files, workspace, commit, signals, receipts, config.
+May import: core, files, workspace, commit, published, receipts, config.
 """

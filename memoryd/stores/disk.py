@@ -26,8 +26,8 @@ from memoryd.defaults import (
 from memoryd.errors import InputError, MemorydError, UnsafePathError
 from memoryd.files.fsutil import append_line, flocked
 from memoryd.files.paths import check_workspace, read_in
-from memoryd.signals.events import emit
-from memoryd.signals.heartbeat import Heartbeat
+from memoryd.published.events import emit
+from memoryd.published.heartbeat import Heartbeat
 from memoryd.stores.compaction import (
     CompactionPlan,
     CompactionReport,

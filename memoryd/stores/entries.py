@@ -20,7 +20,7 @@ from typing import Any, Literal
 from memoryd import strict_json
 from memoryd.clock import iso_ms
 from memoryd.errors import InputError
-from memoryd.signals.heartbeat import Heartbeat
+from memoryd.published.heartbeat import Heartbeat
 
 STORES: tuple[str, ...] = ("bookmarks", "todos", "decisions", "lessons")
 SACRED: frozenset[str] = frozenset({"decisions", "lessons"})

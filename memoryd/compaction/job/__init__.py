@@ -1,0 +1,8 @@
+"""One summarization job, from the request to the report: what runs in a pool worker or in
+the foreground (docs/design.md#jobs).
+
+- :mod:`~memoryd.compaction.job.request`: what a job takes and gives back (plain picklable values);
+- :mod:`~memoryd.compaction.job.run`: ``run_job``: read, split, produce the head, commit;
+- :mod:`~memoryd.compaction.job.finish`: the commit and what follows it;
+- :mod:`~memoryd.compaction.job.report`: the receipt and, on failure, HEARTBEAT.md and the event.
+"""

@@ -1,0 +1,321 @@
+"""The checkpoint strategy: past ``compact_at``, every message folds into checkpoint.json.
+
+The head message carries the checkpoint as text and as data; ``checkpoint.json`` keeps the
+latest one beside the conversation (docs/design.md#strategies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import time
+from collections.abc import Sequence
+
+import structlog
+from pydantic import ValidationError
+
+from memoryd import strict_json
+from memoryd.clock import iso_ms
+from memoryd.compaction.strategies.head import (
+    billed_on_failure,
+    billed_usage,
+    message_span,
+    previous_count,
+    summarized_span,
+    summary_message,
+    transcript_messages,
+)
+from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
+from memoryd.config.settings import Settings
+from memoryd.conversation.lines import Line
+from memoryd.errors import MemorydError, NoSummaryAnswer, SummarizerError
+from memoryd.files.fsutil import atomic_write
+from memoryd.files.regular import read_file
+from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
+from memoryd.receipts.records import RetentionFigures
+from memoryd.summary.backends import ExtractiveSummarizer, Summarizer, make_summarizer
+from memoryd.summary.checkpoint import (
+    CHECKPOINT_PREFIX,
+    SECTIONS,
+    Checkpoint,
+    CheckpointStats,
+    CheckpointSummary,
+    CompactionInfo,
+    render_checkpoint,
+    render_lists,
+)
+from memoryd.summary.chunking import compact_to_checkpoint
+from memoryd.summary.retention import Beside, Detail, extract_details, score
+from memoryd.summary.verbatim import fit
+from memoryd.tokens import estimate_text_tokens
+from memoryd.workspace import Workspace
+
+log = structlog.get_logger()
+
+LISTS_SHARE = 0.95
+"""Of ``summarizer.max_summary_tokens``, the room of the lists the offline builder fills;
+the details kept verbatim get what the lists leave, and never less than the rest
+(docs/design.md#checkpoint)."""
+
+
+def load_checkpoint(workspace: Workspace, head: Line | None = None) -> Checkpoint | None:
+    """The latest checkpoint: ``checkpoint.json``, or the copy in the head message if newer.
+
+    The head copy wins after a crash between the conversation's commit and the write of
+    checkpoint.json. An unreadable or invalid checkpoint.json counts as none (logged).
+    """
+    stored: Checkpoint | None = None
+    try:
+        stored = Checkpoint.model_validate(strict_json.loads(read_file(workspace.checkpoint)))
+    except FileNotFoundError:
+        pass
+    except (OSError, MemorydError, ValueError) as exc:  # ValidationError is a ValueError
+        log.warning(
+            "checkpoint_unreadable", workspace=str(workspace.path), error=type(exc).__name__
+        )
+    embedded = head.message.get("checkpoint") if head is not None and head.message else None
+    if isinstance(embedded, dict):
+        try:
+            copy = Checkpoint.model_validate(embedded)
+        except ValidationError:
+            copy = None
+        if copy is not None and (stored is None or copy.version > stored.version):
+            return copy
+    return stored
+
+
+def save_checkpoint(workspace: Workspace, checkpoint: Checkpoint) -> None:
+    """Write checkpoint.json atomically."""
+    data = json.dumps(checkpoint.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    atomic_write(workspace.checkpoint, data.encode() + b"\n", root=workspace.path)
+
+
+def checkpoint_split(messages: Sequence[MessageLike]) -> SplitPlan | None:
+    """Every message since the last checkpoint (pure); None when there is none.
+
+    A running tool call (its result not appended yet) and what follows it stay verbatim:
+    the result the agent appends next must find its call (docs/design.md#boundaries).
+    """
+    running = running_tool_call(messages)
+    keep_from = len(messages) if running is None else running
+    if keep_from - head_summary_count(messages) < 1:
+        return None
+    return plan_for(messages, keep_from)
+
+
+def _previous_text(previous: Checkpoint | None) -> str | None:
+    """Every item of the previous checkpoint: its details must survive this one too."""
+    if previous is None:
+        return None
+    items = [item for name in SECTIONS for item in getattr(previous, name)]
+    return "\n".join([*items, *previous.details])
+
+
+def _lists_text(lists: CheckpointSummary) -> str:
+    return "\n".join(item for name in SECTIONS for item in getattr(lists, name))
+
+
+def _repaired_lists(
+    summarizer: Summarizer,
+    lists: CheckpointSummary,
+    details: Sequence[Detail],
+    min_retention: float,
+    beside: Beside | None = None,
+) -> tuple[CheckpointSummary, float]:
+    """The lists, after one repair request when they kept less than ``min_retention`` of
+    ``details`` (and the score before it). A failed or worse repair keeps the lists."""
+    first = score(details, _lists_text(lists), beside)
+    if min_retention <= 0 or first.score >= min_retention:
+        return lists, first.score
+    try:
+        repaired = summarizer.repair_checkpoint(lists, [d.text for d in first.missing])
+    except SummarizerError as exc:
+        log.warning("checkpoint_repair_failed", backend=summarizer.name, reason=str(exc))
+        return lists, first.score
+    if repaired is None or score(details, _lists_text(repaired), beside).score <= first.score:
+        return lists, first.score
+    return repaired, first.score
+
+
+def _uncovered(missing: Sequence[Detail]) -> list[Detail]:
+    """The missing details less the paths that a longer missing path holds
+    (``src/a.py`` in ``/repo/src/a.py``): keeping the longer one keeps both."""
+    paths = [d.key for d in missing if d.kind == "path"]
+    return [
+        d
+        for d in missing
+        if d.kind != "path" or not any(d.key != other and d.key in other for other in paths)
+    ]
+
+
+def retain_in_lists(
+    lists: CheckpointSummary,
+    details: Sequence[Detail],
+    budget: int,
+    min_retention: float,
+    before: float | None = None,
+    beside: Beside | None = None,
+) -> tuple[list[str], RetentionFigures]:
+    """The retention check over a checkpoint's lists (pure): the details they lost, to
+    keep verbatim beside them within ``budget`` tokens, and the scores.
+
+    As for summaries: below ``min_retention`` the missing details may take up to the
+    whole budget; at or above it they are kept as well while they fit; 0 switches the
+    check's repair off (docs/design.md#retention). ``before`` is the score before an
+    earlier repair request, when there was one; what stays ``beside`` the checkpoint (the
+    pinned messages) counts as kept.
+    """
+    text = _lists_text(lists)
+    first = score(details, text, beside)
+    start = first.score if before is None else before
+    if min_retention <= 0 or not first.missing:
+        return [], RetentionFigures(start, first.score, len(first.missing))
+    chosen = [d.text for d in fit(_uncovered(first.missing), budget)]
+    final = score(details, "\n".join([text, *chosen]), beside)
+    return chosen, RetentionFigures(start, final.score, len(final.missing))
+
+
+def _embeds_checkpoint(line: Line) -> bool:
+    """True for a head message that carries a structured checkpoint (this strategy's)."""
+    return line.message is not None and isinstance(line.message.get("checkpoint"), dict)
+
+
+class CheckpointStrategy:
+    """Due above ``[checkpoint] compact_at``; compacts every message, keeps none verbatim."""
+
+    name = "checkpoint"
+    needs_line_tokens = False
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @property
+    def trigger(self) -> float:
+        return self.settings.checkpoint.compact_at
+
+    def due(self, counts: Counts, tokens_at_ineffective: int | None = None) -> Due:
+        return usage_due(counts, self.settings.token_limit, self.trigger, tokens_at_ineffective)
+
+    def split(self, lines: Sequence[MessageLike]) -> SplitPlan | str:
+        plan = checkpoint_split(lines)
+        return plan if plan is not None else "no messages to compact since the last checkpoint"
+
+    def produce_head(self, request: HeadRequest) -> Head:
+        """Fold the prefix into the previous checkpoint's lists; the head carries the result."""
+        prefix, plan = request.prefix, request.plan
+        previous = load_checkpoint(request.workspace, prefix[0] if prefix else None)
+        to_compact = prefix[1:] if plan.folds_previous_summary else prefix
+        messages = transcript_messages(to_compact)
+        folded_count = 0
+        if plan.folds_previous_summary and not _embeds_checkpoint(prefix[0]):
+            # A summary left by another strategy carries no checkpoint: fold its text in
+            # with the messages instead of dropping it (and count the messages it stood for).
+            messages = transcript_messages(prefix[:1]) + messages
+            folded_count = previous_count(prefix[0])
+        summarizer = make_summarizer(request.settings, request.env, request.deadline)
+        request.progress(
+            f"checkpointing {len(messages)} messages with the {summarizer.name} backend"
+        )
+        budget = request.settings.summarizer.max_summary_tokens
+        compact = functools.partial(
+            compact_to_checkpoint,
+            previous=previous,
+            messages=messages,
+            max_input_tokens=request.settings.summarizer.max_input_tokens,
+            budget=int(budget * LISTS_SHARE),
+        )
+        no_summary = None
+        with contextlib.closing(summarizer), billed_on_failure(summarizer):
+            checker: Summarizer = summarizer
+            try:
+                lists, calls = compact(summarizer)
+            except NoSummaryAnswer as exc:
+                # Never worse than offline, as for a summary (docs/design.md#retention): a
+                # model that gives no checkpoint at all leaves the offline lists.
+                if summarizer.name == ExtractiveSummarizer.name:
+                    raise
+                log.warning(
+                    "llm_gave_no_summary", backend=summarizer.name, requests=summarizer.requests
+                )
+                no_summary = f"llm gave no summary ({exc.why}): offline items used"
+                checker = ExtractiveSummarizer()
+                lists, _ = compact(checker)
+                calls = summarizer.requests
+            details = extract_details(messages, _previous_text(previous))
+            beside = Beside(transcript_messages(request.kept), details)
+            lists, before = _repaired_lists(
+                checker, lists, details, request.settings.summarizer.min_retention, beside
+            )
+        lists_tokens = estimate_text_tokens(render_lists(lists))
+        kept_verbatim, retention = retain_in_lists(
+            lists,
+            details,
+            max(budget - lists_tokens, budget - int(budget * LISTS_SHARE)),
+            request.settings.summarizer.min_retention,
+            before,
+            beside,
+        )
+        now = time.time()
+        timestamps = [
+            t
+            for t in (
+                line.message.get("timestamp") if line.message else None for line in to_compact
+            )
+            if isinstance(t, int)
+        ]
+        stats = previous.stats if previous is not None else CheckpointStats()
+        first_id, last_id = message_span(to_compact)
+        checkpoint = Checkpoint(
+            version=(previous.version if previous is not None else 0) + 1,
+            updated_at=iso_ms(now),
+            **lists.model_dump(),
+            compaction_info=CompactionInfo(
+                messages_compacted=len(to_compact),
+                oldest_message_timestamp=min(timestamps, default=None),
+                newest_message_timestamp=max(timestamps, default=None),
+                compacted_at=iso_ms(now),
+                archive=request.archive,
+                first_id=first_id,
+                last_id=last_id,
+            ),
+            stats=CheckpointStats(
+                total_compactions=stats.total_compactions + 1,
+                total_messages=stats.total_messages + len(to_compact) + folded_count,
+            ),
+            details=kept_verbatim,
+        )
+        text = render_checkpoint(checkpoint)
+        message = summary_message(
+            text,
+            checkpoint.stats.total_messages,
+            summarized_span(prefix, plan.folds_previous_summary),
+            request.archive,
+            int(now * 1000),
+        )
+        message["content"] = CHECKPOINT_PREFIX + text
+        message["isCheckpoint"] = True
+        message["checkpoint"] = checkpoint.model_dump(mode="json")
+        return Head(
+            message,
+            summarizer.name,
+            calls,
+            "; ".join(
+                part
+                for part in (
+                    f"compacted {plan.summarized_count} messages into checkpoint "
+                    f"v{checkpoint.version}",
+                    no_summary,
+                )
+                if part
+            ),
+            checkpoint=checkpoint,
+            usage=billed_usage(summarizer),
+            model=summarizer.model,
+            retention=retention,
+        )
+
+    def save(self, workspace: Workspace, head: Head) -> None:
+        """Write checkpoint.json; the head message already holds the same checkpoint."""
+        if head.checkpoint is not None:
+            save_checkpoint(workspace, head.checkpoint)

@@ -1,0 +1,360 @@
+"""The Anthropic Messages API backend: one completion, retried within a deadline.
+
+The SDK's own retries are switched off (``max_retries=0``) because they honour
+``retry-after`` without a cap and know nothing of our per-call deadline. Our loop:
+
+- Retried, up to ``max_retries`` times: HTTP 408, 409, 429, 5xx (529 included),
+  connection errors and timeouts. A server's ``x-should-retry: true|false`` overrides
+  the status code, as in the SDK.
+- Retried at most once (an answer costs tokens even when it is useless, and a server
+  that sends junk twice in a row is likely to go on): an empty answer (no text, or only
+  whitespace), an answer cut at ``max_tokens`` (no summary), a runaway answer (read up to
+  a bound well past ``max_tokens``, then cut off), and a malformed answer (an event that
+  is not JSON, or a plain JSON body instead of a stream: named by kind and size).
+- Retried as a transient failure: a stream that ends without ``message_stop`` and a stop
+  reason (the connection dropped mid-answer).
+- Never retried: other 4xx (400, 401, 403, 404, 413…), ``stop_reason == "refusal"``
+  and any stop reason other than ``end_turn`` or ``stop_sequence``; the same request
+  would get the same answer.
+- Waits: ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) when the server
+  sends one, else exponential backoff from ``backoff_base`` with jitter. A wait that
+  would end past the deadline fails the call at once instead of sleeping.
+- Answers are streamed. Each request's timeout is ``min(timeout, time left before the
+  deadline)`` and bounds every network wait; the deadline itself is checked at every
+  event of the stream, so a server that trickles events cannot outlive it.
+
+Every failure is a :class:`~memoryd.errors.SummarizerError` whose message is a short
+reason (status and error type, "timed out after N s", "empty answer", "refusal",
+"malformed answer"…): never the API key, never prompt or answer text. The SDK's
+exception is not chained, because its text embeds the response body.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx2
+
+from memoryd import strict_json
+from memoryd.errors import ConfigError
+from memoryd.llm.completion import (
+    AnswerGuard,
+    Failure,
+    backoff_wait,
+    complete_with_retries,
+    not_a_stream,
+    read_bounded,
+    seconds,
+)
+from memoryd.llm.completion import Completion as Completion
+from memoryd.llm.local_client import ProcessLocalClient, check_call_limits
+from memoryd.llm.retries import is_retryable_status, parse_retry_after
+from memoryd.llm.sse import StreamStopped, sse_events
+from memoryd.llm.tls import tls_context
+
+ACCEPTED_STOP_REASONS = frozenset({"end_turn", "stop_sequence"})
+"""``max_tokens`` is not among them: an answer cut at its budget is no summary."""
+
+
+class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
+    """Completions through the official SDK, with our own retries under a per-call deadline.
+
+    A :class:`~memoryd.llm.completion.CompletionBackend`.
+
+    Built from plain values, so it can be made (or unpickled) inside a worker process; the
+    SDK client is created on first use in the process that uses it. ``deadline`` bounds a
+    whole :meth:`complete` call, retries and waits included. An empty ``base_url`` means
+    the SDK's choice (``ANTHROPIC_BASE_URL``, else the public API).
+    """
+
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str | None,
+        model: str,
+        timeout: float,
+        max_retries: int,
+        default_headers: Mapping[str, str],
+        deadline: float,
+        backoff_base: float = 1.0,
+    ) -> None:
+        if not api_key:
+            raise ConfigError("anthropic: no API key given")
+        if not model:
+            raise ConfigError("anthropic.model: must not be empty")
+        check_call_limits("anthropic", timeout, max_retries, deadline, backoff_base)
+        self.name = "anthropic"
+        self._api_key = api_key
+        self._base_url = base_url or None
+        self.model = model
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self._default_headers = dict(default_headers)
+        self.deadline = float(deadline)
+        self.backoff_base = float(backoff_base)
+        self.requests = 0
+        self._start_process_local()
+
+    def __repr__(self) -> str:
+        return (
+            f"AnthropicBackend(model={self.model!r}, base_url={self._base_url!r}, "
+            f"timeout={self.timeout}, max_retries={self.max_retries}, deadline={self.deadline})"
+        )
+
+    def __enter__(self) -> AnthropicBackend:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def complete(
+        self,
+        system: str,
+        user: str | Sequence[str],
+        max_tokens: int,
+        *,
+        follow_up: Sequence[str] = (),
+        cache: bool = False,
+    ) -> Completion:
+        """Send one system + user prompt and return the answer, retrying transient failures.
+
+        ``user`` may come in parts (text blocks of one message); ``follow_up`` continues
+        the conversation with alternating assistant and user turns. With ``cache``, the
+        system prompt, the first part and the whole first user message are marked with
+        ``cache_control``, so that a request repeating them (a follow-up) reads them from
+        the cache (docs/design.md#prompt-caching). Raises :class:`SummarizerError` with a
+        short reason when no usable answer arrives within ``max_retries`` retries and
+        ``deadline`` seconds.
+        """
+        request = _request(system, user, follow_up, cache)
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, not {max_tokens!r}")
+        return complete_with_retries(
+            lambda request_timeout, ends_at: self._attempt(
+                request, max_tokens, request_timeout, ends_at
+            ),
+            label="Anthropic API",
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            deadline=self.deadline,
+            wait_before_retry=self._wait_before_retry,
+        )
+
+    def context_note(self) -> str | None:
+        """None: the API's context is not learned."""
+        return None
+
+    def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
+        """``max_input_tokens``: the API's context is far larger than what memoryd sends."""
+        return max_input_tokens
+
+    def _attempt(
+        self, request: _Request, max_tokens: int, request_timeout: float, ends_at: float
+    ) -> Completion | Failure:
+        guard = AnswerGuard(ends_at, self.deadline, max_tokens)
+        self.requests += 1
+        where = self._base_url or "the Anthropic API"
+        try:
+            with self._sdk_client().messages.with_streaming_response.create(
+                model=self.model,
+                max_tokens=max_tokens,
+                system=request.system,  # type: ignore[arg-type]
+                messages=request.messages,  # type: ignore[arg-type]
+                stream=True,
+                timeout=request_timeout,
+            ) as response:
+                answer = _read_stream(response.http_response, guard)
+        except (anthropic.APITimeoutError, httpx2.TimeoutException):
+            return Failure(f"timed out after {seconds(request_timeout)} s", retryable=True)
+        except anthropic.APIConnectionError as error:
+            cause = type(error.__cause__).__name__ if error.__cause__ else "unknown"
+            return Failure(f"connection error to {where} ({cause})", retryable=True)
+        except httpx2.TransportError as error:
+            return Failure(f"connection error to {where} ({type(error).__name__})", True)
+        except anthropic.APIStatusError as error:
+            return _status_failure(error)
+        except StreamStopped as stopped:
+            return stopped.failure
+        if isinstance(answer, Failure):
+            return answer
+        return _judge(answer, max_tokens, self.model)
+
+    def _sdk_client(self) -> anthropic.Anthropic:
+        return self._client_for_this_process(
+            lambda: anthropic.Anthropic(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                default_headers=self._default_headers,
+                # Tracing could export prompt text; memoryd never lets it leave.
+                open_telemetry=False,
+                http_client=anthropic.DefaultHttpxClient(
+                    timeout=self.timeout, verify=tls_context()
+                ),
+            )
+        )
+
+    def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
+        return backoff_wait(attempt, retry_after, self.backoff_base, self._random)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The ``system`` and ``messages`` arguments of one request, as the API takes them."""
+
+    system: str | list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+
+
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def _request(
+    system: str, user: str | Sequence[str], follow_up: Sequence[str], cache: bool
+) -> _Request:
+    parts = [user] if isinstance(user, str) else list(user)
+    if not cache:
+        content: str | list[dict[str, Any]] = "".join(parts)
+        first: dict[str, Any] = {"role": "user", "content": content}
+        messages = [first, *_turns(follow_up)]
+        return _Request(system, messages)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in parts if part]
+    # Breakpoints: the first part (a folded previous summary) and the end of the message.
+    if len(blocks) > 1:
+        blocks[0]["cache_control"] = _EPHEMERAL
+    if blocks:
+        blocks[-1]["cache_control"] = _EPHEMERAL
+    system_blocks = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
+    return _Request(system_blocks, [{"role": "user", "content": blocks}, *_turns(follow_up)])
+
+
+def _turns(follow_up: Sequence[str]) -> list[dict[str, Any]]:
+    roles = ("assistant", "user")
+    return [{"role": roles[i % 2], "content": text} for i, text in enumerate(follow_up)]
+
+
+def _error_type(error: anthropic.APIStatusError) -> str:
+    return error.type if isinstance(error.type, str) else "error"
+
+
+def _status_failure(error: anthropic.APIStatusError) -> Failure:
+    status = error.status_code
+    headers = error.response.headers
+    return Failure(
+        f"HTTP {status} {_error_type(error)}",
+        retryable=is_retryable_status(status, headers.get("x-should-retry")),
+        status=status,
+        retry_after=parse_retry_after(headers, time.time()),
+    )
+
+
+@dataclass
+class _Streamed:
+    """What a Messages stream said: its text, stop reason, usage and whether it ended
+    (``message_stop``)."""
+
+    texts: list[str] = field(default_factory=list)
+    stop_reason: str | None = None
+    stopped: bool = False
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+
+def _read_stream(response: Any, guard: AnswerGuard) -> _Streamed | Failure:
+    """The events of a Messages stream folded into one answer, read within ``guard``'s
+    bounds (raises StreamStopped past them); a Failure naming what came back when it is
+    no stream at all, an event that is not JSON, or an error event."""
+    content_type = str(response.headers.get("content-type", ""))
+    if not content_type.startswith("text/event-stream"):
+        body, more = read_bounded(response.iter_bytes(), guard.max_chars)
+        return not_a_stream(content_type, body, more, "message")
+    answer = _Streamed()
+    for event in sse_events(response.iter_bytes(), guard):
+        try:
+            data = strict_json.loads(event.data)
+        except ValueError:
+            return Failure("malformed answer: a stream event that is not JSON", True, True)
+        if not isinstance(data, dict):
+            return Failure("malformed answer: a stream event that is no object", True, True)
+        kind = data.get("type")
+        added = 0
+        if kind == "error" or event.name == "error":
+            error = data.get("error")
+            named = error.get("type") if isinstance(error, dict) else None
+            named = named if isinstance(named, str) and named.isidentifier() else "error"
+            return Failure(f"stream error ({named})", retryable=True)
+        if kind == "message_start" and isinstance(data.get("message"), dict):
+            message = data["message"]
+            answer.model = message.get("model") if isinstance(message.get("model"), str) else None
+            usage = _table(message.get("usage"))
+            answer.input_tokens = _count(usage.get("input_tokens"))
+            answer.output_tokens = _count(usage.get("output_tokens"))
+            answer.cache_read_tokens = _count(usage.get("cache_read_input_tokens")) or 0
+            answer.cache_creation_tokens = _count(usage.get("cache_creation_input_tokens")) or 0
+        elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+            delta = data["delta"]
+            if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+                answer.texts.append(delta["text"])
+                added = len(delta["text"])
+        elif kind == "message_delta":
+            change = _table(data.get("delta"))
+            reason = change.get("stop_reason")
+            answer.stop_reason = reason if isinstance(reason, str) else answer.stop_reason
+            usage = _table(data.get("usage"))
+            answer.output_tokens = _count(usage.get("output_tokens")) or answer.output_tokens
+        elif kind == "message_stop":
+            answer.stopped = True
+        stop = guard.check(added)
+        if stop is not None:
+            return stop
+    return answer
+
+
+def _table(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _judge(answer: _Streamed, max_tokens: int, requested_model: str) -> Completion | Failure:
+    """The streamed answer as a summary, or why it is none."""
+    stop_reason = answer.stop_reason
+    if stop_reason == "refusal":
+        return Failure(
+            "refusal (the model declined to summarize)", retryable=False, no_summary=True
+        )
+    if not answer.stopped or stop_reason is None:
+        return Failure(
+            "the stream ended without message_stop and a stop reason: the answer was cut off",
+            retryable=True,
+        )
+    if stop_reason == "max_tokens":
+        return Failure(
+            f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
+            retryable=True,
+            bad_answer=True,
+            no_summary=True,
+        )
+    if stop_reason not in ACCEPTED_STOP_REASONS:
+        return Failure(f"unexpected stop_reason {stop_reason!r}", retryable=False)
+    text = "".join(answer.texts).strip()
+    if not text:
+        return Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
+    return Completion(
+        text=text,
+        input_tokens=answer.input_tokens,
+        output_tokens=answer.output_tokens,
+        model=answer.model or requested_model,
+        cache_read_tokens=answer.cache_read_tokens,
+        cache_creation_tokens=answer.cache_creation_tokens,
+    )

@@ -1,0 +1,17 @@
+"""The summary: one document model and what produces it (docs/design.md#summary-items).
+
+- :mod:`~memoryd.summary.items`, :mod:`~memoryd.summary.folding`: a summary as items, and
+  the previous head's items folded into the new one;
+- :mod:`~memoryd.summary.checkpoint`: the structured checkpoint, its model and its text;
+- :mod:`~memoryd.compaction.strategies.head`: the summary message and its head;
+- :mod:`~memoryd.summary.retention`, :mod:`~memoryd.summary.verbatim`,
+  :mod:`~memoryd.summary.carry`, :mod:`~memoryd.summary.offline_floor`: what a summary
+  kept of the details, and what is put back;
+- :mod:`~memoryd.summary.backends` (the ``auto`` choice), :mod:`~memoryd.summary.chunking`,
+  :mod:`~memoryd.summary.prompts`, :mod:`~memoryd.summary.checkpoint_prompt`,
+  :mod:`~memoryd.summary.extractive`, :mod:`~memoryd.summary.extractive_checkpoint`:
+  producing the text, through an LLM or offline.
+
+May import: core, files, workspace, commit, published, receipts, config, stores, search,
+sources, transcript, llm.
+"""
