@@ -84,7 +84,7 @@ def _where(frame: object) -> str:
 OURS = {Path(p).name for p in os.listdir(common.REPO / "memoryd") if p.endswith(".py")} | {
     "inotify.py",
     "inotify_c.py",
-    "api.py",
+    "runners.py",
     "events.py",
     "inotify_buffer.py",
 }
