@@ -74,7 +74,7 @@ from memoryd.conversation.api_view import messages_for_api
 from memoryd.conversation.lines import split_lines
 from memoryd.daemon.logs import configure_logging
 from memoryd.files.fsutil import flocked
-from memoryd.policy import over_trigger
+from memoryd.levels import over_trigger
 from memoryd.search.recall import recall
 from memoryd.workspace import Workspace
 

@@ -52,7 +52,7 @@ from latency import (
 )
 
 from memoryd.conversation.reader import ConversationReader
-from memoryd.policy import detect_threshold, usage_ratio
+from memoryd.levels import detect_threshold, usage_ratio
 
 TOKEN_LIMIT = 10_000
 

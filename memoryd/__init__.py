@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         SummarizerError,
         UsageError,
     )
-    from memoryd.policy import (
+    from memoryd.levels import (
         ThresholdAction,
         detect_threshold,
         get_threshold_action,
@@ -70,7 +70,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "memoryd.published.heartbeat": ("Heartbeat", "HeartbeatManager"),
     "memoryd.compaction.job.run": ("JobRequest", "JobResult", "run_job"),
     "memoryd.published.monitor": ("ContextMonitor", "MonitorState"),
-    "memoryd.policy": (
+    "memoryd.levels": (
         "ThresholdAction",
         "detect_threshold",
         "get_threshold_action",

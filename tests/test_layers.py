@@ -22,7 +22,17 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "core",
         frozenset(
-            {"errors", "strict_json", "tokens", "media", "defaults", "policy", "clock", "value"}
+            {
+                "errors",
+                "strict_json",
+                "tokens",
+                "media",
+                "defaults",
+                "levels",
+                "boundaries",
+                "clock",
+                "value",
+            }
         ),
     ),
     ("files", frozenset({"files"})),

@@ -15,6 +15,7 @@ from conftest import SettingsFactory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memoryd.boundaries import boundaries, plan_for
 from memoryd.compaction.job.run import JobRequest, JobResult, plan_job, run_job
 from memoryd.compaction.masking.decide import masking_stage
 from memoryd.compaction.strategies import strategy_for
@@ -27,7 +28,6 @@ from memoryd.compaction.strategies.least_loss import (
 from memoryd.config.settings import Settings
 from memoryd.conversation.lines import Line, split_lines
 from memoryd.conversation.pins import apply_pins, pinned_indices
-from memoryd.policy import boundaries, plan_for
 from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.receipts.records import read_receipts
 from memoryd.workspace import Workspace

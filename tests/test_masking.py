@@ -12,6 +12,7 @@ from conftest import encode_lines, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memoryd.boundaries import running_tool_call
 from memoryd.compaction.masking.decide import (
     MASKED_FIELD,
     Masking,
@@ -24,7 +25,6 @@ from memoryd.compaction.masking.rules import MIN_SHRINK
 from memoryd.conversation.api_view import api_messages
 from memoryd.conversation.lines import Line, split_lines
 from memoryd.conversation.pins import pinned_indices
-from memoryd.policy import running_tool_call
 from memoryd.tokens import content_chars, estimate_text_tokens
 from memoryd.transcript.messages import result_text
 from memoryd.transcript.outcomes import PLACEHOLDER_LEAD

@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 from media_files import encoded, image_block, jpeg_behind_exif, pdf_block, pillow_pdf, screenshot
 from test_masking_job import originals_kept
 
+from memoryd.boundaries import running_tool_call
 from memoryd.compaction.job.run import JobRequest, run_job
 from memoryd.compaction.masking.decide import MASKED_FIELD, Masking, plan_masking
 from memoryd.compaction.masking.rules import INPUT_PLACEHOLDER_LEAD, MaskRules
 from memoryd.conversation.api_view import api_messages, messages_for_api
 from memoryd.conversation.lines import Line, split_lines
 from memoryd.conversation.pins import pinned_indices
-from memoryd.policy import running_tool_call
 from memoryd.search.recall import expand
 
 PNG = image_block(encoded(screenshot(1382, 1090), "PNG"))

@@ -17,6 +17,7 @@ from conftest import SettingsFactory, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memoryd.boundaries import running_tool_call
 from memoryd.compaction.masking.decide import (
     MASKED_FIELD,
     Masking,
@@ -35,7 +36,6 @@ from memoryd.compaction.masking.rules import MIN_SHRINK
 from memoryd.compaction.strategies.least_loss import masking_aim
 from memoryd.conversation.api_view import api_messages
 from memoryd.conversation.lines import Line, split_lines
-from memoryd.policy import running_tool_call
 from memoryd.receipts.records import MaskedSpan
 from memoryd.tokens import estimate_text_tokens
 from memoryd.transcript.outcomes import PLACEHOLDER_LEAD, read_failure

@@ -18,7 +18,7 @@ from conftest import SettingsFactory, WorkspaceFactory
 from memoryd.clock import iso_ms
 from memoryd.errors import InputError
 from memoryd.files.fsutil import TEMP_MARK
-from memoryd.policy import detect_threshold, get_threshold_action, should_emit_event
+from memoryd.levels import detect_threshold, get_threshold_action, should_emit_event
 from memoryd.published.events import read_events
 from memoryd.published.monitor import ContextMonitor, monitor_path, read_monitors
 

@@ -14,19 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from split_checks import lines_of
 
+from memoryd.boundaries import assistant_turns, boundaries, running_tool_call, safe_split
 from memoryd.conversation import reader as reader_module
 from memoryd.conversation.lines import Line, split_lines
 from memoryd.conversation.reader import ConversationReader
-from memoryd.policy import (
-    assistant_turns,
-    boundaries,
+from memoryd.levels import (
     detect_threshold,
     failure_backoff,
     get_threshold_action,
     may_retry_after_ineffective,
     over_trigger,
-    running_tool_call,
-    safe_split,
     should_emit_event,
     usage_ratio,
 )

@@ -1,4 +1,4 @@
-"""The split rules over unusual shapes and at their exact limits (memoryd/policy.py):
+"""The split rules over unusual shapes and at their exact limits (memoryd/boundaries.py):
 reused tool ids, system, blank and malformed lines, orphan results, a split at the last
 index, and the small figures (usage ratio, regrowth, kept tokens) at their edges."""
 
@@ -22,22 +22,20 @@ from split_checks import (
     tool_use,
 )
 
-from memoryd.policy import (
+from memoryd.boundaries import (
     Boundary,
     SplitPlan,
     _nearest,
     boundaries,
-    detect_threshold,
     earliest_within,
     head_summary_count,
     inside_turn,
-    may_retry_after_ineffective,
     plan_for,
     running_tool_call,
     safe_split,
-    usage_ratio,
     valid_boundaries,
 )
+from memoryd.levels import detect_threshold, may_retry_after_ineffective, usage_ratio
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from fake_anthropic import FakeAnthropic, Reply
 from writers import line_bytes
 
 from memoryd.conversation.reader import ConversationReader
-from memoryd.policy import detect_threshold, usage_ratio
+from memoryd.levels import detect_threshold, usage_ratio
 
 pytestmark = pytest.mark.slow
 

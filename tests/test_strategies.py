@@ -27,6 +27,7 @@ from split_checks import (
     tool_use,
 )
 
+from memoryd.boundaries import SplitPlan, valid_boundaries
 from memoryd.compaction.job.run import ineffective_text, plan_job
 from memoryd.compaction.strategies import STRATEGIES, Counts, strategy_for
 from memoryd.compaction.strategies.checkpoint import checkpoint_split
@@ -36,7 +37,6 @@ from memoryd.compaction.strategies.rolling import rolling_due, rolling_split
 from memoryd.config.settings import RollingSettings, Settings, load_settings
 from memoryd.conversation.lines import Line
 from memoryd.conversation.reader import ConversationReader
-from memoryd.policy import SplitPlan, valid_boundaries
 
 
 def settings_for(strategy: str, **overrides: Any) -> Settings:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from memoryd.boundaries import SplitPlan
 from memoryd.conversation.lines import Line
-from memoryd.policy import SplitPlan
 
 PINS_AFTER = "pinsAfter"
 """The head's field: how many pinned lines the job wrote right after it."""

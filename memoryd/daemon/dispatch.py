@@ -31,8 +31,8 @@ from memoryd.daemon.publisher import describe
 from memoryd.daemon.tracked import Tracked, job_due_now, job_lost, settle
 from memoryd.daemon.worker import compact_stores_job
 from memoryd.errors import MemorydError
+from memoryd.levels import detect_threshold, usage_ratio
 from memoryd.llm.limits import LearnedLimit, merged
-from memoryd.policy import detect_threshold, usage_ratio
 from memoryd.published.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.stores import disk as stores
 from memoryd.stores.compaction import CompactionReport

@@ -18,7 +18,7 @@ from memoryd.daemon import systemd
 from memoryd.daemon.folders import Folders
 from memoryd.daemon.tracked import Tracked, write_failed, write_succeeded
 from memoryd.errors import MemorydError
-from memoryd.policy import should_emit_event
+from memoryd.levels import should_emit_event
 from memoryd.published import events
 from memoryd.published.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.published.state import WorkspaceState, build_state, numbers_key, write_state

@@ -12,7 +12,7 @@ from memoryd.clock import iso_ms
 from memoryd.compaction.strategies import Counts, strategy_for
 from memoryd.config.settings import Settings
 from memoryd.conversation.reader import ConversationReader, Tally
-from memoryd.policy import Level, failure_backoff, may_retry_after_ineffective, over_trigger
+from memoryd.levels import Level, failure_backoff, may_retry_after_ineffective, over_trigger
 from memoryd.workspace import Workspace
 
 if TYPE_CHECKING:

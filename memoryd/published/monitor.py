@@ -23,7 +23,7 @@ from memoryd.defaults import DEFAULT_CRITICAL_AT, DEFAULT_TOKEN_LIMIT, DEFAULT_W
 from memoryd.errors import InputError, MemorydError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
-from memoryd.policy import (
+from memoryd.levels import (
     Level,
     ThresholdAction,
     detect_threshold,

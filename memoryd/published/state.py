@@ -14,7 +14,7 @@ from memoryd.conversation.reader import Counted
 from memoryd.errors import MemorydError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
-from memoryd.policy import (
+from memoryd.levels import (
     Action,
     Level,
     ThresholdConfig,
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         def strategy(self) -> str: ...
 
 else:
-    BudgetSettings = object  # typing is not imported at run time (see memoryd.policy)
+    BudgetSettings = object  # typing is not imported at run time (see memoryd.levels)
 
 
 @dataclass(frozen=True, slots=True)

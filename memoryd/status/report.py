@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         def stale_after(self) -> float: ...
 
 else:
-    StatusConfig = object  # typing is not imported at run time (see memoryd.policy)
+    StatusConfig = object  # typing is not imported at run time (see memoryd.levels)
 
 
 ForWorkspace = Callable[[Path], StatusConfig]

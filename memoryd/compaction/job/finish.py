@@ -33,7 +33,7 @@ from memoryd.compaction.strategies.least_loss import LeastLoss, job_text
 from memoryd.conversation.lines import Line, split_lines
 from memoryd.conversation.pins import PinnedPlan, byte_ranges
 from memoryd.files.regular import read_file_from
-from memoryd.policy import over_trigger, usage_ratio
+from memoryd.levels import over_trigger, usage_ratio
 from memoryd.published import events
 from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.published.state import build_state, write_state

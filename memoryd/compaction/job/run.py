@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import structlog
 
+from memoryd.boundaries import SplitPlan
 from memoryd.commit.recovery import recover
 from memoryd.commit.rewrite import FaultHook, archive_name
 from memoryd.commit.snapshot import read_snapshot
@@ -49,8 +50,8 @@ from memoryd.errors import (
 )
 from memoryd.files.fsutil import flocked
 from memoryd.files.paths import check_workspace
+from memoryd.levels import over_trigger, usage_ratio
 from memoryd.llm import limits
-from memoryd.policy import SplitPlan, over_trigger, usage_ratio
 from memoryd.published import events
 from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.summary.backends import request_timeout

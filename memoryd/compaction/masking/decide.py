@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from memoryd import strict_json
+from memoryd.boundaries import running_tool_call
 from memoryd.commit.rewrite import Part
 from memoryd.compaction.masking.choice import choose
 from memoryd.compaction.masking.placeholders import placeholder_text
@@ -38,7 +39,7 @@ from memoryd.compaction.masking.rules import (
 from memoryd.compaction.strategies.least_loss import masking_aim
 from memoryd.conversation.lines import Line
 from memoryd.conversation.pins import byte_ranges, pinned_indices
-from memoryd.policy import over_trigger, running_tool_call
+from memoryd.levels import over_trigger
 from memoryd.receipts.records import MaskedSpan
 from memoryd.tokens import content_chars, estimate_message_tokens
 from memoryd.transcript.messages import result_text

@@ -31,7 +31,7 @@ from memoryd.compaction.strategies.least_loss import job_text
 from memoryd.conversation.lines import Line, split_lines
 from memoryd.conversation.pins import pinned_indices
 from memoryd.errors import CommitAborted
-from memoryd.policy import over_trigger, usage_ratio
+from memoryd.levels import over_trigger, usage_ratio
 from memoryd.published import events
 from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.receipts.records import build_receipt

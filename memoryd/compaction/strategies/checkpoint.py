@@ -16,6 +16,13 @@ import structlog
 from pydantic import ValidationError
 
 from memoryd import strict_json
+from memoryd.boundaries import (
+    MessageLike,
+    SplitPlan,
+    head_summary_count,
+    plan_for,
+    running_tool_call,
+)
 from memoryd.clock import iso_ms
 from memoryd.compaction.strategies.head import (
     billed_on_failure,
@@ -32,7 +39,6 @@ from memoryd.conversation.lines import Line
 from memoryd.errors import MemorydError, NoSummaryAnswer, SummarizerError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
-from memoryd.policy import MessageLike, SplitPlan, head_summary_count, plan_for, running_tool_call
 from memoryd.receipts.records import RetentionFigures
 from memoryd.summary.backends import ExtractiveSummarizer, Summarizer, make_summarizer
 from memoryd.summary.checkpoint import (

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from memoryd.boundaries import MessageLike, SplitPlan, boundaries, head_summary_count, plan_for
 from memoryd.conversation.pins import pinned_indices
-from memoryd.policy import MessageLike, SplitPlan, boundaries, head_summary_count, plan_for
 from memoryd.tokens import MESSAGE_OVERHEAD
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def least_split(
     """The smallest oldest prefix whose summary leaves at most ``room`` tokens, a head of
     ``head_tokens`` counted in (pure).
 
-    The prefix ends on a boundary (:func:`memoryd.policy.boundaries`) no later than
+    The prefix ends on a boundary (:func:`memoryd.boundaries.boundaries`) no later than
     ``share.keep_from``; pinned messages stay and count as kept; a previous summary at the
     head is folded in. ``share`` itself when no earlier boundary is enough.
     """

@@ -8,10 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from memoryd.compaction.strategies.head import summary_head
-from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
-from memoryd.config.settings import Settings
-from memoryd.policy import (
+from memoryd.boundaries import (
     MessageLike,
     SplitPlan,
     earliest_within,
@@ -19,6 +16,9 @@ from memoryd.policy import (
     plan_for,
     safe_split,
 )
+from memoryd.compaction.strategies.head import summary_head
+from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
+from memoryd.config.settings import Settings
 from memoryd.workspace import Workspace
 
 

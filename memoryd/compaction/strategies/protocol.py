@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memoryd.policy import MessageLike, SplitPlan, may_retry_after_ineffective, over_trigger
+from memoryd.boundaries import MessageLike, SplitPlan
+from memoryd.levels import may_retry_after_ineffective, over_trigger
 from memoryd.receipts.records import RetentionFigures
 from memoryd.tokens import LLMUsage
 

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memoryd.compaction.strategies.head import summary_head
-from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
-from memoryd.config.settings import RollingSettings, Settings
-from memoryd.policy import (
+from memoryd.boundaries import (
     MessageLike,
     SplitPlan,
     earliest_within,
     head_summary_count,
-    over_trigger,
     plan_for,
     safe_split,
 )
+from memoryd.compaction.strategies.head import summary_head
+from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
+from memoryd.config.settings import RollingSettings, Settings
+from memoryd.levels import over_trigger
 from memoryd.workspace import Workspace
 
 
