@@ -67,7 +67,8 @@ from agent_transcripts import (
 )
 from api_rules import request_problem
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.strategies import strategy_for
 from memoryd.config.settings import Settings, load_settings
 from memoryd.conversation.api_view import messages_for_api

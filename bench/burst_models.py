@@ -40,7 +40,8 @@ from typing import Any
 import _common as common
 from latency import below_trigger
 
-from memoryd.compaction.job.run import JobRequest, run_job, summarizer_env
+from memoryd.compaction.job.request import JobRequest, summarizer_env
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import Settings, load_settings
 from memoryd.daemon.processes import preload, stop_server, wait_exited
 

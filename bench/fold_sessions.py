@@ -26,7 +26,8 @@ sys.path.insert(0, str(BENCH.parent / "tests"))
 
 from real_outputs import CHANGES, FAILURES, RealOutput  # noqa: E402
 
-from memoryd.compaction.job.run import JobRequest, run_job  # noqa: E402
+from memoryd.compaction.job.request import JobRequest  # noqa: E402
+from memoryd.compaction.job.run import run_job  # noqa: E402
 from memoryd.config.settings import load_settings  # noqa: E402
 
 Message = dict[str, Any]

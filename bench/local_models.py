@@ -30,7 +30,8 @@ from typing import Any
 import _common as common
 from fake_openai import FakeOpenAI, Reply
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import load_settings
 from memoryd.llm import limits
 from memoryd.llm.openai_compat import OpenAICompatBackend

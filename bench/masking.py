@@ -71,7 +71,8 @@ from agent_transcripts import Fact, Transcript, generate, message_text, occurs, 
 from daemon_harness import llm_env, read_state
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.masking.decide import plan_masking
 from memoryd.compaction.masking.rules import MaskRules
 from memoryd.config.settings import load_settings

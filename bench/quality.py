@@ -48,7 +48,8 @@ import _common as common
 from fake_anthropic import FakeAnthropic, Reply
 
 import memoryd.compaction.strategies.head as summary_module
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import Settings, load_settings
 from memoryd.daemon.logs import configure_logging
 from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd

@@ -49,7 +49,8 @@ from typing import Any
 
 import _common as common
 
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import load_settings
 from memoryd.daemon.logs import configure_logging
 from memoryd.llm import limits

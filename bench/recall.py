@@ -40,7 +40,8 @@ import _common as common
 
 sys.path.insert(0, str(common.REPO))
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import load_settings
 from memoryd.search.recall import recall, update_index
 

@@ -43,7 +43,8 @@ import recall as archive_bench  # bench/recall.py: the 200 MB archive it measure
 from agent_transcripts import SHAPES, Transcript, generate, write_workspace
 from recall_questions import KINDS, Question, questions, recall_at
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import load_settings
 from memoryd.daemon.logs import configure_logging
 from memoryd.search import text as recall_text

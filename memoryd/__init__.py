@@ -16,7 +16,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+    from memoryd.compaction.job.request import JobRequest, JobResult
+    from memoryd.compaction.job.run import run_job
     from memoryd.config.settings import Settings, load_settings
     from memoryd.conversation.api_view import messages_for_api
     from memoryd.conversation.lines import append_message
@@ -68,7 +69,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "UsageError",
     ),
     "memoryd.published.heartbeat": ("Heartbeat", "HeartbeatManager"),
-    "memoryd.compaction.job.run": ("JobRequest", "JobResult", "run_job"),
+    "memoryd.compaction.job.request": ("JobRequest", "JobResult"),
+    "memoryd.compaction.job.run": ("run_job",),
     "memoryd.published.monitor": ("ContextMonitor", "MonitorState"),
     "memoryd.levels": (
         "ThresholdAction",

@@ -8,7 +8,8 @@ import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job, summarizer_env
+from memoryd.compaction.job.request import JobRequest, JobResult, summarizer_env
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.strategies import Counts, strategy_for
 from memoryd.compaction.strategies.head import previous_summary_text
 from memoryd.config.settings import Settings, load_settings, settings_for_workspace

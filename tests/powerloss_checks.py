@@ -25,7 +25,8 @@ from powerloss_ops import DIR, Fsync, Recording, Rename, Returned
 from memoryd import strict_json
 from memoryd.commit.recovery import recover
 from memoryd.compaction.job.report import report_failure
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import Settings
 from memoryd.conversation.lines import append_message
 from memoryd.errors import InputError

@@ -30,7 +30,8 @@ from powerloss_record import Recorder, recording
 from memoryd import cli
 from memoryd.commit import rewrite as commit
 from memoryd.commit.recovery import recover
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import Settings, load_settings
 from memoryd.conversation.lines import append_message, split_lines
 from memoryd.published.events import emit

@@ -19,9 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.strategies import Counts, strategy_for
-from memoryd.config.settings import RollingSettings, Settings
+from memoryd.config.sections import RollingSettings
+from memoryd.config.settings import Settings
 from memoryd.conversation.api_view import messages_for_api
 from memoryd.conversation.lines import split_lines
 from memoryd.conversation.reader import ConversationReader

@@ -22,7 +22,8 @@ from fake_anthropic import FakeAnthropic, Reply, echo_summary
 from structlog.testing import capture_logs
 
 from memoryd.errors import ConfigError, SummarizerError
-from memoryd.llm.anthropic import AnthropicBackend, Completion
+from memoryd.llm.anthropic import AnthropicBackend
+from memoryd.llm.completion import Completion
 from memoryd.llm.retries import parse_retry_after
 from memoryd.summary.prompts import narrative_prompt, render_transcript
 

@@ -16,7 +16,8 @@ from conftest import WorkspaceFactory, encode_lines, generated_messages, make_me
 from daemon_harness import Processes, read_state, wait_until
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.strategies.checkpoint import load_checkpoint
 from memoryd.config.settings import load_settings
 from memoryd.conversation.lines import append_message, parse_line, split_lines

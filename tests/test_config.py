@@ -10,13 +10,8 @@ from typing import Any
 
 import pytest
 
-from memoryd.config.settings import (
-    AnthropicSettings,
-    LoadedSettings,
-    Settings,
-    load_settings,
-    settings_for_workspace,
-)
+from memoryd.config.sections import AnthropicSettings
+from memoryd.config.settings import LoadedSettings, Settings, load_settings, settings_for_workspace
 from memoryd.config.view import config_as_dict, render_config
 from memoryd.errors import ConfigError
 

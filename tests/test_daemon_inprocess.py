@@ -29,7 +29,7 @@ from daemon_workspaces import (
 from structlog.testing import capture_logs
 from writers import line_bytes
 
-from memoryd.compaction.job.run import JobResult
+from memoryd.compaction.job.request import JobResult
 from memoryd.compaction.strategies import STRATEGIES
 from memoryd.compaction.strategies.narrative import Narrative, narrative_split
 from memoryd.config.settings import load_settings

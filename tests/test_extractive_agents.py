@@ -16,7 +16,8 @@ from agent_texts import RULES, WORKFLOW
 from agent_transcripts import generate, write_workspace
 from conftest import SettingsFactory, make_message
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.summary.checkpoint import SECTIONS, CheckpointSummary, render_lists
 from memoryd.summary.extractive import extractive_summary
 from memoryd.summary.extractive_checkpoint import extractive_checkpoint

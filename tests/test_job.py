@@ -23,7 +23,8 @@ from conftest import (
 )
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.strategies.head import SUMMARY_PREFIX
 from memoryd.config.settings import Settings
 from memoryd.conversation.lines import split_lines

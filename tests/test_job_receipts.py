@@ -15,7 +15,8 @@ from conftest import SettingsFactory, WorkspaceFactory, generated_messages, make
 from fake_anthropic import FakeAnthropic, Reply
 from structlog.testing import capture_logs
 
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import Settings
 from memoryd.conversation.lines import split_lines
 from memoryd.published.events import read_events

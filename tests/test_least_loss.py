@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memoryd.boundaries import boundaries, plan_for
-from memoryd.compaction.job.run import JobRequest, JobResult, plan_job, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import plan_job, run_job
 from memoryd.compaction.masking.decide import masking_stage
 from memoryd.compaction.strategies import strategy_for
 from memoryd.compaction.strategies.least_loss import (

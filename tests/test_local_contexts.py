@@ -16,7 +16,8 @@ from fake_anthropic import RecordedRequest
 from fake_openai import FakeOpenAI, Reply
 from structlog.testing import capture_logs
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.errors import SummarizerError
 from memoryd.llm import limits
 from memoryd.llm.completion import ContextOverflow

@@ -16,7 +16,8 @@ from fake_anthropic import FakeAnthropic
 from fake_anthropic import Reply as AnthropicReply
 from fake_openai import FakeOpenAI, Reply
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.llm import limits
 from memoryd.llm.anthropic import AnthropicBackend
 from memoryd.llm.completion import CompletionBackend

@@ -13,7 +13,8 @@ import pytest
 from conftest import SettingsFactory, make_message
 from split_checks import lines_of
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.masking.choice import choose, details, message_details, message_text
 from memoryd.compaction.masking.decide import plan_masking
 from memoryd.compaction.masking.placeholders import placeholder_text

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import Settings, load_settings
 from memoryd.conversation.api_view import messages_for_api
 from memoryd.conversation.lines import split_lines

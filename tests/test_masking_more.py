@@ -22,7 +22,8 @@ from media_files import encoded, image_block, jpeg_behind_exif, pdf_block, pillo
 from test_masking_job import originals_kept
 
 from memoryd.boundaries import running_tool_call
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.masking.decide import MASKED_FIELD, Masking, plan_masking
 from memoryd.compaction.masking.rules import INPUT_PLACEHOLDER_LEAD, MaskRules
 from memoryd.conversation.api_view import api_messages, messages_for_api

@@ -14,7 +14,8 @@ import pytest
 from cli_helpers import cli, memoryd_on_path
 from conftest import SettingsFactory, encode_lines, generated_messages
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -19,7 +19,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memoryd import __version__
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.conversation.api_view import messages_for_api
 from memoryd.search.query import MAX_LIMIT
 

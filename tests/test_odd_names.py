@@ -15,7 +15,8 @@ import structlog
 from cli_helpers import cli
 from conftest import SettingsFactory, generated_messages
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.conversation.api_view import read_messages
 from memoryd.errors import InputError
 from memoryd.search.recall import expand, recall, update_index_in_background

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from test_mcp_server import structured, with_server
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.errors import MemorydError
 from memoryd.search.history import MAX_PARSED_LINE
 from memoryd.search.recall import expand, recall

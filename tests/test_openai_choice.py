@@ -15,7 +15,8 @@ from conftest import SettingsFactory, WorkspaceFactory
 from fake_openai import FakeOpenAI, Reply
 from structlog.testing import capture_logs
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import load_settings
 from memoryd.errors import ConfigError
 from memoryd.llm import limits

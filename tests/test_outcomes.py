@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from real_outputs import CHANGES, FAILURES, QUOTED, REAL_OUTPUTS, ROUTINE, RealOutput
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.masking.decide import plan_masking
 from memoryd.compaction.masking.placeholders import MAX_LINE_REFERENCES, placeholder_text
 from memoryd.conversation.lines import Line, split_lines

@@ -17,7 +17,8 @@ from conftest import (
     make_message,
 )
 
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import Settings
 from memoryd.conversation.lines import split_lines
 from memoryd.conversation.pins import pinned_indices

@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.errors import InputError, MemorydError, UnsafePathError, UsageError
 from memoryd.search.history import content_text
 from memoryd.search.query import plain_terms, to_match

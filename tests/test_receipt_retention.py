@@ -12,7 +12,8 @@ from typing import Any
 from conftest import SettingsFactory, WorkspaceFactory, make_message
 from fake_anthropic import FLUENT_SUMMARY, FakeAnthropic, Reply
 
-from memoryd.compaction.job.run import JobRequest, JobResult, run_job
+from memoryd.compaction.job.request import JobRequest, JobResult
+from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import Settings
 from memoryd.receipts.records import Receipt, read_receipts
 from memoryd.summary.retention import VERBATIM_HEADER

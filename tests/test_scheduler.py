@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.compaction.job.run import JobResult
+from memoryd.compaction.job.request import JobResult
 from memoryd.config.settings import Settings
 from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon.publisher import Publisher

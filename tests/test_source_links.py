@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from conftest import SettingsFactory, WorkspaceFactory, encode_lines, generated_messages
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.compaction.strategies.head import summarized_span
 from memoryd.conversation.lines import split_lines
 

@@ -99,7 +99,7 @@ def test_the_daemon_indexes_an_append_before_anyone_asks(tmp_path: Path) -> None
 
 
 def test_a_source_folder_made_after_start_is_found_at_the_rescan(tmp_path: Path) -> None:
-    from memoryd.config.settings import SourceEntry
+    from memoryd.config.sections import SourceEntry
 
     later = tmp_path / ".claude"
     tailer = SourceTailer([SourceEntry(kind="claude-code", path=later)], 0.0, 3600.0)
@@ -212,7 +212,7 @@ def test_mcp_expand_picks_the_copy_of_a_colliding_id_by_session_or_file(tmp_path
 
 
 def test_a_single_session_file_is_tailed_from_its_watch_events(tmp_path: Path) -> None:
-    from memoryd.config.settings import SourceEntry
+    from memoryd.config.sections import SourceEntry
 
     path = codex_session(tmp_path / ".codex", "9c9c9c9c-0005", words_for("f1"), "0.46.0")
     tailer = SourceTailer([SourceEntry(kind="codex", path=path)], 0.05, 3600.0)

@@ -28,13 +28,15 @@ from split_checks import (
 )
 
 from memoryd.boundaries import SplitPlan, valid_boundaries
-from memoryd.compaction.job.run import ineffective_text, plan_job
+from memoryd.compaction.job.finish import ineffective_text
+from memoryd.compaction.job.run import plan_job
 from memoryd.compaction.strategies import STRATEGIES, Counts, strategy_for
 from memoryd.compaction.strategies.checkpoint import checkpoint_split
 from memoryd.compaction.strategies.narrative import narrative_split
 from memoryd.compaction.strategies.protocol import usage_due
 from memoryd.compaction.strategies.rolling import rolling_due, rolling_split
-from memoryd.config.settings import RollingSettings, Settings, load_settings
+from memoryd.config.sections import RollingSettings
+from memoryd.config.settings import Settings, load_settings
 from memoryd.conversation.lines import Line
 from memoryd.conversation.reader import ConversationReader
 

@@ -12,7 +12,8 @@ import pytest
 from conftest import SettingsFactory, WorkspaceFactory, generated_messages, raw_lines
 from fake_anthropic import FakeAnthropic, Reply
 
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 from memoryd.summary.items import parse_head
 from memoryd.tokens import estimate_text_tokens
 

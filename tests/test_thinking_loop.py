@@ -13,7 +13,8 @@ from conftest import SettingsFactory
 from fake_anthropic import FakeAnthropic, Reply
 
 import memoryd
-from memoryd.compaction.job.run import JobRequest, run_job
+from memoryd.compaction.job.request import JobRequest
+from memoryd.compaction.job.run import run_job
 
 TASK = "Task: find why the nightly import drops the last row, and fix it."
 THINKING = {"type": "enabled", "budget_tokens": 1024}

@@ -10,7 +10,7 @@ from memoryd.cli.common import config_given, load_config, log_to_stderr
 from memoryd.errors import InputError
 
 if TYPE_CHECKING:
-    from memoryd.config.settings import SourceEntry
+    from memoryd.config.sections import SourceEntry
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 from memoryd.cli.common import load_config, log_to_stderr
 
 if TYPE_CHECKING:
-    from memoryd.compaction.job.run import JobResult
+    from memoryd.compaction.job.request import JobResult
 
 EXIT_BY_OUTCOME = {
     "completed": 0,
@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run one job on the workspace and print one line saying what it did."""
-    from memoryd.compaction.job.run import JobRequest, run_job, summarizer_env
+    from memoryd.compaction.job.request import JobRequest, summarizer_env
+    from memoryd.compaction.job.run import run_job
     from memoryd.config.settings import settings_for_workspace
     from memoryd.files.paths import check_workspace
 

@@ -17,11 +17,11 @@ from typing import Any, Literal, get_origin
 from pydantic import BaseModel, ValidationError
 
 from memoryd import strict_json
-from memoryd.config.sources import CONFIG_ENV as CONFIG_ENV
-from memoryd.config.sources import ENV_DELIMITER as ENV_DELIMITER
-from memoryd.config.sources import ENV_PREFIX as ENV_PREFIX
-from memoryd.config.sources import RESERVED_ENV as RESERVED_ENV
-from memoryd.config.sources import find_config_file as find_config_file
+from memoryd.config.sources import (
+    ENV_DELIMITER,
+    ENV_PREFIX,
+    RESERVED_ENV,
+)
 from memoryd.errors import ConfigError
 
 API_KEY = "anthropic.api_key"

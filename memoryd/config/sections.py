@@ -2,7 +2,7 @@
 ``[rolling]``, ``[checkpoint]``, ``[masking]``, ``[memory]``, and the rules every model of
 it follows.
 
-``memoryd.config.settings`` re-exports them; ``Settings`` there holds one of each.
+``Settings`` (:mod:`memoryd.config.settings`) holds one of each.
 """
 
 from __future__ import annotations

@@ -39,12 +39,9 @@ from pydantic_settings import (
 
 from memoryd.config.listen import is_loopback, parse_listen
 from memoryd.config.schema import (
-    ENV_DELIMITER,
-    ENV_PREFIX,
     deep_merge,
     describe,
     file_error,
-    find_config_file,
     flatten,
     leaf_keys,
     mark,
@@ -54,19 +51,30 @@ from memoryd.config.schema import (
     scalar_type_problems,
     setting_env_vars,
 )
-from memoryd.config.sections import ANTHROPIC_API_KEY_ENV as ANTHROPIC_API_KEY_ENV
-from memoryd.config.sections import ANTHROPIC_BASE_URL_ENV as ANTHROPIC_BASE_URL_ENV
-from memoryd.config.sections import DAY, HOUR, MINUTE, WEEK
-from memoryd.config.sections import OPENAI_API_KEY_ENV as OPENAI_API_KEY_ENV
-from memoryd.config.sections import AnthropicSettings as AnthropicSettings
-from memoryd.config.sections import CheckpointSettings as CheckpointSettings
-from memoryd.config.sections import MaskingSettings as MaskingSettings
-from memoryd.config.sections import MemorySettings as MemorySettings
-from memoryd.config.sections import OpenAISettings as OpenAISettings
-from memoryd.config.sections import RollingSettings as RollingSettings
-from memoryd.config.sections import SourceEntry as SourceEntry
-from memoryd.config.sections import SummarizerSettings as SummarizerSettings
-from memoryd.config.sources import LOG_LEVELS, WORKSPACE_KEYS
+from memoryd.config.sections import (
+    ANTHROPIC_API_KEY_ENV,
+    ANTHROPIC_BASE_URL_ENV,
+    DAY,
+    HOUR,
+    MINUTE,
+    OPENAI_API_KEY_ENV,
+    WEEK,
+    AnthropicSettings,
+    CheckpointSettings,
+    MaskingSettings,
+    MemorySettings,
+    OpenAISettings,
+    RollingSettings,
+    SourceEntry,
+    SummarizerSettings,
+)
+from memoryd.config.sources import (
+    ENV_DELIMITER,
+    ENV_PREFIX,
+    LOG_LEVELS,
+    WORKSPACE_KEYS,
+    find_config_file,
+)
 from memoryd.defaults import (
     DEFAULT_CRITICAL_AT,
     DEFAULT_TOKEN_LIMIT,

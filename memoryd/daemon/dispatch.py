@@ -18,14 +18,9 @@ from typing import Any
 
 import structlog
 
-from memoryd.compaction.job.run import (
-    JobRequest,
-    JobResult,
-    report_failure,
-    report_lost_job,
-    run_job,
-    summarizer_env,
-)
+from memoryd.compaction.job.report import report_failure, report_lost_job
+from memoryd.compaction.job.request import JobRequest, JobResult, summarizer_env
+from memoryd.compaction.job.run import run_job
 from memoryd.daemon.parts import DaemonParts
 from memoryd.daemon.publisher import describe
 from memoryd.daemon.tracked import Tracked, job_due_now, job_lost, settle

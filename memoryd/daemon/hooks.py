@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from memoryd.compaction.job.run import JobResult
+    from memoryd.compaction.job.request import JobResult
     from memoryd.config.settings import Settings
     from memoryd.daemon.tracked import Tracked
 

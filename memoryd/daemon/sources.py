@@ -30,7 +30,7 @@ from memoryd.sources.places import STATUS_FILE, state_dir
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
 
-    from memoryd.config.settings import SourceEntry
+    from memoryd.config.sections import SourceEntry
 
 log = structlog.get_logger()
 

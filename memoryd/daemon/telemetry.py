@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd import strict_json
-from memoryd.compaction.job.run import JobResult
+from memoryd.compaction.job.request import JobResult
 from memoryd.config.listen import parse_listen
 from memoryd.config.settings import Settings
 from memoryd.daemon.hooks import DaemonHooks

@@ -16,7 +16,7 @@ from memoryd.levels import Level, failure_backoff, may_retry_after_ineffective, 
 from memoryd.workspace import Workspace
 
 if TYPE_CHECKING:
-    from memoryd.compaction.job.run import JobResult
+    from memoryd.compaction.job.request import JobResult
 
 RETRY_FLOOR = 2.0
 """Seconds before a failed or busy workspace is tried again when nothing changes."""

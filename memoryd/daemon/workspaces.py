@@ -12,7 +12,7 @@ import structlog
 
 from memoryd.clock import iso_ms
 from memoryd.commit.recovery import recover
-from memoryd.compaction.job.run import report_failure
+from memoryd.compaction.job.report import report_failure
 from memoryd.compaction.strategies import strategy_for
 from memoryd.config.schema import file_error
 from memoryd.config.settings import workspace_settings

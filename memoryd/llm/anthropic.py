@@ -43,6 +43,7 @@ from memoryd import strict_json
 from memoryd.errors import ConfigError
 from memoryd.llm.completion import (
     AnswerGuard,
+    Completion,
     Failure,
     backoff_wait,
     complete_with_retries,
@@ -50,7 +51,6 @@ from memoryd.llm.completion import (
     read_bounded,
     seconds,
 )
-from memoryd.llm.completion import Completion as Completion
 from memoryd.llm.local_client import ProcessLocalClient, check_call_limits
 from memoryd.llm.retries import is_retryable_status, parse_retry_after
 from memoryd.llm.sse import StreamStopped, sse_events

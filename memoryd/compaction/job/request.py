@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from memoryd.config.settings import (
+from memoryd.config.sections import (
     ANTHROPIC_API_KEY_ENV,
     ANTHROPIC_BASE_URL_ENV,
     OPENAI_API_KEY_ENV,
-    Settings,
 )
+from memoryd.config.settings import Settings
 from memoryd.llm.limits import LearnedLimit
 from memoryd.receipts.records import Receipt
 

@@ -22,19 +22,20 @@ from memoryd.boundaries import SplitPlan
 from memoryd.commit.recovery import recover
 from memoryd.commit.rewrite import FaultHook, archive_name
 from memoryd.commit.snapshot import read_snapshot
-from memoryd.compaction.job.finish import Produced, commit_and_report
 
 # Re-exported: callers (the daemon, the CLI, the API, tests) import these from here.
-from memoryd.compaction.job.finish import ineffective_text as ineffective_text
-from memoryd.compaction.job.report import JobClock, pins_over_trigger_reason, record_receipt
-from memoryd.compaction.job.report import report_failure as report_failure
-from memoryd.compaction.job.report import report_lost_job as report_lost_job
-from memoryd.compaction.job.request import SUMMARIZER_ENV as SUMMARIZER_ENV
-from memoryd.compaction.job.request import JobRequest as JobRequest
-from memoryd.compaction.job.request import JobResult as JobResult
-from memoryd.compaction.job.request import Outcome as Outcome
-from memoryd.compaction.job.request import Progress as Progress
-from memoryd.compaction.job.request import summarizer_env as summarizer_env
+from memoryd.compaction.job.finish import Produced, commit_and_report, ineffective_text
+from memoryd.compaction.job.report import (
+    JobClock,
+    pins_over_trigger_reason,
+    record_receipt,
+    report_failure,
+)
+from memoryd.compaction.job.request import (
+    JobRequest,
+    JobResult,
+    Progress,
+)
 from memoryd.compaction.masking.decide import masking_stage
 from memoryd.compaction.masking.stage import MaskingJob, masking_only
 from memoryd.compaction.strategies import Counts, HeadRequest, Strategy, strategy_for

@@ -17,7 +17,8 @@ from memoryd.boundaries import (
 )
 from memoryd.compaction.strategies.head import summary_head
 from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
-from memoryd.config.settings import RollingSettings, Settings
+from memoryd.config.sections import RollingSettings
+from memoryd.config.settings import Settings
 from memoryd.levels import over_trigger
 from memoryd.workspace import Workspace
 
