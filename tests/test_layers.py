@@ -138,16 +138,42 @@ def test_no_module_imports_itself_back() -> None:
     assert cycles == [], "\n".join(cycles)
 
 
-MAX_MODULE_LINES = 400
+CATCH_ALL = frozenset(
+    {"base", "common", "core", "helpers", "misc", "parts", "shared", "util", "utils"}
+)
+"""Names that say where code sits rather than what it is: a module is named for its one
+concept, the word a newcomer would search for."""
 
 
-def test_no_module_is_over_400_lines() -> None:
-    long = [
-        f"{path.relative_to(PACKAGE.parent)}: {lines} lines"
+def test_every_module_says_what_it_is() -> None:
+    silent = [
+        str(path.relative_to(PACKAGE.parent))
         for path in sorted(PACKAGE.rglob("*.py"))
-        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+        if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
     ]
-    assert long == [], "\n".join(long)
+    assert silent == [], "\n".join(silent)
+
+
+def test_no_module_has_a_catch_all_name() -> None:
+    vague = [m for m in modules() if m.rsplit(".", 1)[-1] in CATCH_ALL]
+    assert vague == [], "\n".join(vague)
+
+
+def test_no_module_re_exports_another_ones_names() -> None:
+    """A name is imported from the module that defines it: no ``import x as x`` hand-on
+    (the public API, ``memoryd/__init__.py``, is the one place that gathers names)."""
+    shims = []
+    for module, path in modules().items():
+        if module == "memoryd":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                shims += [
+                    f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {alias.name}"
+                    for alias in node.names
+                    if alias.asname == alias.name
+                ]
+    assert shims == [], "\n".join(shims)
 
 
 def _folders() -> list[Path]:

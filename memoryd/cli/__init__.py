@@ -17,7 +17,7 @@ message pays only for what it uses (docs/design.md#cli). To add a command:
 Keep heavy imports (the Anthropic SDK, watchdog, mcp, prometheus_client, pydantic) out of
 a module's top level unless its command needs them every time. The global options
 (``--config``, ``--log-format``) are accepted before and after the command by every
-(sub)parser; ``memoryd.cli.common.load_config(args)`` reads the configuration.
+(sub)parser; ``memoryd.cli.options.load_config(args)`` reads the configuration.
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
 sources, transcript, llm, summary, compaction, daemon, status, mcp_server.

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from memoryd.cli.common import log_to_stderr
+from memoryd.cli.options import log_to_stderr
 from memoryd.cli.recall import count
 
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from memoryd.cli.common import load_config
+from memoryd.cli.options import load_config
 from memoryd.cli.recall import count
 from memoryd.errors import UsageError
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from memoryd.cli.common import config_given, load_config, log_to_stderr
+from memoryd.cli.options import config_given, load_config, log_to_stderr
 from memoryd.errors import InputError
 
 if TYPE_CHECKING:

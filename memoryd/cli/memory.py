@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoryd.cli.common import load_config, log_to_stderr
+from memoryd.cli.options import load_config, log_to_stderr
 from memoryd.errors import InputError
 from memoryd.stores import disk as stores
 from memoryd.stores.entries import STORES, check_store, newest_entries

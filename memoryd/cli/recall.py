@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from memoryd.cli.common import log_to_stderr, when
+from memoryd.cli.options import log_to_stderr, when
 from memoryd.search.query import QUERY_SECONDS
 
 TYPE_CHECKING = False
@@ -134,7 +134,7 @@ def _recall_workspaces(args: argparse.Namespace, out: TextIO) -> int:
     if (args.path / "conversation.jsonl").is_file():
         depth = 0
     else:
-        from memoryd.cli.common import load_config
+        from memoryd.cli.options import load_config
 
         depth = load_config(args).settings.max_depth
         _nothing_here(args.path, depth)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from memoryd.cli.common import load_config
+from memoryd.cli.options import load_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

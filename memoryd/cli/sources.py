@@ -70,7 +70,7 @@ def _say(notes: list[str]) -> None:
 
 def render(hits: list[SourceHit]) -> str:
     """Human output: one block per hit (source, project, session, time, role, id, snippet)."""
-    from memoryd.cli.common import when
+    from memoryd.cli.options import when
 
     blocks = []
     for hit in hits:

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from memoryd.cli.common import config_given, load_config
+from memoryd.cli.options import config_given, load_config
 from memoryd.errors import MemorydError, UsageError
 
 TYPE_CHECKING = False

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from memoryd.cli.common import load_config, log_to_stderr
+from memoryd.cli.options import load_config, log_to_stderr
 
 if TYPE_CHECKING:
     from memoryd.compaction.job.request import JobResult

@@ -1,4 +1,5 @@
-"""Helpers shared by the command modules: reading the configuration, the summarizer's env."""
+"""What every command does with the common options: the configuration it reads, its logging,
+and how it prints a moment."""
 
 from __future__ import annotations
 
