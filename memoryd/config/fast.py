@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memoryd import strict_json
+from memoryd.config import toml_cache
 from memoryd.config.fields import FIELDS
 from memoryd.config.sources import (
     ENV_DELIMITER,
@@ -93,7 +94,8 @@ class StatusSettings:
         full loader must decide (a bad or unusual file), as ``settings_for_workspace``."""
         try:
             # As the full loader reads it: never through a symlink, never a FIFO.
-            data = _toml(read_in(workspace, Workspace(workspace).config))
+            config = Workspace(workspace).config
+            data = toml_cache.parsed(read_in(workspace, config), config)
         except FileNotFoundError:
             return self
         except (OSError, MemorydError, ValueError, RecursionError):
@@ -122,7 +124,7 @@ def fast_status_settings(
     data: dict[str, Any] = {}
     if config_path is not None:
         try:
-            data = _toml(read_file(config_path))
+            data = toml_cache.parsed(read_file(config_path), config_path, env)
         except (OSError, MemorydError, ValueError, RecursionError):
             return None
     try:
@@ -177,14 +179,6 @@ def _env_parsed(kind: str, text: str) -> Any:
     if kind in ("int", "float", "bool", "validated"):
         raise _NotSure
     return text
-
-
-def _toml(raw: bytes) -> dict[str, Any]:
-    """``raw`` parsed as TOML; tomllib is imported only when there is a file to read (it
-    costs half a bare interpreter's start)."""
-    import tomllib
-
-    return tomllib.loads(raw.decode())
 
 
 def _settings(values: Mapping[str, Any]) -> StatusSettings:

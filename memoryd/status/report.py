@@ -123,9 +123,9 @@ def workspace_keys(workspace: Workspace) -> frozenset[str]:
     the workspace's effective settings have refused such a file already)."""
     try:
         raw = read_in(workspace.path, workspace.config)
-        import tomllib  # only for a workspace that has its own configuration
+        from memoryd.config import toml_cache  # only for a workspace with its own file
 
-        return frozenset(tomllib.loads(raw.decode()))
+        return frozenset(toml_cache.parsed(raw, workspace.config))
     except (OSError, ValueError, MemorydError):
         return frozenset()
 
