@@ -110,3 +110,41 @@ def test_close_kills_a_running_job_and_leaves_no_process(pool: WorkerPool) -> No
     assert future.done()
     assert not cmdline(worker)
     assert forkservers() == []
+
+
+TRACKER_PROBE = """
+import json, os
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing
+from memoryd.daemon.processes import process_start, stop_forkserver, stop_tracker, trackers
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(1, mp_context=context) as executor:
+        assert executor.submit(abs, -1).result() == 1
+    # A semaphore registers with the tracker: it must have run until here.
+    context.Lock()
+    stop_forkserver()
+    running = trackers()
+    stop_tracker()
+    print(json.dumps([running, trackers(), [process_start(pid) for pid in running]]))
+"""
+
+
+def test_the_resource_tracker_is_stopped_through_proc_within_seconds(tmp_path: Any) -> None:
+    """The daemon's last step: its copy of the tracker's pipe points at /dev/null, the
+    tracker sees the end of its input and exits (no private field of the standard
+    library read or written)."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe.py"
+    script.write_text(TRACKER_PROBE)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
+    )
+    running, after, starts = json.loads(done.stdout.splitlines()[-1])
+    assert len(running) == 1
+    assert after == [] and starts == [None]
+    assert done.stderr == ""

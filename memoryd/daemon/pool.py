@@ -45,7 +45,7 @@ from memoryd.daemon.processes import (
     forkservers,
     kill_workers,
     process_start,
-    stop_helpers,
+    stop_forkserver,
 )
 from memoryd.errors import PoolUnavailable
 
@@ -375,7 +375,7 @@ class WorkerPool:
         self._generations.clear()
         self._jobs.clear()
         self._server.close()
-        stop_helpers()
+        stop_forkserver()
 
     def _stop_launcher(self) -> None:
         # Jobs still queued are cancelled; the one being handed over may wait for a

@@ -220,20 +220,27 @@ class Forkserver:
         self._up = False
 
 
-def stop_helpers() -> None:
-    """Stop the forkserver and the resource tracker, each within ``KILL_WAIT``.
-
-    The forkserver is stopped as between jobs (:func:`stop_server`) and left for the
-    standard library (or whoever outlives the daemon) to reap. The resource tracker stops
-    once the last copy of its pipe's write end is closed. The daemon's copy is found
-    through /proc and replaced by /dev/null (so that the standard library, which keeps the
-    descriptor's number, never writes into a file that reused it); the forkserver's and
-    the workers' copies went with them. A tracker still running past ``KILL_WAIT`` (a
-    worker that outlived its forkserver holds a copy) is SIGKILLed. Like the forkserver it
-    is not reaped: the standard library may wait for it at exit.
-    """
+def stop_forkserver() -> None:
+    """Stop the forkserver for good (the pool's end), its workers killed first: as between
+    jobs (:func:`stop_server`), but within ``KILL_WAIT`` and whether or not it still has a
+    child. It is left for the standard library (or whoever outlives the daemon) to reap."""
     with contextlib.suppress(Exception):
         wait_exited(stop_server(force=True) or [])
+
+
+def stop_tracker() -> None:
+    """Stop multiprocessing's resource tracker within ``KILL_WAIT``: the last thing the
+    daemon does, so that systemd finds nothing left to kill.
+
+    The tracker stops once the last copy of its pipe's write end is closed. The daemon's
+    copy is found through /proc and pointed at /dev/null (so that the standard library,
+    which keeps the descriptor's number, never writes into a file that reused it); the
+    forkserver's and the workers' copies went with them. The standard library then takes
+    the tracker for alive, so nothing in this process may use multiprocessing afterwards.
+    A tracker still running past ``KILL_WAIT`` (a worker that outlived its forkserver
+    holds a copy) is SIGKILLed. Like the forkserver it is not reaped: the standard library
+    may wait for it at exit.
+    """
     with contextlib.suppress(Exception):
         running = trackers()
         for pid in running:

@@ -39,6 +39,7 @@ from memoryd.daemon.fs_events import FsChange, Missed
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.pool import WorkerPool
+from memoryd.daemon.processes import stop_tracker
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.root_watchers import RootWatchers
 from memoryd.daemon.scheduler import Scheduler
@@ -385,6 +386,7 @@ def run_daemon(
             supervisor.loop()
     finally:
         supervisor.close()
+        stop_tracker()
         if started:  # a start refused (a backend's package missing) stopped nothing
             log.info("daemon_stopped")
     return 0
