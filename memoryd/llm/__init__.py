@@ -8,7 +8,7 @@ one retry loop within a deadline, and the backends themselves (docs/design.md#su
 - :mod:`~memoryd.llm.retries`, :mod:`~memoryd.llm.overflow`, :mod:`~memoryd.llm.limits`,
   :mod:`~memoryd.llm.crowding`: when to try again, context overflows, the contexts learned
   from servers, and one request at a time to a crowded server;
-- :mod:`~memoryd.llm.local_client`, :mod:`~memoryd.llm.tls`: what a process keeps per
+- :mod:`~memoryd.llm.client`, :mod:`~memoryd.llm.tls`: what a process keeps per
   backend (its SDK client, one TLS context).
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,

@@ -41,17 +41,15 @@ import httpx2
 
 from memoryd import strict_json
 from memoryd.errors import ConfigError
+from memoryd.llm.client import ProcessLocalClient
 from memoryd.llm.completion import (
     AnswerGuard,
     Completion,
     Failure,
-    backoff_wait,
-    complete_with_retries,
     not_a_stream,
     read_bounded,
     seconds,
 )
-from memoryd.llm.local_client import ProcessLocalClient, check_call_limits
 from memoryd.llm.retries import is_retryable_status, parse_retry_after
 from memoryd.llm.sse import StreamStopped, sse_events
 from memoryd.llm.tls import tls_context
@@ -86,30 +84,17 @@ class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
             raise ConfigError("anthropic: no API key given")
         if not model:
             raise ConfigError("anthropic.model: must not be empty")
-        check_call_limits("anthropic", timeout, max_retries, deadline, backoff_base)
-        self.name = "anthropic"
         self._api_key = api_key
         self._base_url = base_url or None
-        self.model = model
-        self.timeout = float(timeout)
-        self.max_retries = max_retries
-        self._default_headers = dict(default_headers)
-        self.deadline = float(deadline)
-        self.backoff_base = float(backoff_base)
-        self.requests = 0
-        self._start_process_local()
+        self._set_limits(
+            "anthropic", model, timeout, max_retries, default_headers, deadline, backoff_base
+        )
 
     def __repr__(self) -> str:
         return (
             f"AnthropicBackend(model={self.model!r}, base_url={self._base_url!r}, "
             f"timeout={self.timeout}, max_retries={self.max_retries}, deadline={self.deadline})"
         )
-
-    def __enter__(self) -> AnthropicBackend:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def complete(
         self,
@@ -133,15 +118,11 @@ class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
         request = _request(system, user, follow_up, cache)
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be positive, not {max_tokens!r}")
-        return complete_with_retries(
+        return self._with_retries(
+            "Anthropic API",
             lambda request_timeout, ends_at: self._attempt(
                 request, max_tokens, request_timeout, ends_at
             ),
-            label="Anthropic API",
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            deadline=self.deadline,
-            wait_before_retry=self._wait_before_retry,
         )
 
     def context_note(self) -> str | None:
@@ -198,9 +179,6 @@ class AnthropicBackend(ProcessLocalClient[anthropic.Anthropic]):
                 ),
             )
         )
-
-    def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
-        return backoff_wait(attempt, retry_after, self.backoff_base, self._random)
 
 
 @dataclass(frozen=True)

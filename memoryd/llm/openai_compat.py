@@ -43,16 +43,14 @@ import structlog
 
 from memoryd.errors import ConfigError, SummarizerError
 from memoryd.llm import crowding, limits
+from memoryd.llm.client import ProcessLocalClient
 from memoryd.llm.completion import (
     AnswerGuard,
     Completion,
     ContextOverflow,
     Failure,
-    backoff_wait,
-    complete_with_retries,
     seconds,
 )
-from memoryd.llm.local_client import ProcessLocalClient, check_call_limits
 from memoryd.llm.openai_stream import Streamed, read_stream
 from memoryd.llm.overflow import Overflow, find_overflow, limit_after_overflow
 from memoryd.llm.retries import is_retryable_status, parse_retry_after
@@ -106,21 +104,14 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             raise ConfigError('openai.base_url: required when summarizer.backend = "openai"')
         if not model:
             raise ConfigError('openai.model: required when summarizer.backend = "openai"')
-        check_call_limits("openai", timeout, max_retries, deadline, backoff_base)
-        self.name = "openai"
         self._api_key = api_key or PLACEHOLDER_KEY
         self.base_url = base_url
-        self.model = model
-        self.timeout = float(timeout)
-        self.max_retries = max_retries
-        self._default_headers = dict(default_headers)
-        self.deadline = float(deadline)
-        self.backoff_base = float(backoff_base)
         self.key = limits.server_key(base_url, model)
         self._server = base_url.rstrip("/")
         self._window = context_window if context_window > 0 else None
-        self.requests = 0
-        self._start_process_local()
+        self._set_limits(
+            "openai", model, timeout, max_retries, default_headers, deadline, backoff_base
+        )
 
     def __repr__(self) -> str:
         return (
@@ -177,18 +168,14 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
                 f"does not fit the server's context of ~{limit:,} tokens",
                 limit,
             )
-        return complete_with_retries(
+        return self._with_retries(
+            LABEL,
             lambda request_timeout, ends_at: crowding.attempt_in_turn(
                 self._server,
                 ends_at,
                 self.deadline,
                 lambda: self._attempt(messages, prompt, max_tokens, request_timeout, ends_at),
             ),
-            label=LABEL,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            deadline=self.deadline,
-            wait_before_retry=self._wait_before_retry,
         )
 
     def _attempt(
@@ -367,9 +354,6 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
                 http_client=openai.DefaultHttpxClient(timeout=self.timeout, verify=tls_context()),
             )
         )
-
-    def _wait_before_retry(self, attempt: int, retry_after: float | None) -> float:
-        return backoff_wait(attempt, retry_after, self.backoff_base, self._random)
 
 
 def _status_failure(error: openai.APIStatusError) -> Failure:
