@@ -189,7 +189,7 @@ def test_discovery_recovers_leftovers_unless_a_job_holds_the_workspace(
             supervisor.start()
             for _ in range(3):
                 supervisor.loop(wait=0.01)
-            assert not supervisor.pending_init
+            assert not supervisor.workspaces.pending_init
         finally:
             os.close(lock_fd)
             supervisor.close()
@@ -348,8 +348,8 @@ def test_a_symlinked_workspace_is_skipped_with_one_log_line(
                 return read_state(root / "real")
 
             wait_until(step_until_counted, 10, "state", 0)
-            supervisor.rescan(0.0)
-            supervisor.rescan(0.0)
+            supervisor.workspaces.rescan(0.0)
+            supervisor.workspaces.rescan(0.0)
         finally:
             supervisor.close()
     skipped = [(e["workspace"], e["reason"]) for e in logs if e["event"] == "workspace_skipped"]
