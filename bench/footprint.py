@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         supervisor = Supervisor(loaded, cli_roots=[str(root)], env=env)
         try:
             supervisor.start()
-            while supervisor.pending_init:
+            while supervisor.workspaces.pending_init:
                 supervisor.loop(wait=0)
             gc.collect()
             traced, _peak = tracemalloc.get_traced_memory()

@@ -169,7 +169,8 @@ class Checker:
         self.problems.append(text)
 
     def daemon_start(self) -> None:
-        """What a daemon does first in a workspace (``_tidy`` in memoryd/daemon/workspaces.py)."""
+        """What a daemon does first in a workspace (``Workspaces.tidy`` in
+        memoryd/daemon/workspaces.py)."""
         manager = HeartbeatManager(self.ws)
         if not self.ws.meta.is_dir():
             self.check_replaced()

@@ -116,6 +116,48 @@ def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: No
     assert dispatched[0]["workspace"] == str(ws)
 
 
+def test_a_job_in_flight_is_one_record_from_dispatch_to_outcome(
+    tmp_path: Path, info_logs: None
+) -> None:
+    """The dispatcher's record of a job in flight is the one its workspace points at: its
+    workspace, its kind, no LLM request held (extractive), a check-in due; once the job
+    ended, neither holds it and the workspace is idle again."""
+    root = tmp_path / "root"
+    supervisor = _stepped_supervisor(tmp_path, root)
+    jobs = supervisor.dispatcher.jobs
+
+    def step() -> bool:
+        supervisor.loop(wait=0.05)
+        return False
+
+    try:
+        supervisor.start()
+        ws = root / "ws"
+        write_lines(ws, "w", 3)
+        wait_until(lambda: step() or ws in supervisor.scheduler, 10, "ws")
+        append_lines(ws, "w", 3, 37)
+        wait_until(lambda: step() or ws in jobs, 10, "the dispatch", 0)
+        tracked = supervisor.scheduler.get(ws)
+        job = jobs[ws]
+        assert tracked is not None and tracked.job is job and tracked.running
+        assert (job.workspace, job.kind, job.backend) == (ws, "summarize", None)
+        assert job.checkin_at is not None
+        assert supervisor.dispatcher.checkin_deadlines() == [job.checkin_at]
+        state = read_state(ws)
+        assert state is not None and state["summarizing"] is True
+        wait_until(lambda: step() or not jobs, 30, "the job's end", 0)
+        assert tracked.job is None and not tracked.running
+        assert supervisor.dispatcher.checkin_deadlines() == []
+        state = read_state(ws)
+        assert state is not None and state["summarizing"] is False
+    finally:
+        supervisor.close()
+    assert types(ws, "summarize_started", "summarize_completed") == [
+        "summarize_started",
+        "summarize_completed",
+    ]
+
+
 def test_job_finished_is_logged_once_every_hook_has_seen_the_job(
     tmp_path: Path, info_logs: None
 ) -> None:
@@ -184,7 +226,7 @@ def test_discovery_recovers_leftovers_unless_a_job_holds_the_workspace(
             supervisor.start()
             for _ in range(3):
                 supervisor.loop(wait=0.01)
-            assert not supervisor.pending_init
+            assert not supervisor.workspaces.pending_init
         finally:
             os.close(lock_fd)
             supervisor.close()
@@ -343,8 +385,8 @@ def test_a_symlinked_workspace_is_skipped_with_one_log_line(
                 return read_state(root / "real")
 
             wait_until(step_until_counted, 10, "state", 0)
-            supervisor.rescan(0.0)
-            supervisor.rescan(0.0)
+            supervisor.workspaces.rescan(0.0)
+            supervisor.workspaces.rescan(0.0)
         finally:
             supervisor.close()
     skipped = [(e["workspace"], e["reason"]) for e in logs if e["event"] == "workspace_skipped"]

@@ -118,10 +118,10 @@ def test_a_workspace_found_while_running_is_logged_at_info(tmp_path: Path, info_
     try:
         with capture_logs() as by_event:
             write_lines(root / "moved-in", "w", 3)
-            supervisor._on_change(root / "moved-in", True, 0.0)
+            supervisor.workspaces.on_change(root / "moved-in", True, 0.0)
         with capture_logs() as by_rescan:
             write_lines(root / "missed", "w", 3)
-            supervisor.rescan(0.0)
+            supervisor.workspaces.rescan(0.0)
     finally:
         supervisor.close()
     found = [e["workspace"] for e in by_event if e["event"] == "workspace_discovered"]

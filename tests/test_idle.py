@@ -4,12 +4,13 @@ scheduler wakes for, and the daemon's choice between a triggered and an idle job
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future
 from pathlib import Path
 
 from memoryd.config.settings import Settings
 from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon.scheduler import Scheduler
-from memoryd.daemon.tracked import Tracked, idle_due_at, job_due_now
+from memoryd.daemon.tracked import Job, Tracked, idle_due_at, job_due_now
 from memoryd.workspace import Workspace
 
 LIMIT = 10_000
@@ -63,9 +64,9 @@ def test_one_idle_compaction_per_quiet_spell() -> None:
 
 def test_not_while_running_nor_after_a_job_that_could_not_lower_usage() -> None:
     ws = workspace(0.7)
-    ws.running = True
+    ws.job = Job(ws.workspace.path, 1, "summarize", Future())
     assert idle_due_at(ws) is None
-    ws.running = False
+    ws.job = None
     ws.ineffective_tokens = ws.tokens
     assert idle_due_at(ws) is None
 

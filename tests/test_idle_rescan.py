@@ -194,9 +194,10 @@ def test_the_safety_net_walks_only_a_root_whose_folders_changed(
 
     monkeypatch.setattr(workspaces, "scan_workspaces", counted_scan)
     age(root)
-    supervisor.rescan(time.monotonic(), set())  # the first safety net walks, stamps taken
+    # The first safety net walks, stamps taken.
+    supervisor.workspaces.rescan(time.monotonic(), set())
     assert walks == [root]
-    supervisor.rescan(time.monotonic(), set())
+    supervisor.workspaces.rescan(time.monotonic(), set())
     assert walks == [root]  # nothing changed: no walk
 
     # An append whose events were lost unseen: the net finds it with one stat, no walk.
@@ -207,7 +208,7 @@ def test_the_safety_net_walks_only_a_root_whose_folders_changed(
     with lost.lock:
         lost.on = False
     assert messages(supervisor, root / "g" / "ws") == 2
-    supervisor.rescan(time.monotonic(), set())
+    supervisor.workspaces.rescan(time.monotonic(), set())
     assert walks == [root]
     step_until(
         supervisor, "the append counted", lambda: messages(supervisor, root / "g" / "ws") == 3
@@ -215,7 +216,7 @@ def test_the_safety_net_walks_only_a_root_whose_folders_changed(
 
     # A new workspace changes its folder's mtime: the root is walked.
     write_lines(root / "g" / "new", "n", 1)
-    supervisor.rescan(time.monotonic(), set())
+    supervisor.workspaces.rescan(time.monotonic(), set())
     assert walks == [root, root]
     assert messages(supervisor, root / "g" / "new") is not None
 

@@ -4,6 +4,7 @@ writes, and the STATUS line."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.tracked import (
     RETRY_FLOOR,
     WRITE_RETRY_MAX,
+    Job,
     Tracked,
     job_lost,
     settle,
@@ -124,13 +126,18 @@ def test_thousands_of_idle_workspaces_cost_nothing_per_step() -> None:
 # ----- the outcome rules ----------------------------------------------------------------------
 
 
+def running(ws: Tracked) -> Job:
+    """A summarization job in flight for ``ws``."""
+    return Job(ws.workspace.path, 1, "summarize", Future())
+
+
 def result(outcome: str, **fields: object) -> JobResult:
     return JobResult(workspace=Path("/nowhere/ws"), outcome=outcome, reason="", **fields)  # type: ignore[arg-type]
 
 
 def test_a_completed_job_clears_failures_and_records_its_calibration_and_time() -> None:
     ws = tracked()
-    ws.running, ws.failures = True, 2
+    ws.job, ws.failures = running(ws), 2
     settle(ws, result("completed", calibration=1.25), now=10.0, wall=0.0)
     assert (ws.running, ws.failures, ws.calibration) == (False, 0, 1.25)
     assert ws.last_summary_at == "1970-01-01T00:00:00.000Z"
@@ -162,7 +169,7 @@ def test_failures_back_off_from_the_floor_to_the_cooldown() -> None:
 
 def test_a_job_failed_with_the_pool_but_not_by_its_own_worker_is_retried_at_once() -> None:
     ws = tracked()
-    ws.running, ws.failures = True, 1
+    ws.job, ws.failures = running(ws), 1
     job_lost(ws, 50.0, its_fault=False)
     assert (ws.running, ws.failures, ws.retry_at) == (False, 1, 50.0)
     job_lost(ws, 60.0, its_fault=True)

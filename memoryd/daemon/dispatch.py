@@ -1,7 +1,8 @@
-"""Counting a workspace and dispatching its jobs: one part of the supervisor.
+"""The dispatcher: counting a workspace, the backlog, and the jobs in flight.
 
 The backlog waits for a free worker and (on an LLM backend) a free request, most
-urgent first; a job's outcome goes through the pure rules of :mod:`memoryd.daemon.tracked`
+urgent first; each job in flight is one :class:`~memoryd.daemon.tracked.Job` record;
+a job's outcome goes through the pure rules of :mod:`memoryd.daemon.tracked`
 (docs/design.md#daemon).
 """
 
@@ -9,8 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +21,15 @@ import structlog
 from memoryd.compaction.job.report import report_failure, report_lost_job
 from memoryd.compaction.job.request import JobRequest, JobResult, summarizer_env
 from memoryd.compaction.job.run import run_job
-from memoryd.daemon.parts import DaemonParts
-from memoryd.daemon.publisher import describe
-from memoryd.daemon.tracked import Tracked, job_due_now, job_lost, settle
+from memoryd.config.settings import Settings
+from memoryd.daemon.hooks import DaemonHooks
+from memoryd.daemon.pool import WorkerPool
+from memoryd.daemon.publisher import Publisher, describe
+from memoryd.daemon.scheduler import Scheduler
+from memoryd.daemon.telemetry import Telemetry
+from memoryd.daemon.tracked import Job, Tracked, job_due_now, job_lost, settle
 from memoryd.daemon.worker import compact_stores_job
+from memoryd.daemon.workspaces import Workspaces
 from memoryd.errors import MemorydError
 from memoryd.levels import detect_threshold, usage_ratio
 from memoryd.llm.limits import LearnedLimit, merged
@@ -44,13 +49,50 @@ LLM_BACKENDS = ("anthropic", "openai")
 
 @dataclass(frozen=True, slots=True)
 class JobDone:
-    path: Path
-    job_id: int
-    future: Future[Any]
+    """A job's future is done (a note from the thread that completed it)."""
+
+    job: Job
 
 
-class JobDispatch(DaemonParts):
-    """Counting what was appended, the backlog, dispatching jobs and their outcomes."""
+class Dispatcher:
+    """Counting what was appended, the backlog, dispatching jobs and their outcomes.
+
+    It reads and wakes workspaces through ``scheduler``, hands a tidy that must be tried
+    again to ``workspaces``, runs jobs on ``pool`` and puts a :class:`JobDone` through
+    ``note`` when one ends (the loop hands it back to :meth:`on_job_done`). ``settings``
+    is replaced and ``stopping`` set by the supervisor.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        env: Mapping[str, str],
+        scheduler: Scheduler,
+        workspaces: Workspaces,
+        publisher: Publisher,
+        pool: WorkerPool,
+        telemetry: Telemetry,
+        hooks: list[DaemonHooks],
+        note: Callable[[object], None],
+    ) -> None:
+        self.settings = settings
+        self.env = env
+        self.scheduler = scheduler
+        self.workspaces = workspaces
+        self.publisher = publisher
+        self.pool = pool
+        self.telemetry = telemetry
+        self.hooks = hooks
+        self.note = note
+        self.jobs: dict[Path, Job] = {}
+        """The jobs in flight, by workspace."""
+        self.backlog: dict[Path, tuple[str, str, float | None]] = {}
+        """Workspaces whose job is due (why, kind, when the change was noticed), waiting
+        for a free worker or request (see drain)."""
+        self.context_limits: dict[str, LearnedLimit] = {}
+        """Servers' contexts learned from overflows, kept for the daemon's lifetime."""
+        self.stopping = False
+        """The daemon is stopping: no job is queued or dispatched any more."""
 
     def process(self, tracked: Tracked, now: float, publish: bool = True) -> None:
         """Count what was appended, publish the numbers, dispatch a job when due.
@@ -98,12 +140,12 @@ class JobDispatch(DaemonParts):
                 )
         for hook in self.hooks:
             hook.counted(tracked, len(update.new_lines), malformed, now)
-        if path in self.untidy and now >= tracked.write_retry_at:
-            self._tidy(path, now)
+        if path in self.workspaces.untidy and now >= tracked.write_retry_at:
+            self.workspaces.tidy(path, now)
         elif publish:
             self.publisher.publish(tracked, now, time.time())
         noticed_at, tracked.noticed_at = tracked.noticed_at, None
-        if self.stopping_since is None:
+        if not self.stopping:
             due = job_due_now(tracked, now)
             if due is not None:
                 self.backlog[path] = (*due, noticed_at)
@@ -114,10 +156,10 @@ class JobDispatch(DaemonParts):
 
     # ----- jobs -------------------------------------------------------------------------
 
-    def _drain(self, now: float) -> None:
+    def drain(self, now: float) -> None:
         """Dispatch waiting jobs, the most urgent first, while a worker and (for an LLM
         backend) a request are free (docs/design.md#pool)."""
-        while self.backlog and self.stopping_since is None:
+        while self.backlog and not self.stopping:
             if len(self.jobs) >= self.settings.workers:
                 return
             candidates = [
@@ -154,7 +196,7 @@ class JobDispatch(DaemonParts):
         if backend is None:
             return True
         cap: int = getattr(self.settings, backend).max_concurrent_requests
-        return sum(1 for name in self.api_jobs.values() if name == backend) < cap
+        return sum(1 for job in self.jobs.values() if job.backend == backend) < cap
 
     def _dispatch(self, tracked: Tracked, why: str, kind: str, now: float) -> None:
         """Submit a summarization; ``kind`` is why in one word: "trigger" or "idle"."""
@@ -186,10 +228,10 @@ class JobDispatch(DaemonParts):
         tracked.job_reason = kind
         if kind == "idle":
             tracked.idle_compacted_at = now
-        self._submit(tracked, "summarize", now, started, run_job, request)
+        job = self._submit(tracked, "summarize", now, started, run_job, request)
         backend = self._llm_backend(tracked)
         if settings.summarizer.backend != "extractive" and backend is not None:
-            self.api_jobs[path] = backend
+            job.backend = backend
         log.info(
             "summarize_dispatched",
             workspace=str(path),
@@ -232,38 +274,43 @@ class JobDispatch(DaemonParts):
         started: Heartbeat | None,
         fn: Any,
         *args: Any,
-    ) -> None:
+    ) -> Job:
         path = tracked.workspace.path
-        tracked.running = True
-        tracked.job_kind = kind
         tracked.dirty = False
         job_id, future = self.pool.submit(fn, *args)
-        self.jobs[path] = (job_id, future)
         checkin = started.last_checkin if started is not None else None
-        self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval, checkin)
+        due = now + tracked.settings.checkin_interval
+        job = Job(path, job_id, kind, future, checkin_at=due, last_checkin=checkin)
+        tracked.job = self.jobs[path] = job
         self.publisher.publish(tracked, now, time.time())
-        future.add_done_callback(lambda f: self.notes.put(JobDone(path, job_id, f)))
+        future.add_done_callback(lambda _f: self.note(JobDone(job)))
+        return job
 
-    def _check_in(self, now: float) -> None:
+    def checkin_deadlines(self) -> list[float]:
+        """When the daemon checks in next for each job whose worker has not yet."""
+        return [job.checkin_at for job in self.jobs.values() if job.checkin_at is not None]
+
+    def check_in(self, now: float) -> None:
         """Check in for each job marked active until its worker does: the first job of a
         burst may wait seconds for a forkserver and a worker, and an orchestrator that
         watches ``last_checkin`` must not take it for a stalled one. Once a worker has
         taken the job, HEARTBEAT.md tells whether it has checked in yet: its
         ``last_checkin`` is no longer the daemon's (docs/design.md#checkins)."""
-        for path, (job_id, due, mine) in list(self.unclaimed.items()):
-            if due > now:
+        for job in list(self.jobs.values()):
+            if job.checkin_at is None or job.checkin_at > now:
                 continue
-            tracked = self.scheduler.get(path)
+            tracked = self.scheduler.get(job.workspace)
             if (
                 tracked is None
-                or not tracked.running
-                or (self.pool.taken(job_id) and _checked_in(tracked, mine))
+                or tracked.job is not job
+                or (self.pool.taken(job.id) and _checked_in(tracked, job.last_checkin))
             ):
-                del self.unclaimed[path]
+                job.checkin_at = None
                 continue
             written = self.publisher.heartbeat(tracked, now, lambda manager: manager.checkin())
-            checkin = written.last_checkin if written is not None else mine
-            self.unclaimed[path] = (job_id, now + tracked.settings.checkin_interval, checkin)
+            if written is not None:
+                job.last_checkin = written.last_checkin
+            job.checkin_at = now + tracked.settings.checkin_interval
 
     def _learn_contexts(self, learned: Mapping[str, LearnedLimit]) -> None:
         """Keep the servers' contexts a job learned, for every later job, until each expires."""
@@ -273,15 +320,15 @@ class JobDispatch(DaemonParts):
                 log.info("context_limit_kept", server=key, **limit.fields())
         self.context_limits = known
 
-    def _on_job_done(self, note: JobDone, now: float) -> None:
-        path, job_id, future = note.path, note.job_id, note.future
-        if self.jobs.get(path, (0, None))[1] is not future:
+    def on_job_done(self, note: JobDone, now: float) -> None:
+        """Apply the outcome of a job that ended: what the daemon remembers, a retry, a
+        rebuilt pool after a worker died; then look at its workspace again."""
+        job = note.job
+        path, job_id, future, kind = job.workspace, job.id, job.future, job.kind
+        if self.jobs.get(path) is not job:
             return
         del self.jobs[path]
-        self.unclaimed.pop(path, None)
         tracked = self.scheduler.get(path)
-        kind = tracked.job_kind if tracked else ""
-        self.api_jobs.pop(path, None)
         try:
             result = future.result()
         except BrokenProcessPool:
@@ -327,7 +374,7 @@ class JobDispatch(DaemonParts):
                 duration_s=result.duration_s,
             )
         else:
-            tracked.running = False
+            tracked.job = None
             counts = result.counts() if isinstance(result, CompactionReport) else {}
             log.info("memory_compacted", workspace=str(path), **counts)
         tracked.state_numbers = None

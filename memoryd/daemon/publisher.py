@@ -61,7 +61,7 @@ class Publisher:
             settings,
             messages=tally.messages,
             tokens=tracked.tokens,
-            summarizing=tracked.running and tracked.job_kind == "summarize",
+            summarizing=tracked.job is not None and tracked.job.kind == "summarize",
             last_summary_at=tracked.last_summary_at,
             now=wall,
             malformed_lines=tally.malformed,

@@ -1,13 +1,14 @@
 """``memoryd run``: the supervisor owns the queue, the signals and the life cycle.
 
 Signal handlers and watchdog handlers only put a note on one queue; :meth:`Supervisor.loop`
-takes the notes off it and acts, so a test can step it. The parts it drives are small and
-each testable alone: the :class:`~memoryd.daemon.scheduler.Scheduler` (what is due), the
-:class:`~memoryd.daemon.pool.WorkerPool` (where jobs run), the
+takes the notes off it and acts, so a test can step it. It builds the daemon's parts,
+each given only what it uses, and drives them: the
+:class:`~memoryd.daemon.workspaces.Workspaces` (the registry of workspaces: finding,
+tracking, tidying), the :class:`~memoryd.daemon.scheduler.Scheduler` (what is due), the
+:class:`~memoryd.daemon.dispatch.Dispatcher` (counting, the backlog, the jobs in flight),
+the :class:`~memoryd.daemon.pool.WorkerPool` (where jobs run), the
 :class:`~memoryd.daemon.root_watchers.RootWatchers` (what changed) and the
-:class:`~memoryd.daemon.publisher.Publisher` (what is written). The supervisor's own
-work on workspaces and jobs is in two mixins, :mod:`~memoryd.daemon.workspaces` and
-:mod:`~memoryd.daemon.dispatch`. See docs/design.md#daemon.
+:class:`~memoryd.daemon.publisher.Publisher` (what is written). See docs/design.md#daemon.
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ import queue
 import signal
 import sys
 import time
-from collections import Counter, deque
 from collections.abc import Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,8 +32,7 @@ from memoryd.compaction.strategies import strategy_for
 from memoryd.config.settings import LoadedSettings, load_settings, settings_for_workspace
 from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon import systemd
-from memoryd.daemon.dispatch import JobDispatch, JobDone
-from memoryd.daemon.folders import TidyStep
+from memoryd.daemon.dispatch import Dispatcher, JobDone
 from memoryd.daemon.fs_events import FsChange, Missed
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.logs import configure_logging
@@ -45,9 +43,8 @@ from memoryd.daemon.root_watchers import RootWatchers
 from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.sources import SourceTailer
 from memoryd.daemon.telemetry import Telemetry, daemon_view
-from memoryd.daemon.workspaces import WorkspaceTracking
+from memoryd.daemon.workspaces import Workspaces
 from memoryd.errors import MemorydError
-from memoryd.llm.limits import LearnedLimit
 from memoryd.summary.backends import choose_backend
 
 if TYPE_CHECKING:
@@ -70,7 +67,7 @@ class SignalNote:
     signum: int
 
 
-class Supervisor(WorkspaceTracking, JobDispatch):
+class Supervisor:
     """The daemon. ``start()``, then ``loop()`` until ``done``, then ``close()``."""
 
     def __init__(
@@ -97,23 +94,21 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         )
         self.telemetry = Telemetry(self.settings, self.env, self.settings.roots)
         self.hooks: list[DaemonHooks] = [self.telemetry]
-        self.jobs: dict[Path, tuple[int, Future[Any]]] = {}
-        self.backlog: dict[Path, tuple[str, str, float | None]] = {}
-        """Workspaces whose job is due (why, kind, when the change was noticed), waiting
-        for a free worker or request (see _drain)."""
-        self.api_jobs: dict[Path, str] = {}
-        """Workspaces whose summarization job is in flight on an LLM backend (its name)."""
-        self.context_limits: dict[str, LearnedLimit] = {}
-        self.unclaimed: dict[Path, tuple[int, float, str | None]] = {}
-        self.pending_init: deque[tuple[Path, TidyStep]] = deque()
-        self.untidy: set[Path] = set()
-        self.skipped_workspaces: set[str] = set()
-        self.interrupted: set[Path] = set()
-        self.tidied: Counter[str] = Counter()
+        self.workspaces = Workspaces(self.settings, self.scheduler, self.watchers, self.publisher)
+        self.dispatcher = Dispatcher(
+            self.settings,
+            self.env,
+            self.scheduler,
+            self.workspaces,
+            self.publisher,
+            self.pool,
+            self.telemetry,
+            self.hooks,
+            self.notes.put,
+        )
         self.tidy_began: float | None = None
         """When the start's tidy began (None once it is done and logged)."""
         self.stopping_since: float | None = None
-        self.folder_stamps: dict[Path, dict[str, int]] = {}
         self.walk_next: set[Path] | None = None
         """The roots the next rescan walks whatever their folders' mtimes say (None:
         every root): those whose watch may have missed something."""
@@ -161,11 +156,11 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         for root in self.settings.roots:
             self.watchers.watch(root, self.settings.max_depth)
         self.sources.start()
-        self.rescan(moment)
+        self.workspaces.rescan(moment)
         for tracked in self.scheduler.due(math.inf):
             # Counting is what READY waits for; state.json and HEARTBEAT.md of an idle
-            # workspace are written after READY, in batches (see _tidy).
-            self.process(tracked, moment, publish=False)
+            # workspace are written after READY, in batches (see Workspaces.tidy).
+            self.dispatcher.process(tracked, moment, publish=False)
         self.scheduler.rescanned(moment)
         systemd.notify("READY=1", self.env)
         self.tidy_began = time.monotonic()
@@ -211,39 +206,40 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         deadlines = [self.scheduler.next_deadline(), now + MAX_WAIT]
         if self.watchdog_every is not None:
             deadlines.append(self.next_watchdog)
-        if self.pending_init:
+        if self.workspaces.pending_init:
             deadlines.append(now)
-        deadlines += [due for _job, due, _mine in self.unclaimed.values()]
+        deadlines += self.dispatcher.checkin_deadlines()
         return max(0.0, min(deadlines) - now)
 
     def _handle(self, note: object, now: float) -> None:
         if isinstance(note, FsChange):
-            self._on_change(Path(note.path), note.is_folder, now)
+            self.workspaces.on_change(Path(note.path), note.is_folder, now)
         elif isinstance(note, Missed):
             self._on_missed(Path(note.root), note.reason, now)
         elif isinstance(note, JobDone):
-            self._on_job_done(note, now)
+            self.dispatcher.on_job_done(note, now)
         elif isinstance(note, SignalNote):
             self._on_signal(note.signum, now)
 
     def _tick(self, now: float) -> None:
         for tracked in self.scheduler.due(now):
-            self.process(tracked, now)
-        self._drain(now)
-        self._check_in(now)
+            self.dispatcher.process(tracked, now)
+        self.dispatcher.drain(now)
+        self.dispatcher.check_in(now)
         self.pool.shrink(now)
         slice_end = time.monotonic() + TIDY_SLICE
-        while self.pending_init and time.monotonic() < slice_end:
-            path, step = self.pending_init.popleft()
-            self._tidy(path, now, step)
-        if self.tidy_began is not None and not self.pending_init:
+        pending, tidied = self.workspaces.pending_init, self.workspaces.tidied
+        while pending and time.monotonic() < slice_end:
+            path, step = pending.popleft()
+            self.workspaces.tidy(path, now, step)
+        if self.tidy_began is not None and not pending:
             log.info(
                 "workspaces_tidied",
                 seconds=round(time.monotonic() - self.tidy_began, 3),
-                heartbeats_created=self.tidied["create"],
-                heartbeats_cleaned=self.tidied["clean"],
-                recovered=self.tidied["locked"],
-                unchanged=self.tidied["none"],
+                heartbeats_created=tidied["create"],
+                heartbeats_cleaned=tidied["clean"],
+                recovered=tidied["locked"],
+                unchanged=tidied["none"],
             )
             self.tidy_began = None
             gc.enable()
@@ -253,7 +249,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
                 self._walk_soon(root, now)
         if self.stopping_since is None and self.scheduler.rescan_due(now):
             walk, self.walk_next = self.walk_next, set()
-            self.rescan(now, walk)
+            self.workspaces.rescan(now, walk)
             self.scheduler.rescanned(now)
         if self.watchdog_every is not None and now >= self.next_watchdog:
             if self.watchers.alive():
@@ -263,11 +259,12 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             self.next_watchdog = now + self.watchdog_every
         if self.stopping_since is not None:
             timed_out = now - self.stopping_since >= self.settings.shutdown_timeout
-            if not self.jobs or timed_out:
-                if self.jobs:
+            jobs = self.dispatcher.jobs
+            if not jobs or timed_out:
+                if jobs:
                     log.warning(
                         "jobs_abandoned",
-                        workspaces=[str(p) for p in self.jobs],
+                        workspaces=[str(p) for p in jobs],
                         shutdown_timeout=self.settings.shutdown_timeout,
                     )
                 self.done = True
@@ -286,11 +283,12 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             self.done = True
             return
         self.stopping_since = now
+        self.dispatcher.stopping = True
         systemd.notify("STOPPING=1", self.env)
         log.info(
             "daemon_stopping",
             signal=signal.Signals(signum).name,
-            running_jobs=len(self.jobs),
+            running_jobs=len(self.dispatcher.jobs),
             shutdown_timeout=self.settings.shutdown_timeout,
         )
         self.watchers.close()
@@ -320,6 +318,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         old, new = self.settings.model_dump(), loaded.settings.model_dump()
         changed = sorted(key for key in new if old.get(key) != new[key])
         self.loaded, self.settings = loaded, loaded.settings
+        self.workspaces.settings = self.dispatcher.settings = self.settings
         for root in set(self.watchers.roots()) - set(self.settings.roots):
             self.watchers.unwatch(root)
             for tracked in self.scheduler:
@@ -346,7 +345,7 @@ class Supervisor(WorkspaceTracking, JobDispatch):
             self.sources.close()
             self.sources = self._source_tailer()
             self.sources.start()
-        if "workers" in changed and not self.jobs:
+        if "workers" in changed and not self.dispatcher.jobs:
             self.pool.rebuild("resized", self.settings.workers)
         backend, why = choose_backend(self.settings, self.env)
         self.pool.sdk, self.pool.sdk_backend = backend != "extractive", backend
@@ -358,17 +357,19 @@ class Supervisor(WorkspaceTracking, JobDispatch):
         """The daemon as the metrics see it (runs in the scrape thread, reads only)."""
         return daemon_view(
             self.scheduler,
-            self.jobs,
+            self.dispatcher.jobs,
             self.settings,
             len(self.watchers.polling),
             self.telemetry,
-            backlog=len(self.backlog),
+            backlog=len(self.dispatcher.backlog),
             workers=self.pool.workers(),
         )
 
     def _send_status(self) -> None:
         # Jobs in flight, not a scan of every workspace: this runs at every loop step.
-        self.publisher.status(len(self.scheduler), len(self.jobs), sorted(self.watchers.polling))
+        self.publisher.status(
+            len(self.scheduler), len(self.dispatcher.jobs), sorted(self.watchers.polling)
+        )
 
 
 def run_daemon(

@@ -23,7 +23,7 @@ from memoryd.compaction.job.request import JobResult
 from memoryd.config.listen import parse_listen
 from memoryd.config.settings import Settings
 from memoryd.daemon.hooks import DaemonHooks
-from memoryd.daemon.tracked import Tracked, over_budget
+from memoryd.daemon.tracked import Job, Tracked, over_budget
 from memoryd.errors import ConfigError, MemorydError
 from memoryd.files.regular import read_file_from
 from memoryd.receipts.records import Receipt
@@ -283,7 +283,9 @@ class Telemetry(DaemonHooks):
         self._textfile_dirty = True
 
     def lost(self, tracked: Tracked | None, reason: str, its_fault: bool, now: float) -> None:
-        if self.metrics is None or tracked is None or tracked.job_kind != "summarize":
+        if self.metrics is None or tracked is None:
+            return
+        if tracked.job is None or tracked.job.kind != "summarize":
             return
         from memoryd.daemon.metrics import JobObservation
 
@@ -334,7 +336,7 @@ def job_usage(result: JobResult) -> tuple[LLMUsage, float | None]:
 
 def daemon_view(
     scheduler: Scheduler,
-    jobs: Mapping[Path, tuple[int, Future[Any]]],
+    jobs: Mapping[Path, Job],
     settings: Settings,
     polled_roots: int,
     telemetry: Telemetry,
@@ -352,7 +354,7 @@ def daemon_view(
     for _ in range(5):
         with contextlib.suppress(RuntimeError):
             tracked = list(scheduler)
-            futures = [future for _, future in list(jobs.values())]
+            futures = [job.future for job in list(jobs.values())]
             break
     now = time.monotonic()
     workspaces = [

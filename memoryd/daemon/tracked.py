@@ -1,12 +1,14 @@
-"""What the daemon knows of one workspace, and the pure decision of whether a job is due."""
+"""What the daemon knows of one workspace and of its job in flight, and the pure decision
+of whether a job is due."""
 
 from __future__ import annotations
 
 import math
 from array import array
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memoryd.clock import iso_ms
 from memoryd.compaction.strategies import Counts, strategy_for
@@ -25,6 +27,27 @@ WRITE_RETRY_MAX = 60.0
 
 
 @dataclass(slots=True)
+class Job:
+    """One job in flight: everything the daemon knows of it, from its dispatch to its
+    outcome (docs/design.md#daemon)."""
+
+    workspace: Path
+    id: int
+    """The pool's id for it (which worker took it, which died with it)."""
+    kind: str
+    """``summarize`` or ``stores``."""
+    future: Future[Any]
+    backend: str | None = None
+    """The LLM backend whose request it holds (counted against that section's
+    ``max_concurrent_requests``); None for the extractive summarizer and store jobs."""
+    checkin_at: float | None = None
+    """When the daemon checks in for it next, until its worker has checked in (None
+    since: the worker's own check-ins keep HEARTBEAT.md fresh)."""
+    last_checkin: str | None = None
+    """The ``last_checkin`` the daemon wrote last in its HEARTBEAT.md."""
+
+
+@dataclass(slots=True)
 class Tracked:
     """The daemon's bookkeeping for one workspace (mutated only by the supervisor loop)."""
 
@@ -34,10 +57,10 @@ class Tracked:
     reader: ConversationReader
     config_error: str | None = None
     level: Level | None = None
-    running: bool = False
-    job_kind: str = ""
+    job: Job | None = None
+    """Its job in flight, if any (the same record the dispatcher holds)."""
     job_reason: str = "trigger"
-    """Why the running job was dispatched: "trigger" or "idle"."""
+    """Why the last job was dispatched: "trigger" or "idle"."""
     dirty: bool = False
     """Something changed while a job ran: look again when it ends."""
     failures: int = 0
@@ -64,6 +87,11 @@ class Tracked:
     """The files memoryd cannot write now, and why (each logged once per reason)."""
     write_failures: int = 0
     write_retry_at: float = 0.0
+
+    @property
+    def running(self) -> bool:
+        """Whether a job of the workspace is in flight."""
+        return self.job is not None
 
     @property
     def tokens(self) -> int:
@@ -153,7 +181,7 @@ def after_failure(tracked: Tracked, now: float) -> None:
 def settle(tracked: Tracked, result: JobResult, now: float, wall: float) -> None:
     """The outcome rules after a summarization job: what the daemon remembers, and when
     it may try again (pure over ``tracked``, ``now`` and ``wall``)."""
-    tracked.running = False
+    tracked.job = None
     if result.outcome in ("completed", "ineffective"):
         tracked.failures = 0
         tracked.last_summary_at = iso_ms(wall)
@@ -178,7 +206,7 @@ def settle(tracked: Tracked, result: JobResult, now: float, wall: float) -> None
 def job_lost(tracked: Tracked, now: float, *, its_fault: bool) -> None:
     """A job raised or its worker died. ``its_fault`` is False for a job whose worker
     lived but was failed with the whole pool: it is retried at once, not counted."""
-    tracked.running = False
+    tracked.job = None
     tracked.state_numbers = None
     if its_fault:
         after_failure(tracked, now)

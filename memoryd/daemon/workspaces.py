@@ -1,10 +1,16 @@
-"""Finding, tracking and tidying workspaces: one part of the supervisor (docs/design.md#daemon)."""
+"""The registry of workspaces: finding, tracking and tidying them (docs/design.md#daemon).
+
+:class:`Workspaces` holds what the daemon knows of the roots and the workspaces under them
+besides their due times (the :class:`~memoryd.daemon.scheduler.Scheduler` it fills): what
+a change means, new and vanished workspaces, the tidy after READY.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
 import time
+from collections import Counter, deque
 from collections.abc import Collection
 from pathlib import Path
 
@@ -15,12 +21,14 @@ from memoryd.commit.recovery import recover
 from memoryd.compaction.job.report import report_failure
 from memoryd.compaction.strategies import strategy_for
 from memoryd.config.schema import file_error
-from memoryd.config.settings import workspace_settings
+from memoryd.config.settings import Settings, workspace_settings
 from memoryd.conversation.reader import ConversationReader
 from memoryd.daemon.folders import Folders, Seed, TidyStep, read_seed, tidy_step
 from memoryd.daemon.fs_events import classify
 from memoryd.daemon.logs import debug_enabled
-from memoryd.daemon.parts import DaemonParts
+from memoryd.daemon.publisher import Publisher
+from memoryd.daemon.root_watchers import RootWatchers
+from memoryd.daemon.scheduler import Scheduler
 from memoryd.daemon.tracked import Tracked
 from memoryd.discovery import Found, look, scan_workspaces, stamps_hold
 from memoryd.errors import MemorydError
@@ -39,9 +47,38 @@ from memoryd.workspace import CONVERSATION, Workspace
 log = structlog.get_logger()
 
 
-class WorkspaceTracking(DaemonParts):
+class Workspaces:
     """Roots and workspaces: what a change means, new and vanished workspaces, the
-    tidy after READY."""
+    tidy after READY.
+
+    It registers each workspace it finds with ``scheduler``, watches the roots through
+    ``watchers`` and writes a workspace's files through ``publisher``; ``settings`` is
+    replaced by the supervisor when the configuration is reloaded.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        scheduler: Scheduler,
+        watchers: RootWatchers,
+        publisher: Publisher,
+    ) -> None:
+        self.settings = settings
+        self.scheduler = scheduler
+        self.watchers = watchers
+        self.publisher = publisher
+        self.pending_init: deque[tuple[Path, TidyStep]] = deque()
+        """Workspaces to tidy after READY, with what their tidy must do (folders.tidy_step)."""
+        self.untidy: set[Path] = set()
+        """Workspaces whose tidy failed to write: tried again with their write back-off."""
+        self.skipped_workspaces: set[str] = set()
+        """Workspaces not taken (symlinked), each logged once."""
+        self.interrupted: set[Path] = set()
+        """Workspaces whose state.json said a job was running (the tidy fails that job)."""
+        self.tidied: Counter[str] = Counter()
+        """What the tidy did since the start, by step (logged once the start's tidy is done)."""
+        self.folder_stamps: dict[Path, dict[str, int]] = {}
+        """By root, the mtime of each folder its last walk listed (discovery.stamps_hold)."""
 
     def _root_of(self, path: Path) -> Path | None:
         for root in self.settings.roots:
@@ -49,7 +86,8 @@ class WorkspaceTracking(DaemonParts):
                 return root
         return None
 
-    def _on_change(self, path: Path, is_folder: bool, now: float) -> None:
+    def on_change(self, path: Path, is_folder: bool, now: float) -> None:
+        """A watcher saw ``path`` change: track, schedule or discover what it means."""
         root = self._root_of(path)
         if root is None:
             return
@@ -170,7 +208,7 @@ class WorkspaceTracking(DaemonParts):
             return "a job was running when the previous daemon stopped"
         return None
 
-    def _tidy(self, path: Path, now: float, step: TidyStep | None = None) -> None:
+    def tidy(self, path: Path, now: float, step: TidyStep | None = None) -> None:
         """After READY: what an interrupted commit left, a clean HEARTBEAT.md, and a job a
         dead daemon left marked running; then state.json when its numbers changed.
 
