@@ -38,11 +38,11 @@ import _common as common
 
 sys.path.insert(0, str(common.REPO))
 
-from memoryd.search.query import cjk_term
-from memoryd.search.schema import TOKENIZER
-from memoryd.search.text import cjk_bigrams, cjk_run
-from memoryd.sources import claude, codex, gemini
-from memoryd.sources.record import Record
+from memoryd.recall.query import cjk_term
+from memoryd.recall.schema import TOKENIZER
+from memoryd.recall.sessions import claude, codex, gemini
+from memoryd.recall.sessions.record import Record
+from memoryd.recall.text import cjk_bigrams, cjk_run
 
 PUBLIC = Path(__file__).resolve().parents[1] / "tests" / "public_sessions"
 PARSERS = {".claude": claude.parse, ".codex": codex.parse, ".gemini": gemini.parse}

@@ -42,7 +42,7 @@ sys.path.insert(0, str(common.REPO))
 
 from memoryd.config.settings import load_settings
 from memoryd.job.run import JobRequest, run_job
-from memoryd.search.recall import recall, update_index
+from memoryd.recall.archive import recall, update_index
 
 FILES = 40
 RARE, SOME, MOST = "zqmarker7731", "handler417", "parser"

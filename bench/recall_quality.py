@@ -1,4 +1,4 @@
-"""Recall quality: does ``memoryd.search.recall`` find what an agent asks for, in its own words,
+"""Recall quality: does ``memoryd.recall.archive`` find what an agent asks for, in its own words,
 and how fast is a query on a large archive?
 
 1. Quality. Transcripts from ``tests/agent_transcripts.py`` in its three shapes
@@ -46,8 +46,8 @@ from recall_questions import KINDS, Question, questions, recall_at
 from memoryd.config.settings import load_settings
 from memoryd.daemon.logs import configure_logging
 from memoryd.job.run import JobRequest, run_job
-from memoryd.search import text as recall_text
-from memoryd.search.recall import recall, update_index
+from memoryd.recall import text as recall_text
+from memoryd.recall.archive import recall, update_index
 from memoryd.workspace import Workspace
 
 PER_KIND = {"natural": 10, "identifier": 6, "path": 6, "error": 6}

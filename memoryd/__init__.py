@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         get_threshold_action,
         should_emit_event,
     )
-    from memoryd.search.recall import expand, recall
+    from memoryd.recall.archive import expand, recall
     from memoryd.signals.heartbeat import Heartbeat, HeartbeatManager
     from memoryd.signals.monitor import ContextMonitor, MonitorState
     from memoryd.stores.compaction import CompactionReport
@@ -76,7 +76,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "get_threshold_action",
         "should_emit_event",
     ),
-    "memoryd.search.recall": ("expand", "recall"),
+    "memoryd.recall.archive": ("expand", "recall"),
     "memoryd.stores.compaction": ("CompactionReport",),
     "memoryd.stores.disk": (
         "compact",
@@ -132,7 +132,10 @@ def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'memoryd' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    # ``recall`` is also a package (callable as the function), which importing its
+    # module has just set here: it stays.
+    value = globals().get(name) or getattr(imported, name)
     globals()[name] = value
     return value
 

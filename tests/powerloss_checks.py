@@ -30,7 +30,7 @@ from memoryd.errors import InputError
 from memoryd.files.fsutil import TEMP_MARK
 from memoryd.job.report import report_failure
 from memoryd.job.run import JobRequest, run_job
-from memoryd.search.index import update_index
+from memoryd.recall.archive_index import update_index
 from memoryd.signals.events import emit
 from memoryd.signals.heartbeat import HeartbeatManager, parse
 from memoryd.signals.state import read_state

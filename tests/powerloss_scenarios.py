@@ -33,8 +33,8 @@ from memoryd.commit.recovery import recover
 from memoryd.config.settings import Settings, load_settings
 from memoryd.conversation import append_message, split_lines
 from memoryd.job.run import JobRequest, run_job
+from memoryd.recall.archive_index import update_index
 from memoryd.receipts.records import append_receipt, build_receipt
-from memoryd.search.index import update_index
 from memoryd.signals.events import emit
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.signals.state import build_state, write_state

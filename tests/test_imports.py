@@ -172,13 +172,13 @@ def test_the_heartbeat_statuses_are_the_values_of_its_status_type() -> None:
 
 
 INDEXING = (
-    "memoryd.sources.indexer",
-    "memoryd.sources.claude",
-    "memoryd.sources.codex",
-    "memoryd.sources.gemini",
-    "memoryd.sources.rows",
-    "memoryd.sources.record",
-    "memoryd.search.index",
+    "memoryd.recall.sessions.indexer",
+    "memoryd.recall.sessions.claude",
+    "memoryd.recall.sessions.codex",
+    "memoryd.recall.sessions.gemini",
+    "memoryd.recall.sessions.rows",
+    "memoryd.recall.sessions.record",
+    "memoryd.recall.archive_index",
 )
 """What indexes a source's files, and a workspace's index machinery."""
 
@@ -196,7 +196,7 @@ def test_a_warm_recall_over_an_agents_folder_loads_nothing_to_index_it(tmp_path:
     claude_session(home, "5a5a5a5a-0001", words_for("w1"))
     argv = ["recall", str(home), "questionw1"]
     names = (*HEAVY, *SLOW_STDLIB, "typing", "dataclasses", "inspect", *INDEXING)
-    assert "memoryd.sources.indexer" in heavy_modules_after(argv, names)
+    assert "memoryd.recall.sessions.indexer" in heavy_modules_after(argv, names)
     assert heavy_modules_after(argv, names) == ["hashlib", "sqlite3", "sqlite3.dbapi2"]
 
 
@@ -213,7 +213,7 @@ def test_a_query_in_ascii_compiles_no_pattern_of_scripts_without_spaces(tmp_path
         "import io, sys\n"
         "from memoryd.cli import main\n"
         "assert main(['recall', sys.argv[1], 'questionw1'], io.StringIO()) == 0\n"
-        "from memoryd.search import text\n"
+        "from memoryd.recall import text\n"
         "print(text._cjk_run is None)\n"
         "assert main(['recall', sys.argv[1], '只读'], io.StringIO()) == 0\n"
         "print(text._cjk_run is None)\n"

@@ -18,9 +18,9 @@ from structlog.testing import capture_logs
 from memoryd.config.settings import Settings
 from memoryd.conversation import split_lines
 from memoryd.job.run import JobRequest, JobResult, run_job
+from memoryd.recall.archive import expand
 from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd
 from memoryd.receipts.records import read_receipts
-from memoryd.search.recall import expand
 from memoryd.signals.events import read_events
 from memoryd.summarizers.retention import VERBATIM_HEADER, extract_details, score
 from memoryd.tokens import estimate_text_tokens

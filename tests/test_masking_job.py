@@ -22,8 +22,8 @@ from memoryd.api_view import messages_for_api
 from memoryd.config.settings import Settings, load_settings
 from memoryd.conversation import split_lines
 from memoryd.job.run import JobRequest, JobResult, run_job
+from memoryd.recall.archive import expand, recall
 from memoryd.receipts.records import read_receipts
-from memoryd.search.recall import expand, recall
 from memoryd.signals.events import read_events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.summarizers.outcomes import PLACEHOLDER_LEAD

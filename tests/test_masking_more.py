@@ -26,7 +26,7 @@ from memoryd.conversation import Line, split_lines
 from memoryd.job.run import JobRequest, run_job
 from memoryd.pins import pinned_indices
 from memoryd.policy import running_tool_call
-from memoryd.search.recall import expand
+from memoryd.recall.archive import expand
 from memoryd.strategies.masking import MASKED_FIELD, Masking, plan_masking
 from memoryd.strategies.masking_rules import INPUT_PLACEHOLDER_LEAD, MaskRules
 

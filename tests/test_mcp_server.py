@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from memoryd import __version__
 from memoryd.api_view import messages_for_api
 from memoryd.job.run import JobRequest, run_job
-from memoryd.search.query import MAX_LIMIT
+from memoryd.recall.query import MAX_LIMIT
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = {

@@ -18,7 +18,7 @@ from conftest import SettingsFactory, generated_messages
 from memoryd.api_view import read_messages
 from memoryd.errors import InputError
 from memoryd.job.run import JobRequest, run_job
-from memoryd.search.recall import expand, recall, update_index_in_background
+from memoryd.recall.archive import expand, recall, update_index_in_background
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000Z-abcd.jsonl"
 LINE = b'{"id":"m1","role":"user","content":"postgres hello"}\n'

@@ -19,8 +19,8 @@ from test_mcp_server import structured, with_server
 
 from memoryd.errors import MemorydError
 from memoryd.job.run import JobRequest, run_job
-from memoryd.search.history import MAX_PARSED_LINE
-from memoryd.search.recall import expand, recall
+from memoryd.recall.archive import expand, recall
+from memoryd.recall.history import MAX_PARSED_LINE
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000000000Z-0a1b2c.jsonl"
 ODD = "We decided to keep the parser \udcff config and the \ud800 loader."

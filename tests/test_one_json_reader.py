@@ -20,10 +20,10 @@ from memoryd import strict_json
 from memoryd.config.settings import load_settings, settings_for_workspace
 from memoryd.daemon.telemetry import salvaged_since
 from memoryd.errors import CheckpointParseError, ConfigError
+from memoryd.recall.history import RawLine, parse_message
 from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd
 from memoryd.receipts.records import build_receipt, read_receipts, receipt_line
 from memoryd.receipts.totals import history_totals
-from memoryd.search.history import RawLine, parse_message
 from memoryd.signals.events import read_events
 from memoryd.signals.monitor import read_monitors
 from memoryd.signals.state import read_state

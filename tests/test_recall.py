@@ -24,9 +24,9 @@ from structlog.testing import capture_logs
 
 from memoryd.errors import InputError, MemorydError, UnsafePathError, UsageError
 from memoryd.job.run import JobRequest, run_job
-from memoryd.search.history import content_text
-from memoryd.search.query import plain_terms, to_match
-from memoryd.search.recall import Hit, expand, recall, update_index
+from memoryd.recall.archive import Hit, expand, recall, update_index
+from memoryd.recall.history import content_text
+from memoryd.recall.query import plain_terms, to_match
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -292,7 +292,7 @@ def test_a_process_killed_while_indexing_leaves_an_index_that_recall_completes(
         [
             sys.executable,
             "-c",
-            f"from memoryd.search.recall import update_index; update_index({str(folder)!r})",
+            f"from memoryd.recall.archive import update_index; update_index({str(folder)!r})",
         ],
         env=env,
     )
@@ -488,7 +488,7 @@ def test_per_message_commands_and_the_daemon_module_load_neither_the_index_nor_m
         "main(['status', ws, '--json'], out)\n"
         "main(['heartbeat', ws, 'show'], out)\n"
         "import memoryd.daemon\n"
-        "heavy = ('sqlite3', 'mcp', 'memoryd.search.recall', 'memoryd.search.index',"
+        "heavy = ('sqlite3', 'mcp', 'memoryd.recall.archive', 'memoryd.recall.archive_index',"
         " 'memoryd.mcp_server.server')\n"
         "loaded = [m for m in sys.modules if m in heavy or m.split('.')[0] in heavy[:2]]\n"
         "print(json.dumps(sorted(loaded)))\n"

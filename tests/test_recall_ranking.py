@@ -17,11 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from memoryd.search.query import identifiers, plain_terms, to_match
-from memoryd.search.rank import held, useful_terms
-from memoryd.search.recall import Hit, recall, update_index
-from memoryd.search.schema import APPLICATION_ID, SCHEMA_VERSION
-from memoryd.search.text import (
+from memoryd.recall.archive import Hit, recall, update_index
+from memoryd.recall.query import identifiers, plain_terms, to_match
+from memoryd.recall.rank import held, useful_terms
+from memoryd.recall.schema import APPLICATION_ID, SCHEMA_VERSION
+from memoryd.recall.text import (
     PASSAGE_CHARS,
     camel_parts,
     identifier_parts,

@@ -14,11 +14,11 @@ import pytest
 from structlog.testing import capture_logs
 from test_recall_ranking import ARCHIVE, archived, filler, ids
 
-from memoryd.search import schema
-from memoryd.search.recall import recall
-from memoryd.search.text import cjk_bigrams
-from memoryd.sources import store
-from memoryd.sources.search import recall_source
+from memoryd.recall import schema
+from memoryd.recall.archive import recall
+from memoryd.recall.sessions import store
+from memoryd.recall.sessions.search import recall_source
+from memoryd.recall.text import cjk_bigrams
 
 PUBLIC = Path(__file__).parent / "public_sessions"
 

@@ -24,8 +24,8 @@ from memoryd.config.settings import load_settings
 from memoryd.daemon.telemetry import salvaged_since
 from memoryd.errors import ConfigError, UnsafePathError
 from memoryd.files.regular import read_file, read_file_from
+from memoryd.recall.archive_index import INDEX, _is_wal
 from memoryd.receipts.records import read_receipts
-from memoryd.search.index import INDEX, _is_wal
 from memoryd.signals.events import read_events
 from memoryd.signals.heartbeat import HeartbeatManager
 from memoryd.signals.monitor import read_monitors

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from memoryd import strict_json
-from memoryd.search.query import Query, to_match
-from memoryd.search.rank import Ranked
-from memoryd.sources.access import Target
-from memoryd.sources.listing import Listing, SyncResult
-from memoryd.sources.search import Pick, SourceHit
-from memoryd.sources.store import Progress
+from memoryd.recall.query import Query, to_match
+from memoryd.recall.rank import Ranked
+from memoryd.recall.sessions.access import Target
+from memoryd.recall.sessions.listing import Listing, SyncResult
+from memoryd.recall.sessions.search import Pick, SourceHit
+from memoryd.recall.sessions.store import Progress
 
 
 def hit(**changes: object) -> SourceHit:

@@ -19,7 +19,7 @@ a module's top level unless its command needs them every time. The global option
 (``--config``, ``--log-format``) are accepted before and after the command by every
 (sub)parser; ``memoryd.cli.common.load_config(args)`` reads the configuration.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources,
+May import: core, files, workspace, commit, signals, receipts, config, stores, recall,
 summarizers, strategies, job, daemon, status, mcp_server.
 """
 

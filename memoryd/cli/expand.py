@@ -40,13 +40,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from memoryd.cli import sources
 
     if sources.is_source(args, args.workspace):
-        from memoryd.search.lazylog import before_first_line
+        from memoryd.recall.lazylog import before_first_line
 
         with before_first_line(lambda: log_to_stderr(args)):
             data = sources.expand(args)
     else:
         log_to_stderr(args)
-        from memoryd.search.recall import expand
+        from memoryd.recall.archive import expand
 
         data = b"".join(expand(args.workspace, args.id, args.before, args.after))
     binary = getattr(out, "buffer", None)

@@ -17,6 +17,6 @@
 Nothing is imported here: a worker process or a command that only configures logging
 loads no more than the module it names.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources,
+May import: core, files, workspace, commit, signals, receipts, config, stores, recall,
 summarizers, strategies, job.
 """

@@ -18,8 +18,8 @@ log = structlog.get_logger()
 PRELOAD = [
     "memoryd.daemon.worker",
     "memoryd.job.run",
-    "memoryd.search.index",
-    "memoryd.search.history",
+    "memoryd.recall.archive_index",
+    "memoryd.recall.history",
 ]
 """Imported once in the forkserver, so that every worker (and every pool rebuilt after a
 crash) starts without importing memoryd again, the modules its first job imports after

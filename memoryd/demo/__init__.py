@@ -5,7 +5,7 @@ an earlier demo wrote (its ``memoryd.toml`` and ``example-agent/`` and nothing e
 refuses any other, so that it never overwrites a file or summarizes a workspace it did not
 create. Each run starts the example afresh, so the summarization shows again.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources,
+May import: core, files, workspace, commit, signals, receipts, config, stores, recall,
 summarizers, strategies, job, daemon, status, mcp_server.
 """
 

@@ -6,6 +6,6 @@ the foreground (docs/design.md#jobs).
 - :mod:`~memoryd.job.finish`: the commit and what follows it;
 - :mod:`~memoryd.job.report`: the receipt and, on failure, HEARTBEAT.md and the event.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources,
+May import: core, files, workspace, commit, signals, receipts, config, stores, recall,
 summarizers, strategies.
 """

@@ -11,7 +11,7 @@ A strategy answers four questions (and says what its due check reads:
 ``strategy_for(settings)`` picks the module. This package imports no summarizer backend
 at import time: the due check runs in per-message commands.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources,
+May import: core, files, workspace, commit, signals, receipts, config, stores, recall,
 summarizers.
 """
 

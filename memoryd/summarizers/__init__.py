@@ -1,4 +1,4 @@
 """Summarizer backends (Anthropic, OpenAI-compatible, extractive) and the prompts they send.
 
-May import: core, files, workspace, commit, signals, receipts, config, stores, search, sources.
+May import: core, files, workspace, commit, signals, receipts, config, stores, recall.
 """

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError
-from memoryd.search.lazylog import LazyLog
-from memoryd.sources import store
-from memoryd.sources.layout import UNKNOWN, agent_root, by_layout, recognise, sources_in
-from memoryd.sources.listing import SyncResult, keep_folders, list_changes
-from memoryd.sources.places import STATUS_FILE, state_dir
-from memoryd.sources.store import Progress
+from memoryd.recall.lazylog import LazyLog
+from memoryd.recall.sessions import store
+from memoryd.recall.sessions.layout import UNKNOWN, agent_root, by_layout, recognise, sources_in
+from memoryd.recall.sessions.listing import SyncResult, keep_folders, list_changes
+from memoryd.recall.sessions.places import STATUS_FILE, state_dir
+from memoryd.recall.sessions.store import Progress
 from memoryd.value import Value
 
 log = LazyLog()
@@ -106,7 +106,7 @@ def update(
                             if not listing.changed and not listing.gone:
                                 keep_folders(conn, listing)
                                 return SyncResult()  # nothing to read: no indexer loaded
-                        from memoryd.sources.indexer import sync
+                        from memoryd.recall.sessions.indexer import sync
 
                         store.for_writing(conn)
                         with store.progress_file(path, progress) as told:

@@ -15,9 +15,9 @@ import json
 import re
 import sqlite3
 
-from memoryd.search.query import Query
-from memoryd.search.schema import PASSAGE_BITS
-from memoryd.search.text import cjk_snippet, identifier_snippet
+from memoryd.recall.query import Query
+from memoryd.recall.schema import PASSAGE_BITS
+from memoryd.recall.text import cjk_snippet, identifier_snippet
 from memoryd.value import Value
 
 TYPE_CHECKING = False

@@ -18,7 +18,7 @@ import re
 import sqlite3
 
 from memoryd.errors import UsageError
-from memoryd.search.query import Query
+from memoryd.recall.query import Query
 
 MAX_EXPANSIONS = 30_000
 """Index terms the prefixes of one query may stand for in one workspace's index."""

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 from memoryd import strict_json
 from memoryd.errors import MemorydError, UsageError
-from memoryd.search.text import camel_parts, cjk_phrase, cjk_run, has_cjk
+from memoryd.recall.text import camel_parts, cjk_phrase, cjk_run, has_cjk
 from memoryd.value import Value
 
 TYPE_CHECKING = False

@@ -1,7 +1,7 @@
 """What the recall index holds: its tables, their version, and the rows of one message.
 
 Each archived message is one row of ``messages`` (where its line is) and one or more
-passages in the FTS5 table ``passages`` (its text cut by :func:`memoryd.search.text.
+passages in the FTS5 table ``passages`` (its text cut by :func:`memoryd.recall.text.
 passages`, stemmed by the porter tokenizer, camelCase identifiers also by their parts, and
 runs of scripts written without spaces also by their overlapping character pairs).
 A passage's rowid is its message's rowid shifted left by ``PASSAGE_BITS``, plus its
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from memoryd.search.text import cjk_bigrams, identifier_parts, passages
+from memoryd.recall.text import cjk_bigrams, identifier_parts, passages
 
 APPLICATION_ID = 0x6D656D72
 """``PRAGMA application_id`` of memoryd's index ("memr"); anything else is not ours."""

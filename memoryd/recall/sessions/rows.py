@@ -7,10 +7,10 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from memoryd.search.schema import INSERT_PASSAGES, PASSAGE_BITS, Cut, cut_rows, passage_rows
-from memoryd.sources import gemini
-from memoryd.sources.prepare import LineTuple, MessageTuple, as_values
-from memoryd.sources.record import Record
+from memoryd.recall.schema import INSERT_PASSAGES, PASSAGE_BITS, Cut, cut_rows, passage_rows
+from memoryd.recall.sessions import gemini
+from memoryd.recall.sessions.prepare import LineTuple, MessageTuple, as_values
+from memoryd.recall.sessions.record import Record
 
 BATCH = 2000
 
@@ -152,7 +152,7 @@ class Pass:
 
     def take_values(self, line: LineTuple) -> None:
         """Index the messages of one line given as plain values (their passages cut or
-        not: :data:`memoryd.sources.prepare.LineTuple`)."""
+        not: :data:`memoryd.recall.sessions.prepare.LineTuple`)."""
         offset, length, _, session, project, rewind_to, reset, messages = line
         row = self.row
         row.session = row.session or session

@@ -1,7 +1,7 @@
 """``recall`` over a source: the index brought up to date, then the same query language,
 cost bound and ranking as a workspace's archive, a line repeated by subagents' files one hit
 (docs/design.md#sources, docs/design.md#recall-cost).
-``expand`` is :mod:`~memoryd.sources.expand`."""
+``expand`` is :mod:`~memoryd.recall.sessions.expand`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memoryd.errors import MemorydError, UsageError
-from memoryd.search.cost import check_cost
-from memoryd.search.query import (
+from memoryd.recall.cost import check_cost
+from memoryd.recall.query import (
     QUERY_SECONDS,
     QueryStopped,
     budget,
@@ -21,9 +21,9 @@ from memoryd.search.query import (
     check_timeout,
     to_match,
 )
-from memoryd.search.rank import rank
-from memoryd.sources import store
-from memoryd.sources.access import (
+from memoryd.recall.rank import rank
+from memoryd.recall.sessions import store
+from memoryd.recall.sessions.access import (
     Target,
     archives_within,
     figures,
@@ -33,10 +33,10 @@ from memoryd.sources.access import (
     update,
     with_source,
 )
-from memoryd.sources.expand import Pick, expand_source
-from memoryd.sources.layout import copy_key, storable
-from memoryd.sources.reader import Changed, read_range
-from memoryd.sources.store import Progress
+from memoryd.recall.sessions.expand import Pick, expand_source
+from memoryd.recall.sessions.layout import copy_key, storable
+from memoryd.recall.sessions.reader import Changed, read_range
+from memoryd.recall.sessions.store import Progress
 from memoryd.value import Value
 
 TYPE_CHECKING = False
@@ -176,7 +176,7 @@ def _said_first(hit: SourceHit) -> tuple[bool, int, bool, str]:
 
 def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
     """``hits`` with the copies of a line (same id, the same line but for the marks of a
-    copy, :func:`memoryd.sources.layout.copy_key`: a subagent's file repeats its main
+    copy, :func:`memoryd.recall.sessions.layout.copy_key`: a subagent's file repeats its main
     session's lines) made one hit, where it was said first, naming the copies; lines that
     only share an id stay apart."""
     by_id: dict[str, list[SourceHit]] = {}
@@ -286,7 +286,7 @@ def recall_source(
     progress: Callable[[Progress], None] | None = None,
 ) -> list[SourceHit]:
     """The messages of the sessions at ``path`` that match ``query``, best first, as
-    :func:`memoryd.search.recall.recall` ranks them; the same refusals. A folder of
+    :func:`memoryd.recall.archive.recall` ranks them; the same refusals. A folder of
     several agents' folders is searched as all of them. What the caller should know
     beside the hits (files skipped, an index still being built) is added to ``notes``;
     ``progress`` is told how far a first index is (see :func:`with_source`)."""

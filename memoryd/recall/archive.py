@@ -1,6 +1,6 @@
 """Recall: search what memoryd summarized, and expand a message back to its original lines.
 
-Both read the archive through its index (:mod:`memoryd.search.index`), a cache that is
+Both read the archive through its index (:mod:`memoryd.recall.archive_index`), a cache that is
 rebuilt from the archive whenever needed (docs/design.md#recall).
 """
 
@@ -18,8 +18,9 @@ from pathlib import Path
 from memoryd import strict_json
 from memoryd.discovery import find_workspaces
 from memoryd.errors import InputError, MemorydError, UsageError
-from memoryd.search.cost import QueryTooCostly, check_cost
-from memoryd.search.history import (
+from memoryd.recall.archive_index import update_index, update_index_in_background, with_index
+from memoryd.recall.cost import QueryTooCostly, check_cost
+from memoryd.recall.history import (
     MAX_PARSED_LINE,
     context,
     is_masked,
@@ -28,9 +29,8 @@ from memoryd.search.history import (
     read_lines,
     sources,
 )
-from memoryd.search.index import update_index, update_index_in_background, with_index
-from memoryd.search.lazylog import LazyLog
-from memoryd.search.query import (
+from memoryd.recall.lazylog import LazyLog
+from memoryd.recall.query import (
     QUERY_SECONDS,
     ROLES,
     Query,
@@ -40,7 +40,7 @@ from memoryd.search.query import (
     check_timeout,
     to_match,
 )
-from memoryd.search.rank import rank
+from memoryd.recall.rank import rank
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = LazyLog()

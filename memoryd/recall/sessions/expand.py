@@ -9,10 +9,10 @@ from pathlib import Path
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError, UsageError
-from memoryd.sources import store
-from memoryd.sources.access import resolve, with_source
-from memoryd.sources.layout import SPILL, WHOLE, copy_key, storable
-from memoryd.sources.reader import read_range
+from memoryd.recall.sessions import store
+from memoryd.recall.sessions.access import resolve, with_source
+from memoryd.recall.sessions.layout import SPILL, WHOLE, copy_key, storable
+from memoryd.recall.sessions.reader import read_range
 from memoryd.value import Value
 
 TYPE_CHECKING = False

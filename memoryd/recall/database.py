@@ -1,5 +1,5 @@
-"""Opening an index file in WAL mode: apart from :mod:`memoryd.search.index`, so that a
-source's index (memoryd/sources/store.py) opens without importing a workspace's index
+"""Opening an index file in WAL mode: apart from :mod:`memoryd.recall.archive_index`, so that a
+source's index (memoryd/recall/sessions/store.py) opens without importing a workspace's index
 machinery (docs/design.md#startup)."""
 
 from __future__ import annotations

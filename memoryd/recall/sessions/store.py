@@ -3,9 +3,9 @@
 One SQLite file per source path under ``$XDG_STATE_HOME/memoryd/sources/`` (by default
 ``~/.local/state``), mode 0600 in a 0700 folder: it holds message text. Nothing is ever
 written under the source's own folder. The tables are those of a workspace's index
-(:mod:`memoryd.search.schema`), so that the same ranking reads them: ``archives`` holds one
+(:mod:`memoryd.recall.schema`), so that the same ranking reads them: ``archives`` holds one
 row per session file (how far it was read, and what it was when read; ``name`` as
-:func:`~memoryd.sources.layout.storable` writes it, ``raw`` its bytes when they are not
+:func:`~memoryd.recall.sessions.layout.storable` writes it, ``raw`` its bytes when they are not
 UTF-8), ``messages`` one row
 per message with its place in the file, ``passages`` the text. :class:`Batch` is the
 transaction a pass indexes its files in.
@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.search.schema import TOKENIZER
-from memoryd.search.wal import connect_wal
-from memoryd.sources.places import state_dir
+from memoryd.recall.database import connect_wal
+from memoryd.recall.schema import TOKENIZER
+from memoryd.recall.sessions.places import state_dir
 from memoryd.value import Value
 
 TYPE_CHECKING = False

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from memoryd.search.schema import Cut, passage_cuts
-from memoryd.sources import claude, codex, gemini
-from memoryd.sources.layout import LINES, SessionFile
-from memoryd.sources.reader import Changed, lines_from, open_regular
-from memoryd.sources.record import Record
+from memoryd.recall.schema import Cut, passage_cuts
+from memoryd.recall.sessions import claude, codex, gemini
+from memoryd.recall.sessions.layout import LINES, SessionFile
+from memoryd.recall.sessions.reader import Changed, lines_from, open_regular
+from memoryd.recall.sessions.record import Record
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor

@@ -22,7 +22,8 @@ from memoryd.errors import MemorydError, UnsafePathError
 from memoryd.files.fsutil import flocked
 from memoryd.files.paths import open_in, resolve_inside
 from memoryd.files.regular import open_for_reading
-from memoryd.search.history import (
+from memoryd.recall.database import BUSY_TIMEOUT_S, connect_wal
+from memoryd.recall.history import (
     ArchiveFile,
     archive_files,
     content_text,
@@ -31,8 +32,8 @@ from memoryd.search.history import (
     parse_message,
     read_lines,
 )
-from memoryd.search.lazylog import LazyLog
-from memoryd.search.schema import (
+from memoryd.recall.lazylog import LazyLog
+from memoryd.recall.schema import (
     APPLICATION_ID,
     INSERT_PASSAGES,
     SCHEMA_VERSION,
@@ -41,7 +42,6 @@ from memoryd.search.schema import (
     passage_rows,
     schema_problem,
 )
-from memoryd.search.wal import BUSY_TIMEOUT_S, connect_wal
 from memoryd.workspace import Workspace
 
 log = LazyLog()
