@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from agent_sessions import codex_session, line, words_for
 
+from memoryd.recall.database import remove
 from memoryd.recall.sessions import indexer, prepare, reader, search
 from memoryd.recall.sessions.search import figures, recall_source, update
-from memoryd.recall.sessions.store import index_path, remove
+from memoryd.recall.sessions.store import index_path
 
 
 def _sessions(home: Path, tags: list[str]) -> list[Path]:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError
+from memoryd.recall.database import connect_reader, damaged, remove
 from memoryd.recall.lazylog import LazyLog
+from memoryd.recall.schema import SESSIONS, ensure_schema, is_current
 from memoryd.recall.sessions import store
 from memoryd.recall.sessions.layout import UNKNOWN, agent_root, by_layout, recognise, sources_in
 from memoryd.recall.sessions.listing import SyncResult, keep_folders, list_changes
@@ -99,7 +101,7 @@ def update(
                 store.create_file(path)
                 conn = store.connect(path)
                 try:
-                    if store.ensure_schema(conn, root, source):
+                    if ensure_schema(conn, SESSIONS, store.meta(root, source)) is None:
                         listing = None
                         if changed is None and root.is_dir():
                             listing = list_changes(conn, root, source)
@@ -108,7 +110,6 @@ def update(
                                 return SyncResult()  # nothing to read: no indexer loaded
                         from memoryd.recall.sessions.indexer import sync
 
-                        store.for_writing(conn)
                         with store.progress_file(path, progress) as told:
                             result = sync(conn, root, source, changed, told, listing)
                         if result.bytes >= CHECKPOINT_BYTES:
@@ -118,11 +119,11 @@ def update(
                 finally:
                     conn.close()
             except sqlite3.DatabaseError as exc:
-                if not store.damaged(exc) or attempt == 2:
+                if not damaged(exc) or attempt == 2:
                     raise MemorydError(f"{path}: {exc}") from None
                 reason = f"damaged: {exc}"
             log.info("source_index_rebuilding", path=str(path), reason=reason)
-            store.remove(path)
+            remove(path)
     raise MemorydError(f"{path}: cannot be rebuilt")
 
 
@@ -135,7 +136,7 @@ def figures(root: Path, source: str) -> dict[str, int]:
     path = store.index_path(root, source)
     if not path.exists():
         return dict.fromkeys(FIGURES, 0)
-    conn = store.connect(path)
+    conn = connect_reader(path)
     try:
         row = conn.execute(
             "SELECT count(DISTINCT session), count(*), coalesce(sum(lines), 0), "
@@ -175,14 +176,14 @@ def with_source(
                 f"the index of {root} is {building.percent}% built (another process is "
                 "building it): these hits are from what is indexed so far"
             )
-    conn = store.connect(path)
+    conn = connect_reader(path)
     try:
-        if store.is_current(conn, root, source):
+        if is_current(conn, SESSIONS, store.meta(root, source)):
             return use(conn)
     finally:
         conn.close()
     update(root, source)  # made by the other process a moment ago: wait for its pass
-    conn = store.connect(path)
+    conn = connect_reader(path)
     try:
         return use(conn)
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from memoryd.recall.schema import INSERT_PASSAGES, PASSAGE_BITS, Cut, cut_rows, passage_rows
+from memoryd.recall.schema import PASSAGE_BITS, Cut, insert_messages
 from memoryd.recall.sessions import gemini
 from memoryd.recall.sessions.prepare import LineTuple, MessageTuple, as_values
 from memoryd.recall.sessions.record import Record
@@ -68,18 +68,10 @@ class Pass:
     def flush(self) -> None:
         row = self.row
         if row.rows:
-            self.conn.executemany(
-                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row.rows
-            )
-            cut = [
-                part
-                for rowid, text, cuts in row.texts
-                for part in (passage_rows(rowid, text) if cuts is None else cut_rows(rowid, cuts))
-            ]
-            self.conn.executemany(INSERT_PASSAGES, cut)
+            passages = insert_messages(self.conn, row.rows, row.texts)
             self.conn.execute(
                 "UPDATE archives SET messages = messages + ?, passages = passages + ? WHERE id = ?",
-                (len(row.rows), len(cut), row.id),
+                (len(row.rows), passages, row.id),
             )
             row.rows, row.texts = [], []
 

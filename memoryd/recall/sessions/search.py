@@ -11,17 +11,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memoryd.errors import MemorydError, UsageError
-from memoryd.recall.cost import check_cost
-from memoryd.recall.query import (
-    QUERY_SECONDS,
-    QueryStopped,
-    budget,
-    check_limit,
-    check_timeout,
-    to_match,
-)
-from memoryd.recall.rank import rank
+from memoryd.errors import MemorydError
+from memoryd.recall.query import QUERY_SECONDS, Query, QueryStopped, parse_request
+from memoryd.recall.rank import search
+from memoryd.recall.schema import SESSIONS
 from memoryd.recall.sessions import store
 from memoryd.recall.sessions.access import (
     Target,
@@ -203,72 +196,52 @@ def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
 
 def _search(
     target: Target,
-    query: str,
+    parsed: Query,
     limit: int,
     role: str | None,
-    raw: bool,
     timeout: float,
     cancelled: Callable[[], bool] | None,
     notes: list[str],
     conn: sqlite3.Connection,
 ) -> list[SourceHit]:
     deadline = time.monotonic() + timeout  # the query's budget, not the index's pass
-    return _hits(conn, target, query, limit, role, raw, deadline, cancelled, notes)
-
-
-def _hits(
-    conn: sqlite3.Connection,
-    target: Target,
-    query: str,
-    limit: int,
-    role: str | None,
-    raw: bool,
-    deadline: float,
-    cancelled: Callable[[], bool] | None,
-    notes: list[str],
-) -> list[SourceHit]:
-    root, source = target.root, target.source
-    parsed = to_match(query, raw)
     names = skipped(conn)
     if target.within is not None:
         names = [name for name in names if name.startswith(target.within)]
     if note := skipped_note(names):
         notes.append(note)
-    with budget(conn, deadline, cancelled):
-        check_cost(conn, parsed, kept=())
-        archives = archives_within(conn, target.within)
-        ranked = rank(conn, parsed, role, limit * OVERFETCH, scored=SCORED, archives=archives)
-        where = {
-            row[0]: row[1:]
-            for row in conn.execute(
-                "SELECT m.rowid, m.message_id, m.role, m.timestamp, a.name, a.session, "
-                "coalesce(a.project, (SELECT b.project FROM archives b WHERE b.session = a.session "
-                "AND b.project IS NOT NULL LIMIT 1)), m.byte_offset, m.byte_length, a.raw "
-                "FROM messages m JOIN archives a ON a.id = m.archive_id "
-                f"WHERE m.rowid IN ({', '.join('?' * len(ranked))})",
-                [found.message for found in ranked],
-            )
-        }
-    hits = []
-    for found in ranked:
-        ident, who, stamp, name, session, project, offset, length, bytes_name = where[found.message]
-        hits.append(
-            SourceHit(
-                source,
-                session,
-                project,
-                ident,
-                who,
-                stamp,
-                store.file_path(root, name, bytes_name),
-                offset,
-                length,
-                found.snippet,
-                found.score,
-                found.all_words,
-                found.identifiers,
-            )
+    found = search(
+        conn,
+        parsed,
+        layout=SESSIONS,
+        columns="m.message_id, m.role, m.timestamp, a.name, a.session, coalesce(a.project, "
+        "(SELECT b.project FROM archives b WHERE b.session = a.session "
+        "AND b.project IS NOT NULL LIMIT 1)), m.byte_offset, m.byte_length, a.raw",
+        role=role,
+        limit=limit * OVERFETCH,
+        deadline=deadline,
+        cancelled=cancelled,
+        scored=SCORED,
+        archives=archives_within(conn, target.within),
+    )
+    hits = [
+        SourceHit(
+            target.source,
+            session,
+            project,
+            ident,
+            who,
+            stamp,
+            store.file_path(target.root, name, bytes_name),
+            offset,
+            length,
+            ranked.snippet,
+            ranked.score,
+            ranked.all_words,
+            ranked.identifiers,
         )
+        for ranked, (ident, who, stamp, name, session, project, offset, length, bytes_name) in found
+    ]
     return one_hit_per_line(hits)[:limit]
 
 
@@ -290,17 +263,11 @@ def recall_source(
     several agents' folders is searched as all of them. What the caller should know
     beside the hits (files skipped, an index still being built) is added to ``notes``;
     ``progress`` is told how far a first index is (see :func:`with_source`)."""
-    if role is not None and role not in ROLES:
-        raise UsageError(f"role {role!r} is not one of {', '.join(ROLES)}")
-    check_limit(limit)
-    check_timeout(timeout)
-    to_match(query, raw)  # a bad query is refused before any indexing
+    parsed = parse_request(query, raw, role, ROLES, limit, timeout)  # before any indexing
     said = notes if notes is not None else []
     hits: list[SourceHit] = []
     for target in resolve(path, source):
-        search = functools.partial(
-            _search, target, query, limit, role, raw, timeout, cancelled, said
-        )
+        search = functools.partial(_search, target, parsed, limit, role, timeout, cancelled, said)
         try:
             hits += with_source(target.root, target.source, search, said, progress)
         except QueryStopped:
