@@ -119,7 +119,9 @@ def test_a_source_index_of_the_schema_before_is_rebuilt_once(tmp_path: Path) -> 
         assert recall_source(home / ".gemini", "描述")
         assert recall_source(home / ".gemini", "專案")
     rebuilt = [log for log in logs if log["event"] == "source_index_rebuilding"]
-    assert [log["reason"] for log in rebuilt] == ["not this source's index"]
+    assert [log["reason"] for log in rebuilt] == [
+        f"schema version 1, this memoryd uses {schema.SESSIONS.version}"
+    ]
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SESSIONS.version

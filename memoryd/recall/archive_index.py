@@ -26,8 +26,6 @@ from memoryd.recall.database import (
     connect_reader,
     connect_wal,
     create_file,
-    damaged,
-    remove,
     transaction,
 )
 from memoryd.recall.history import (
@@ -40,7 +38,14 @@ from memoryd.recall.history import (
     read_lines,
 )
 from memoryd.recall.lazylog import LazyLog
-from memoryd.recall.schema import ARCHIVE, create_schema, ensure_schema, insert_messages, is_current
+from memoryd.recall.schema import (
+    ARCHIVE,
+    Stale,
+    create_schema,
+    insert_messages,
+    is_current,
+    kept_current,
+)
 from memoryd.workspace import Workspace
 
 log = LazyLog()
@@ -52,10 +57,6 @@ if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
     from typing import TypeVar
 
     T = TypeVar("T")
-
-
-class _Rebuild(Exception):
-    """The index cannot be used as it is and is rebuilt from the archive."""
 
 
 def index_path(workspace: Workspace) -> Path:
@@ -74,11 +75,11 @@ def _create_file(path: Path) -> None:
 
 
 def _missing(conn: sqlite3.Connection, on_disk: Sequence[ArchiveFile]) -> list[ArchiveFile]:
-    """The archives not indexed yet; raise _Rebuild when an indexed one changed or went."""
+    """The archives not indexed yet; raise Stale when an indexed one changed or went."""
     indexed = dict(conn.execute("SELECT name, size FROM archives").fetchall())
     sizes = {archive.name: archive.size for archive in on_disk}
     if any(sizes.get(name) != size for name, size in indexed.items()):
-        raise _Rebuild("stale: an indexed archive changed or disappeared")
+        raise Stale("stale: an indexed archive changed or disappeared")
     return [archive for archive in on_disk if archive.name not in indexed]
 
 
@@ -144,40 +145,32 @@ def _sync(conn: sqlite3.Connection, workspace: Workspace) -> int:
     return added
 
 
-def _remove_index(path: Path, reason: str, workspace: Workspace) -> None:
-    remove(path)
-    log.info("index_rebuilding", workspace=str(workspace.path), reason=reason)
-
-
 def _bring_up_to_date(workspace: Workspace, path: Path) -> int:
     """Create, check and extend the index (``index.lock`` held); returns what it holds.
 
     A missing, foreign, stale or corrupt index is rebuilt from the archive once.
     """
-    for attempt in (1, 2):
-        try:
-            _create_file(path)
-            conn = connect_wal(path, "NORMAL")
-            try:
-                if problem := ensure_schema(conn, ARCHIVE):
-                    raise _Rebuild(problem)
-                _sync(conn, workspace)
-                total: int = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-                return total
-            finally:
-                conn.close()
-        except _Rebuild as exc:
-            reason = str(exc)
-        except sqlite3.DatabaseError as exc:
-            if not damaged(exc, error_too=True):  # a full disk included: "database or disk is full"
-                raise MemorydError(f"{path}: {exc}") from None
-            reason = f"damaged: {exc}"
-        except OSError as exc:
-            raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
-        if attempt == 2:
-            raise MemorydError(f"{path}: cannot be rebuilt ({reason})")
-        _remove_index(path, reason, workspace)
-    return 0  # not reached: the loop returns or raises
+
+    def extend(conn: sqlite3.Connection) -> int:
+        _sync(conn, workspace)
+        total: int = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        return total
+
+    def rebuilding(reason: str) -> None:
+        log.info("index_rebuilding", workspace=str(workspace.path), reason=reason)
+
+    try:
+        return kept_current(
+            path,
+            ARCHIVE,
+            extend,
+            create=_create_file,
+            connect=lambda path: connect_wal(path, "NORMAL"),
+            rebuilding=rebuilding,
+            error_too=True,
+        )
+    except OSError as exc:
+        raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
 
 
 def _is_wal(path: Path) -> bool:

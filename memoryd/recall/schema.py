@@ -14,14 +14,19 @@ table to join. A feed adds its own columns and tables beside them: :data:`ARCHIV
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from pathlib import Path
 
-from memoryd.recall.database import transaction
+from memoryd.errors import MemorydError
+from memoryd.recall.database import damaged, remove, transaction
 from memoryd.recall.text import cjk_bigrams, identifier_parts, passages
 from memoryd.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
-    from typing import Final
+    from typing import Final, TypeVar
+
+    T = TypeVar("T")
 
 PASSAGE_BITS = 16
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -201,6 +206,51 @@ def ensure_schema(
         create_schema(conn, layout, meta)
         mark_current(conn, layout)
     return None
+
+
+class Stale(Exception):
+    """The index cannot be used as it is (a file it indexed changed or went): it is
+    removed and built again."""
+
+
+def kept_current(
+    path: Path,
+    layout: Layout,
+    use: Callable[[sqlite3.Connection], T],
+    *,
+    create: Callable[[Path], None],
+    connect: Callable[[Path], sqlite3.Connection],
+    rebuilding: Callable[[str], None],
+    meta: dict[str, str] | None = None,
+    error_too: bool = False,
+) -> T:
+    """``use`` on the index at ``path`` (made by ``create``, opened by ``connect``) once
+    it is an index of ``layout`` at its version. An index of another kind, version or
+    folder, a damaged one (:func:`~memoryd.recall.database.damaged`, with ``error_too``)
+    and one ``use`` finds :class:`Stale` is removed and built again, once, after
+    ``rebuilding`` is told why; MemorydError when that fails too, or for another SQLite
+    error (a full disk). The caller is the index's one writer."""
+    for attempt in (1, 2):
+        try:
+            create(path)
+            conn = connect(path)
+            try:
+                reason = ensure_schema(conn, layout, meta)
+                if reason is None:
+                    return use(conn)
+            finally:
+                conn.close()
+        except Stale as exc:
+            reason = str(exc)
+        except sqlite3.DatabaseError as exc:
+            if not damaged(exc, error_too=error_too):  # "database or disk is full" included
+                raise MemorydError(f"{path}: {exc}") from None
+            reason = f"damaged: {exc}"
+        if attempt == 2:
+            break
+        rebuilding(reason)
+        remove(path)
+    raise MemorydError(f"{path}: cannot be rebuilt ({reason})")
 
 
 INSERT_PASSAGES = "INSERT INTO passages(rowid, body, parts, pairs) VALUES (?, ?, ?, ?)"

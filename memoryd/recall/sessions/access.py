@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.errors import InputError, MemorydError
-from memoryd.recall.database import connect_reader, damaged, remove
+from memoryd.errors import InputError
+from memoryd.recall.database import connect_reader
 from memoryd.recall.lazylog import LazyLog
-from memoryd.recall.schema import SESSIONS, ensure_schema, is_current
+from memoryd.recall.schema import SESSIONS, is_current, kept_current
 from memoryd.recall.sessions import store
 from memoryd.recall.sessions.layout import UNKNOWN, agent_root, by_layout, recognise, sources_in
 from memoryd.recall.sessions.listing import SyncResult, keep_folders, list_changes
@@ -96,35 +96,34 @@ def update(
     with store.writer_lock(path, blocking=wait) as held:
         if not held:
             return None
-        for attempt in (1, 2):
-            try:
-                store.create_file(path)
-                conn = store.connect(path)
-                try:
-                    if ensure_schema(conn, SESSIONS, store.meta(root, source)) is None:
-                        listing = None
-                        if changed is None and root.is_dir():
-                            listing = list_changes(conn, root, source)
-                            if not listing.changed and not listing.gone:
-                                keep_folders(conn, listing)
-                                return SyncResult()  # nothing to read: no indexer loaded
-                        from memoryd.recall.sessions.indexer import sync
 
-                        with store.progress_file(path, progress) as told:
-                            result = sync(conn, root, source, changed, told, listing)
-                        if result.bytes >= CHECKPOINT_BYTES:
-                            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                        return result
-                    reason = "not this source's index"
-                finally:
-                    conn.close()
-            except sqlite3.DatabaseError as exc:
-                if not damaged(exc) or attempt == 2:
-                    raise MemorydError(f"{path}: {exc}") from None
-                reason = f"damaged: {exc}"
+        def index(conn: sqlite3.Connection) -> SyncResult:
+            listing = None
+            if changed is None and root.is_dir():
+                listing = list_changes(conn, root, source)
+                if not listing.changed and not listing.gone:
+                    keep_folders(conn, listing)
+                    return SyncResult()  # nothing to read: no indexer loaded
+            from memoryd.recall.sessions.indexer import sync
+
+            with store.progress_file(path, progress) as told:
+                result = sync(conn, root, source, changed, told, listing)
+            if result.bytes >= CHECKPOINT_BYTES:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            return result
+
+        def rebuilding(reason: str) -> None:
             log.info("source_index_rebuilding", path=str(path), reason=reason)
-            remove(path)
-    raise MemorydError(f"{path}: cannot be rebuilt")
+
+        return kept_current(
+            path,
+            SESSIONS,
+            index,
+            create=store.create_file,
+            connect=store.connect,
+            rebuilding=rebuilding,
+            meta=store.meta(root, source),
+        )
 
 
 FIGURES = ("sessions", "files", "lines", "messages", "bytes_indexed")
