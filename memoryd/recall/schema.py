@@ -20,7 +20,6 @@ from pathlib import Path
 from memoryd.errors import MemorydError
 from memoryd.recall.database import damaged, remove, transaction
 from memoryd.recall.text import cjk_bigrams, identifier_parts, passages
-from memoryd.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
@@ -44,9 +43,11 @@ MESSAGE_COLUMNS = (
 its line is."""
 
 
-class Layout(Value):
-    """One kind of recall index: how it is marked as such, and what its feed adds to the
-    tables every index has."""
+class Layout:
+    """One kind of recall index: its ``application_id`` (anything else is not this kind
+    of index), its ``version`` (``user_version``: an index of another is rebuilt), the
+    prefix lengths FTS5 keeps whole (``prefix``, "" for none), and what its feed adds to
+    the tables every index has: columns, statements (``tables``) and FTS5 settings."""
 
     __slots__ = (
         "application_id",
@@ -70,17 +71,12 @@ class Layout(Value):
         fts_settings: tuple[tuple[str, int], ...] = (),
     ) -> None:
         self.application_id: Final = application_id
-        """``PRAGMA application_id``: anything else is not this kind of index."""
         self.version: Final = version
-        """``PRAGMA user_version``: an index of another version is rebuilt."""
         self.prefix: Final = prefix
-        """FTS5 ``prefix``: the prefix lengths the index keeps whole ("" for none)."""
         self.archive_columns: Final = archive_columns
         self.message_columns: Final = message_columns
         self.tables: Final = tables
-        """More statements: the feed's own tables and indexes."""
         self.fts_settings: Final = fts_settings
-        """FTS5 configuration values set when the index is created."""
 
     @property
     def kept_prefixes(self) -> tuple[int, ...]:
@@ -144,18 +140,14 @@ without spaces; 4 keeps the folders' times; 6 has no prefix index
 def create_schema(
     conn: sqlite3.Connection, layout: Layout, meta: dict[str, str] | None = None
 ) -> None:
-    """Create the tables of ``layout`` in an empty database, with its ``meta`` rows (the
-    caller marks it current)."""
+    """Create the tables of ``layout`` in an empty database, with its ``meta`` rows, and
+    stamp it as such an index at its version."""
     for statement in layout.statements:
         conn.execute(statement)
     if meta:
         conn.executemany("INSERT INTO meta VALUES (?, ?)", list(meta.items()))
     for name, value in layout.fts_settings:
         conn.execute("INSERT INTO passages(passages, rank) VALUES (?, ?)", (name, value))
-
-
-def mark_current(conn: sqlite3.Connection, layout: Layout) -> None:
-    """Stamp the database as an index of ``layout`` at its version."""
     conn.execute(f"PRAGMA application_id = {layout.application_id}")
     conn.execute(f"PRAGMA user_version = {layout.version}")
 
@@ -169,42 +161,28 @@ def is_current(
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if (app_id, version) != (layout.application_id, layout.version):
         return False
-    if not meta:
-        return True
-    stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    return all(stored.get(key) == value for key, value in meta.items())
-
-
-def schema_problem(
-    conn: sqlite3.Connection, layout: Layout, meta: dict[str, str] | None = None
-) -> str | None:
-    """None when ``conn`` is an index of ``layout`` at its version (of what ``meta`` says),
-    "" when it is an empty database, else why it must be rebuilt (not ours, an older
-    version, or of another folder)."""
-    if is_current(conn, layout, meta):
-        return None
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if app_id == layout.application_id and version != layout.version:
-        return f"schema version {version}, this memoryd uses {layout.version}"
-    if app_id == layout.application_id:
-        return "an index of another folder"
-    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    return "foreign schema" if app_id or version or tables else ""
+    stored = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if meta else {}
+    return all(stored.get(key) == value for key, value in (meta or {}).items())
 
 
 def ensure_schema(
     conn: sqlite3.Connection, layout: Layout, meta: dict[str, str] | None = None
 ) -> str | None:
-    """Create the tables of ``layout`` in an empty file and mark it current; None when the
-    file is (now) such an index, else why it must be removed and built again. The caller
-    is the index's one writer."""
-    problem = schema_problem(conn, layout, meta)
-    if problem != "":
-        return problem
+    """Create the tables of ``layout`` in an empty file; None when the file is (now) such
+    an index, else why it must be removed and built again (not ours, another version, of
+    another folder). The caller is the index's one writer."""
+    if is_current(conn, layout, meta):
+        return None
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if app_id == layout.application_id:
+        if version != layout.version:
+            return f"schema version {version}, this memoryd uses {layout.version}"
+        return "an index of another folder"
+    if app_id or version or conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        return "foreign schema"
     with transaction(conn):
         create_schema(conn, layout, meta)
-        mark_current(conn, layout)
     return None
 
 
