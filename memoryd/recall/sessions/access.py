@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.errors import InputError
+from memoryd.errors import InputError, MemorydError
 from memoryd.recall.database import connect_reader
 from memoryd.recall.lazylog import LazyLog
 from memoryd.recall.schema import SESSIONS, is_current, kept_current
@@ -156,7 +156,23 @@ def with_source(
     """``use`` on the up-to-date index of a source. When another process holds the
     writer's lock, what is indexed is read; but while that process builds the index for
     the first time, the search waits for it when ``progress`` is given (it is told how far
-    the build is), else it reads what is built and says how much in ``notes``."""
+    the build is), else it reads what is built and says how much in ``notes``. An OSError
+    or an SQLite error is a MemorydError naming the file or the index."""
+    try:
+        return _with_source(root, source, use, notes, progress)
+    except OSError as exc:
+        raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
+    except sqlite3.Error as exc:
+        raise MemorydError(f"the index of {root}: {exc}") from None
+
+
+def _with_source(
+    root: Path,
+    source: str,
+    use: Callable[[sqlite3.Connection], T],
+    notes: list[str] | None,
+    progress: Callable[[Progress], None] | None,
+) -> T:
     path = store.index_path(root, source)
     if path.exists() and kept_by_daemon(root, source):
         pass  # the daemon's watch keeps it up to date: no look at the files

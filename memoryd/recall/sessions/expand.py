@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.errors import InputError, MemorydError
+from memoryd.errors import InputError
 from memoryd.recall.query import check_context
 from memoryd.recall.sessions import store
 from memoryd.recall.sessions.access import resolve, with_source
@@ -139,12 +139,7 @@ def expand_source(
     for target in targets:
         root = target.root
         look = functools.partial(_lines, root, id, before, after, pick or Pick(), said)
-        try:
-            lines = with_source(root, target.source, look)
-        except OSError as exc:
-            raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
-        except sqlite3.Error as exc:
-            raise MemorydError(f"the index of {root}: {exc}") from None
+        lines = with_source(root, target.source, look)
         if lines is not None:
             return lines
     where = Path(path).expanduser()

@@ -11,8 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memoryd.errors import MemorydError
-from memoryd.recall.query import QUERY_SECONDS, Query, QueryStopped, parse_request
+from memoryd.recall.query import QUERY_SECONDS, Query, parse_request
 from memoryd.recall.rank import search
 from memoryd.recall.schema import SESSIONS
 from memoryd.recall.sessions import store
@@ -268,13 +267,6 @@ def recall_source(
     hits: list[SourceHit] = []
     for target in resolve(path, source):
         search = functools.partial(_search, target, parsed, limit, role, timeout, cancelled, said)
-        try:
-            hits += with_source(target.root, target.source, search, said, progress)
-        except QueryStopped:
-            raise
-        except OSError as exc:
-            raise MemorydError(f"{exc.filename or target.root}: {exc.strerror or exc}") from None
-        except sqlite3.Error as exc:
-            raise MemorydError(f"the index of {target.root}: {exc}") from None
+        hits += with_source(target.root, target.source, search, said, progress)
     hits.sort(key=lambda hit: (not hit.all_words, -hit.identifiers, -hit.score))
     return hits[:limit]
