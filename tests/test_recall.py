@@ -95,6 +95,36 @@ def test_recall_finds_every_archived_marker_with_its_id_and_place(history: Path)
         reader.close()
 
 
+PUBLIC_API_ORDERS = {
+    "package first": "import memoryd.recall.sessions.search\nfrom memoryd import expand, recall",
+    "function first": "from memoryd import expand, recall\nimport memoryd.recall.sessions.search",
+}
+
+
+@pytest.mark.parametrize("order", sorted(PUBLIC_API_ORDERS))
+def test_from_memoryd_import_recall_searches_whichever_is_imported_first(
+    history: Path, order: str
+) -> None:
+    """``memoryd.recall`` is both the package and the public function: in a fresh
+    interpreter, imported before or after the package's modules, it searches the archive
+    as :func:`memoryd.recall.archive.recall` does."""
+    word = json.loads(next(iter(archived_lines(history).values())))["content"].rsplit(" ", 1)[1]
+    script = (
+        f"{PUBLIC_API_ORDERS[order]}\nimport sys\n"
+        "hits = recall(sys.argv[1], sys.argv[2])\n"
+        "print(hits[0].id, len(expand(sys.argv[1], hits[0].id)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(history), word],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split() == [str(recall(history, word)[0].id), "1"]
+
+
 def test_plain_words_phrases_prefixes_role_limit_and_ranking(
     workspace: WorkspaceFactory, make_settings: SettingsFactory
 ) -> None:
