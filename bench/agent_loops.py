@@ -24,7 +24,7 @@ Measured per strategy and shape:
 - **facts kept**: of the probe facts in messages that were summarized, the share whose
   text is still in the live file (summary and kept part), as a whole (``line 14`` is not
   in ``line 140``);
-- **recall@5**: of those no longer there, the share ``memoryd.search.recall.recall`` finds (a
+- **recall@5**: of those no longer there, the share ``memoryd.search.archive.recall`` finds (a
   message holding the fact among its first 5 hits; at most ``--max-recall`` asked a job);
 - **job / yardstick**: the median, over the jobs, of a job's wall time over the time to
   read and json-parse the same file just before it (the fastest of three); the same in
@@ -76,7 +76,7 @@ from memoryd.conversation.lines import split_lines
 from memoryd.daemon.logs import configure_logging
 from memoryd.files.fsutil import flocked
 from memoryd.levels import over_trigger
-from memoryd.search.recall import recall
+from memoryd.search.archive import recall
 from memoryd.workspace import Workspace
 
 STRATEGIES = ("narrative", "rolling", "checkpoint")

@@ -40,9 +40,9 @@ sys.path.insert(0, str(common.REPO))
 
 from memoryd.search.query import cjk_term
 from memoryd.search.schema import TOKENIZER
+from memoryd.search.sessions import claude, codex, gemini
+from memoryd.search.sessions.record import Record
 from memoryd.search.text import cjk_bigrams, cjk_run
-from memoryd.sources import claude, codex, gemini
-from memoryd.sources.record import Record
 
 PUBLIC = Path(__file__).resolve().parents[1] / "tests" / "public_sessions"
 PARSERS = {".claude": claude.parse, ".codex": codex.parse, ".gemini": gemini.parse}

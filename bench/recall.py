@@ -43,7 +43,7 @@ sys.path.insert(0, str(common.REPO))
 from memoryd.compaction.job.request import JobRequest
 from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import load_settings
-from memoryd.search.recall import recall, update_index
+from memoryd.search.archive import recall, update_index
 
 FILES = 40
 RARE, SOME, MOST = "zqmarker7731", "handler417", "parser"

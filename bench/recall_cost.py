@@ -48,9 +48,9 @@ sys.path.insert(0, str(common.REPO / "tests"))
 from agent_transcripts import SHAPES, generate
 
 from memoryd.errors import MemorydError
+from memoryd.search.archive import recall, update_index
 from memoryd.search.history import content_text
-from memoryd.search.recall import recall, update_index
-from memoryd.sources.search import recall_source, update
+from memoryd.search.sessions.search import recall_source, update
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000000000Z-{:06x}.jsonl"
 PREFIXES = "po de co re te fi ch ru ha pa se ma in pr st ca".split()  # noqa: SIM905

@@ -1,4 +1,4 @@
-"""Recall quality: does ``memoryd.search.recall`` find what an agent asks for, in its own words,
+"""Recall quality: does ``memoryd.search.archive`` find what an agent asks for, in its own words,
 and how fast is a query on a large archive?
 
 1. Quality. Transcripts from ``tests/agent_transcripts.py`` in its three shapes
@@ -48,7 +48,7 @@ from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import load_settings
 from memoryd.daemon.logs import configure_logging
 from memoryd.search import text as recall_text
-from memoryd.search.recall import recall, update_index
+from memoryd.search.archive import recall, update_index
 from memoryd.workspace import Workspace
 
 PER_KIND = {"natural": 10, "identifier": 6, "path": 6, "error": 6}

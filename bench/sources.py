@@ -59,11 +59,11 @@ import _common as common
 sys.path.insert(0, str(common.REPO))
 
 from memoryd.search.schema import TOKENIZER, passage_rows
-from memoryd.sources import store
-from memoryd.sources.listing import FULL_LOOK_KEY
-from memoryd.sources.places import STATUS_FILE, state_dir
-from memoryd.sources.prepare import PARSERS
-from memoryd.sources.search import recall_source, update
+from memoryd.search.sessions import store
+from memoryd.search.sessions.listing import FULL_LOOK_KEY
+from memoryd.search.sessions.places import STATUS_FILE, state_dir
+from memoryd.search.sessions.prepare import PARSERS
+from memoryd.search.sessions.search import recall_source, update
 
 SESSION_BYTES = 4 << 20
 CODE_WORDS = """import module function return value error failed passed test config loader cache

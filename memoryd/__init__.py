@@ -38,8 +38,7 @@ if TYPE_CHECKING:
     )
     from memoryd.published.heartbeat import Heartbeat, HeartbeatManager
     from memoryd.published.monitor import ContextMonitor, MonitorState
-    from memoryd.runners import MessageSummarizer, SummaryGenerator
-    from memoryd.search.recall import expand, recall
+    from memoryd.search.archive import expand, recall
     from memoryd.stores.compaction import CompactionReport
     from memoryd.stores.disk import (
         compact,
@@ -78,7 +77,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "get_threshold_action",
         "should_emit_event",
     ),
-    "memoryd.search.recall": ("expand", "recall"),
+    "memoryd.search.archive": ("expand", "recall"),
     "memoryd.stores.compaction": ("CompactionReport",),
     "memoryd.stores.disk": (
         "compact",
@@ -134,7 +133,10 @@ def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'memoryd' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    # ``recall`` is also a package (callable as the function), which importing its
+    # module has just set here: it stays.
+    value = globals().get(name) or getattr(imported, name)
     globals()[name] = value
     return value
 

@@ -1,5 +1,5 @@
 """Session files of Claude Code, Codex CLI and Gemini CLI, built from their documented
-formats in several versions, for the tests of ``memoryd.sources`` (no third-party text).
+formats in several versions, for the tests of ``memoryd.search.sessions`` (no third-party text).
 
 Each builder writes one session below a home folder laid out as the agent lays it out and
 returns the words it holds, by what they are (``text``, ``tool_input``, ``tool_output``,

@@ -78,7 +78,7 @@ def clean_environment(
             monkeypatch.delenv(name)
     xdg = tmp_path_factory.mktemp("xdg-config")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
-    # The indexes of agents' sessions (memoryd.sources) never land in the real state dir.
+    # The indexes of agents' sessions (memoryd.search.sessions) never land in the real state dir.
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
     return xdg
 

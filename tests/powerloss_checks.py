@@ -34,7 +34,7 @@ from memoryd.files.fsutil import TEMP_MARK
 from memoryd.published.events import emit
 from memoryd.published.heartbeat import HeartbeatManager, parse
 from memoryd.published.state import read_state
-from memoryd.search.index import update_index
+from memoryd.search.archive_index import update_index
 from memoryd.stores.disk import write_entry
 from memoryd.workspace import Workspace
 

@@ -38,7 +38,7 @@ from memoryd.published.events import emit
 from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.published.state import build_state, write_state
 from memoryd.receipts.records import append_receipt, build_receipt
-from memoryd.search.index import update_index
+from memoryd.search.archive_index import update_index
 from memoryd.stores.disk import compact, write_entry
 from memoryd.workspace import Workspace
 

@@ -172,13 +172,13 @@ def test_the_heartbeat_statuses_are_the_values_of_its_status_type() -> None:
 
 
 INDEXING = (
-    "memoryd.sources.indexer",
-    "memoryd.sources.claude",
-    "memoryd.sources.codex",
-    "memoryd.sources.gemini",
-    "memoryd.sources.rows",
-    "memoryd.sources.record",
-    "memoryd.search.index",
+    "memoryd.search.sessions.indexer",
+    "memoryd.search.sessions.claude",
+    "memoryd.search.sessions.codex",
+    "memoryd.search.sessions.gemini",
+    "memoryd.search.sessions.rows",
+    "memoryd.search.sessions.record",
+    "memoryd.search.archive_index",
 )
 """What indexes a source's files, and a workspace's index machinery."""
 
@@ -196,7 +196,7 @@ def test_a_warm_recall_over_an_agents_folder_loads_nothing_to_index_it(tmp_path:
     claude_session(home, "5a5a5a5a-0001", words_for("w1"))
     argv = ["recall", str(home), "questionw1"]
     names = (*HEAVY, *SLOW_STDLIB, "typing", "dataclasses", "inspect", *INDEXING)
-    assert "memoryd.sources.indexer" in heavy_modules_after(argv, names)
+    assert "memoryd.search.sessions.indexer" in heavy_modules_after(argv, names)
     assert heavy_modules_after(argv, names) == ["hashlib", "sqlite3", "sqlite3.dbapi2"]
 
 

@@ -13,7 +13,7 @@ from fs_helpers import fill_up, small_tmpfs
 from structlog.testing import capture_logs
 
 from memoryd.errors import MemorydError
-from memoryd.search.recall import recall, update_index
+from memoryd.search.archive import recall, update_index
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000Z-abcd.jsonl"
 

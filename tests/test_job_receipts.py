@@ -22,7 +22,7 @@ from memoryd.conversation.lines import split_lines
 from memoryd.published.events import read_events
 from memoryd.receipts.pricing import DEFAULT_PRICES, cost_usd
 from memoryd.receipts.records import read_receipts
-from memoryd.search.recall import expand
+from memoryd.search.archive import expand
 from memoryd.summary.retention import VERBATIM_HEADER, extract_details, score
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace

@@ -43,7 +43,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("config", frozenset({"config"})),
     ("stores", frozenset({"stores"})),
     ("search", frozenset({"search"})),
-    ("sources", frozenset({"sources"})),
     ("transcript", frozenset({"transcript"})),
     ("llm", frozenset({"llm"})),
     ("summary", frozenset({"summary"})),

@@ -26,7 +26,7 @@ from memoryd.conversation.lines import split_lines
 from memoryd.published.events import read_events
 from memoryd.published.heartbeat import HeartbeatManager
 from memoryd.receipts.records import read_receipts
-from memoryd.search.recall import expand, recall
+from memoryd.search.archive import expand, recall
 from memoryd.transcript.messages import result_text
 from memoryd.transcript.outcomes import PLACEHOLDER_LEAD
 from memoryd.workspace import Workspace

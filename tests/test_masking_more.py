@@ -29,7 +29,7 @@ from memoryd.compaction.masking.rules import INPUT_PLACEHOLDER_LEAD, MaskRules
 from memoryd.conversation.api_view import api_messages, messages_for_api
 from memoryd.conversation.lines import Line, split_lines
 from memoryd.conversation.pins import pinned_indices
-from memoryd.search.recall import expand
+from memoryd.search.archive import expand
 
 PNG = image_block(encoded(screenshot(1382, 1090), "PNG"))
 JPEG = image_block(jpeg_behind_exif(800, 600, exif_bytes=20_000), "image/jpeg")

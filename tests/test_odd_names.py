@@ -19,7 +19,7 @@ from memoryd.compaction.job.request import JobRequest
 from memoryd.compaction.job.run import run_job
 from memoryd.conversation.api_view import read_messages
 from memoryd.errors import InputError
-from memoryd.search.recall import expand, recall, update_index_in_background
+from memoryd.search.archive import expand, recall, update_index_in_background
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000Z-abcd.jsonl"
 LINE = b'{"id":"m1","role":"user","content":"postgres hello"}\n'

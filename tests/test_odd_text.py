@@ -20,8 +20,8 @@ from test_mcp_server import structured, with_server
 from memoryd.compaction.job.request import JobRequest
 from memoryd.compaction.job.run import run_job
 from memoryd.errors import MemorydError
+from memoryd.search.archive import expand, recall
 from memoryd.search.history import MAX_PARSED_LINE
-from memoryd.search.recall import expand, recall
 
 ARCHIVE = ".memoryd/archive/conversation-20260101T000000000000Z-0a1b2c.jsonl"
 ODD = "We decided to keep the parser \udcff config and the \ud800 loader."

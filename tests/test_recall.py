@@ -25,9 +25,9 @@ from structlog.testing import capture_logs
 from memoryd.compaction.job.request import JobRequest
 from memoryd.compaction.job.run import run_job
 from memoryd.errors import InputError, MemorydError, UnsafePathError, UsageError
+from memoryd.search.archive import Hit, expand, recall, update_index
 from memoryd.search.history import content_text
 from memoryd.search.query import plain_terms, to_match
-from memoryd.search.recall import Hit, expand, recall, update_index
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -94,6 +94,36 @@ def test_recall_finds_every_archived_marker_with_its_id_and_place(history: Path)
             assert oct(name.stat().st_mode & 0o777) == "0o600", name
     finally:
         reader.close()
+
+
+PUBLIC_API_ORDERS = {
+    "package first": "import memoryd.search.sessions.search\nfrom memoryd import expand, recall",
+    "function first": "from memoryd import expand, recall\nimport memoryd.search.sessions.search",
+}
+
+
+@pytest.mark.parametrize("order", sorted(PUBLIC_API_ORDERS))
+def test_from_memoryd_import_recall_searches_whichever_is_imported_first(
+    history: Path, order: str
+) -> None:
+    """``memoryd.recall`` is the public function, never a module: in a fresh interpreter,
+    imported before or after the search engine's modules, it searches the archive as
+    :func:`memoryd.search.archive.recall` does."""
+    word = json.loads(next(iter(archived_lines(history).values())))["content"].rsplit(" ", 1)[1]
+    script = (
+        f"{PUBLIC_API_ORDERS[order]}\nimport sys\n"
+        "hits = recall(sys.argv[1], sys.argv[2])\n"
+        "print(hits[0].id, len(expand(sys.argv[1], hits[0].id)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(history), word],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].split() == [str(recall(history, word)[0].id), "1"]
 
 
 def test_plain_words_phrases_prefixes_role_limit_and_ranking(
@@ -293,7 +323,7 @@ def test_a_process_killed_while_indexing_leaves_an_index_that_recall_completes(
         [
             sys.executable,
             "-c",
-            f"from memoryd.search.recall import update_index; update_index({str(folder)!r})",
+            f"from memoryd.search.archive import update_index; update_index({str(folder)!r})",
         ],
         env=env,
     )
@@ -489,7 +519,7 @@ def test_per_message_commands_and_the_daemon_module_load_neither_the_index_nor_m
         "main(['status', ws, '--json'], out)\n"
         "main(['heartbeat', ws, 'show'], out)\n"
         "import memoryd.daemon\n"
-        "heavy = ('sqlite3', 'mcp', 'memoryd.search.recall', 'memoryd.search.index',"
+        "heavy = ('sqlite3', 'mcp', 'memoryd.search.archive', 'memoryd.search.archive_index',"
         " 'memoryd.mcp_server.server')\n"
         "loaded = [m for m in sys.modules if m in heavy or m.split('.')[0] in heavy[:2]]\n"
         "print(json.dumps(sorted(loaded)))\n"

@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import TextContent
 
 from memoryd.errors import UsageError
+from memoryd.search.archive import recall, update_index
 from memoryd.search.cost import QueryTooCostly, prefixes
 from memoryd.search.query import (
     MAX_QUERY_CHARS,
@@ -30,7 +31,6 @@ from memoryd.search.query import (
     plain_terms,
     to_match,
 )
-from memoryd.search.recall import recall, update_index
 
 WORDS = ["aa", "ab", "ac", "ad", "ae", "af", "ag", "ah"]
 SIXTEEN_PREFIXES = " ".join(f"{word}*" for word in WORDS * 2)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import WorkspaceFactory, encode_lines, generated_messages
 
-from memoryd.search.recall import expand, recall
+from memoryd.search.archive import expand, recall
 
 REPO = Path(__file__).resolve().parent.parent
 ROUNDS = 12

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from daemon_harness import Processes, pool_workers, read_events, wait_until
 
-from memoryd.search.recall import expand, recall
+from memoryd.search.archive import expand, recall
 
 REPO = Path(__file__).resolve().parent.parent
 FILLER = "we looked at the build and talked it over " * 7

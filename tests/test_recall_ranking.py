@@ -17,10 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from memoryd.search import schema
+from memoryd.search.archive import Hit, recall, update_index
 from memoryd.search.query import identifiers, plain_terms, to_match
 from memoryd.search.rank import held, useful_terms
-from memoryd.search.recall import Hit, recall, update_index
-from memoryd.search.schema import APPLICATION_ID, SCHEMA_VERSION
 from memoryd.search.text import (
     PASSAGE_CHARS,
     camel_parts,
@@ -200,7 +200,7 @@ def test_an_index_of_an_older_schema_is_rebuilt_from_the_archive(tmp_path: Path)
         "timestamp INTEGER, archive_id INTEGER NOT NULL, byte_offset INTEGER NOT NULL, "
         "byte_length INTEGER NOT NULL);"
         "CREATE VIRTUAL TABLE bodies USING fts5(body, tokenize = 'unicode61');"
-        f"PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = 1;"
+        f"PRAGMA application_id = {schema.ARCHIVE.application_id}; PRAGMA user_version = 1;"
     )
     size = (folder / ".memoryd" / "archive" / ARCHIVE).stat().st_size
     old.execute("INSERT INTO archives VALUES (1, ?, ?, 6)", (ARCHIVE, size))
@@ -210,11 +210,11 @@ def test_an_index_of_an_older_schema_is_rebuilt_from_the_archive(tmp_path: Path)
         assert ids(recall(folder, "retry")) == ["msg-0000"]
     rebuilt = [log for log in logs if log["event"] == "index_rebuilding"]
     assert [log["reason"] for log in rebuilt] == [
-        f"schema version 1, this memoryd uses {SCHEMA_VERSION}"
+        f"schema version 1, this memoryd uses {schema.ARCHIVE.version}"
     ]
     reader = sqlite3.connect(index)
     try:
-        assert reader.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert reader.execute("PRAGMA user_version").fetchone()[0] == schema.ARCHIVE.version
         assert reader.execute("SELECT count(*) FROM messages").fetchone()[0] == 6
     finally:
         reader.close()

@@ -15,10 +15,10 @@ from structlog.testing import capture_logs
 from test_recall_ranking import ARCHIVE, archived, filler, ids
 
 from memoryd.search import schema
-from memoryd.search.recall import recall
+from memoryd.search.archive import recall
+from memoryd.search.sessions import store
+from memoryd.search.sessions.search import recall_source
 from memoryd.search.text import cjk_bigrams
-from memoryd.sources import store
-from memoryd.sources.search import recall_source
 
 PUBLIC = Path(__file__).parent / "public_sessions"
 
@@ -88,7 +88,7 @@ def test_a_workspace_index_of_the_schema_before_is_rebuilt_once(tmp_path: Path) 
         "byte_length INTEGER NOT NULL);"
         "CREATE VIRTUAL TABLE passages USING fts5(body, parts, "
         f"tokenize = '{schema.TOKENIZER}', prefix = '2 3');"
-        f"PRAGMA application_id = {schema.APPLICATION_ID}; PRAGMA user_version = 3;"
+        f"PRAGMA application_id = {schema.ARCHIVE.application_id}; PRAGMA user_version = 3;"
     )
     size = (folder / ".memoryd" / "archive" / ARCHIVE).stat().st_size
     old.execute("INSERT INTO archives VALUES (1, ?, ?, 0, 0)", (ARCHIVE, size))
@@ -98,7 +98,7 @@ def test_a_workspace_index_of_the_schema_before_is_rebuilt_once(tmp_path: Path) 
         assert ids(recall(folder, "只读")) == ["msg-0000"]
         assert ids(recall(folder, "配置文件")) == ["msg-0000"]
     rebuilt = [log["reason"] for log in logs if log["event"] == "index_rebuilding"]
-    assert rebuilt == [f"schema version 3, this memoryd uses {schema.SCHEMA_VERSION}"]
+    assert rebuilt == [f"schema version 3, this memoryd uses {schema.ARCHIVE.version}"]
 
 
 def test_a_source_index_of_the_schema_before_is_rebuilt_once(tmp_path: Path) -> None:
@@ -106,11 +106,12 @@ def test_a_source_index_of_the_schema_before_is_rebuilt_once(tmp_path: Path) -> 
     shutil.copytree(PUBLIC / ".gemini", home / ".gemini")
     root = (home / ".gemini").resolve()
     path = store.index_path(root, "gemini")
-    old_schema = store.SCHEMA.replace("raw BLOB", "unused BLOB").replace(", pairs,", ",")
+    old_schema = ";".join(schema.SESSIONS.statements).replace("raw BLOB", "unused BLOB")
+    old_schema = old_schema.replace(", pairs,", ",")
     store.create_file(path)
     old = sqlite3.connect(path)
     old.executescript(old_schema)
-    old.execute(f"PRAGMA application_id = {store.APPLICATION_ID}")
+    old.execute(f"PRAGMA application_id = {schema.SESSIONS.application_id}")
     old.execute("PRAGMA user_version = 1")
     old.commit()
     old.close()
@@ -118,9 +119,11 @@ def test_a_source_index_of_the_schema_before_is_rebuilt_once(tmp_path: Path) -> 
         assert recall_source(home / ".gemini", "描述")
         assert recall_source(home / ".gemini", "專案")
     rebuilt = [log for log in logs if log["event"] == "source_index_rebuilding"]
-    assert [log["reason"] for log in rebuilt] == ["not this source's index"]
+    assert [log["reason"] for log in rebuilt] == [
+        f"schema version 1, this memoryd uses {schema.SESSIONS.version}"
+    ]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SESSIONS.version
     finally:
         conn.close()

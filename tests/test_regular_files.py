@@ -30,7 +30,7 @@ from memoryd.published.monitor import read_monitors
 from memoryd.published.state import read_state
 from memoryd.receipts.records import read_receipts
 from memoryd.runners import SummaryGenerator
-from memoryd.search.index import INDEX, _is_wal
+from memoryd.search.archive_index import INDEX, _is_wal
 from memoryd.workspace import Workspace
 
 pytestmark = pytest.mark.timeout(20)  # a reader that waits on a FIFO fails here, not at 120 s

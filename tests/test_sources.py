@@ -24,10 +24,10 @@ from agent_sessions import (
 from cli_helpers import cli
 
 from memoryd.errors import InputError, MemorydError
-from memoryd.sources.layout import recognise
-from memoryd.sources.places import state_dir
-from memoryd.sources.search import expand_source, recall_source
-from memoryd.sources.store import index_path
+from memoryd.search.sessions.layout import recognise
+from memoryd.search.sessions.places import state_dir
+from memoryd.search.sessions.search import expand_source, recall_source
+from memoryd.search.sessions.store import index_path
 
 Builder = Callable[[Path, str, dict[str, str], str], Path]
 VERSIONS: list[tuple[str, Builder, str, list[str]]] = [
@@ -175,7 +175,7 @@ def test_a_workspace_is_still_a_workspace(tmp_path: Path) -> None:
 def test_a_pass_over_changed_paths_reads_only_those_and_never_through_a_symlink(
     tmp_path: Path,
 ) -> None:
-    from memoryd.sources.search import update
+    from memoryd.search.sessions.search import update
 
     home = (tmp_path / ".codex").resolve()
     first = codex_session(home, "aaaa1111-0001", words_for("c1"), "0.46.0")
@@ -195,7 +195,7 @@ def test_a_pass_over_changed_paths_reads_only_those_and_never_through_a_symlink(
 def test_a_reader_never_waits_for_another_indexer_and_reads_what_is_indexed(
     tmp_path: Path,
 ) -> None:
-    from memoryd.sources.store import writer_lock
+    from memoryd.search.sessions.store import writer_lock
 
     home = tmp_path / ".codex"
     path = codex_session(home, "dada0000-0009", words_for("w1"), "0.46.0")

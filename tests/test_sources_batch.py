@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from agent_sessions import codex_session, line, words_for
 
-from memoryd.sources import indexer, prepare, reader, search
-from memoryd.sources.search import figures, recall_source, update
-from memoryd.sources.store import index_path, remove
+from memoryd.search.database import remove
+from memoryd.search.sessions import indexer, prepare, reader, search
+from memoryd.search.sessions.search import figures, recall_source, update
+from memoryd.search.sessions.store import index_path
 
 
 def _sessions(home: Path, tags: list[str]) -> list[Path]:

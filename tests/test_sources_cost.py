@@ -14,8 +14,8 @@ from agent_sessions import CWD, line
 from cli_helpers import cli
 
 from memoryd.search.cost import MAX_EXPANSIONS, QueryTooCostly
-from memoryd.sources.search import recall_source
-from memoryd.sources.store import connect, index_path
+from memoryd.search.sessions.search import recall_source
+from memoryd.search.sessions.store import connect, index_path
 
 
 def wide_vocabulary_home(home: Path) -> Path:

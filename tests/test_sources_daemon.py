@@ -20,8 +20,8 @@ from test_mcp_server import error_text, structured, with_server
 from memoryd.config.settings import load_settings
 from memoryd.daemon.sources import SourceTailer
 from memoryd.daemon.supervisor import Supervisor
-from memoryd.sources.places import STATUS_FILE, state_dir
-from memoryd.sources.store import index_path
+from memoryd.search.sessions.places import STATUS_FILE, state_dir
+from memoryd.search.sessions.store import index_path
 
 
 def indexed(home: Path, source: str, message_id: str) -> bool:

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from memoryd.errors import InputError
-from memoryd.sources import reader
-from memoryd.sources.search import recall_source, update
-from memoryd.sources.store import index_path
+from memoryd.search.sessions import reader
+from memoryd.search.sessions.search import recall_source, update
+from memoryd.search.sessions.store import index_path
 
 SESSION = "9a9a9a9a-0000"
 

@@ -22,10 +22,10 @@ import pytest
 from agent_sessions import claude_session, line, words_for
 
 from memoryd.cli.sources import ProgressLine
-from memoryd.sources import listing, store
-from memoryd.sources.places import STATUS_FILE, state_dir
-from memoryd.sources.search import recall_source, update
-from memoryd.sources.store import Progress
+from memoryd.search.sessions import listing, store
+from memoryd.search.sessions.places import STATUS_FILE, state_dir
+from memoryd.search.sessions.search import recall_source, update
+from memoryd.search.sessions.store import Progress
 
 LONG_AGO = 1_700_000_000
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from agent_sessions import claude_session, codex_session, gemini_session, line, words_for
 
-from memoryd.sources import indexer, prepare, rows
-from memoryd.sources.layout import LINES, SessionFile
-from memoryd.sources.search import recall_source, update
-from memoryd.sources.store import index_path
+from memoryd.search.sessions import indexer, prepare, rows
+from memoryd.search.sessions.layout import LINES, SessionFile
+from memoryd.search.sessions.search import recall_source, update
+from memoryd.search.sessions.store import index_path
 
 CJK = "保持只读的配置文件 readConfigFile"
 

@@ -19,16 +19,16 @@ import pytest
 from agent_sessions import claude_session, tree, words_for
 from cli_helpers import cli
 
-from memoryd.sources import codex
-from memoryd.sources.places import state_dir
-from memoryd.sources.search import (
+from memoryd.search.sessions import codex
+from memoryd.search.sessions.places import state_dir
+from memoryd.search.sessions.search import (
     Pick,
     expand_source,
     figures,
     recall_source,
     update,
 )
-from memoryd.sources.store import Progress, index_path, progress_path, writer_lock
+from memoryd.search.sessions.store import Progress, index_path, progress_path, writer_lock
 
 PUBLIC = Path(__file__).parent / "public_sessions"
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"

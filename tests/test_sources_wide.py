@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from agent_sessions import gemini_session, words_for
 
-from memoryd.sources.layout import recognise
+from memoryd.search.sessions.layout import recognise
 
 
 def test_the_filesystem_root_and_the_home_folder_are_not_sources(

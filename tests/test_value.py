@@ -10,10 +10,10 @@ import pytest
 from memoryd import strict_json
 from memoryd.search.query import Query, to_match
 from memoryd.search.rank import Ranked
-from memoryd.sources.access import Target
-from memoryd.sources.listing import Listing, SyncResult
-from memoryd.sources.search import Pick, SourceHit
-from memoryd.sources.store import Progress
+from memoryd.search.sessions.access import Target
+from memoryd.search.sessions.listing import Listing, SyncResult
+from memoryd.search.sessions.search import Pick, SourceHit
+from memoryd.search.sessions.store import Progress
 
 
 def hit(**changes: object) -> SourceHit:

@@ -20,7 +20,7 @@ a module's top level unless its command needs them every time. The global option
 (sub)parser; ``memoryd.cli.options.load_config(args)`` reads the configuration.
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources, transcript, llm, summary, compaction, daemon, status, mcp_server.
+transcript, llm, summary, compaction, daemon, status, mcp_server.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             data = sources.expand(args)
     else:
         log_to_stderr(args)
-        from memoryd.search.recall import expand
+        from memoryd.search.archive import expand
 
         data = b"".join(expand(args.workspace, args.id, args.before, args.after))
     binary = getattr(out, "buffer", None)

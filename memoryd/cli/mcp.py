@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 def _sources(given: list[Path], configured: list[SourceEntry]) -> tuple[tuple[str, Path], ...]:
     """The session folders served by kind: ``--source`` ones first (recognised from their
     files, refused in one line when they are none), then the configured ones."""
-    from memoryd.sources.search import resolve
+    from memoryd.search.sessions.search import resolve
 
     found = []
     for path in given:  # one path; or, for a folder of agents' folders, each of them

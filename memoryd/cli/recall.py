@@ -13,7 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
-    from memoryd.search.recall import Hit
+    from memoryd.search.archive import Hit
 
 
 def count(text: str) -> int:
@@ -95,7 +95,7 @@ def _nothing_here(path: Path, depth: int) -> None:
     """Refuse (one line, exit 2) a path that holds neither a workspace nor any agent's
     session of a known kind: "no matches" would hide the mistake."""
     from memoryd.errors import InputError
-    from memoryd.search.recall import workspaces_under
+    from memoryd.search.archive import workspaces_under
 
     if path.is_file():
         raise InputError(
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _recall_workspaces(args: argparse.Namespace, out: TextIO) -> int:
     """The hits of the workspaces at ``args.path``, printed."""
-    from memoryd.search.recall import recall
+    from memoryd.search.archive import recall
 
     if args.role not in (None, "user", "assistant"):
         from memoryd.errors import UsageError

@@ -8,14 +8,14 @@ import json
 import sys
 from pathlib import Path
 
-from memoryd.sources.layout import SOURCES, by_layout, recognise, sources_in
+from memoryd.search.sessions.layout import SOURCES, by_layout, recognise, sources_in
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
-    from memoryd.sources.search import SourceHit
-    from memoryd.sources.store import Progress
+    from memoryd.search.sessions.search import SourceHit
+    from memoryd.search.sessions.store import Progress
 
 ROLES = ("user", "assistant", "tool", "summary", "info")
 """The roles ``--role`` takes: a workspace's messages are user or assistant ones; a
@@ -86,7 +86,7 @@ def render(hits: list[SourceHit]) -> str:
 
 def recall(args: argparse.Namespace, out: TextIO) -> int:
     """Print the hits of a source (exit 0, also for none)."""
-    from memoryd.sources.search import recall_source
+    from memoryd.search.sessions.search import recall_source
 
     notes: list[str] = []
     line = _on_terminal()
@@ -117,7 +117,7 @@ def recall(args: argparse.Namespace, out: TextIO) -> int:
 
 def expand(args: argparse.Namespace) -> bytes:
     """The original lines of a source's message, as ``memoryd expand`` prints them."""
-    from memoryd.sources.search import Pick, expand_source
+    from memoryd.search.sessions.search import Pick, expand_source
 
     notes: list[str] = []
     pick = Pick(getattr(args, "session", None), getattr(args, "file", None))

@@ -8,5 +8,5 @@ does it (docs/design.md#jobs).
 - :mod:`~memoryd.compaction.job`: one job, from the request to the report.
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources, transcript, llm, summary.
+transcript, llm, summary.
 """

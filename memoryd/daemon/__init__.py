@@ -21,5 +21,5 @@ Nothing is imported here: a worker process or a command that only configures log
 loads no more than the module it names.
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources, transcript, llm, summary, compaction.
+transcript, llm, summary, compaction.
 """

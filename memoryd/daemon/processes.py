@@ -18,7 +18,7 @@ log = structlog.get_logger()
 PRELOAD = [
     "memoryd.daemon.worker",
     "memoryd.compaction.job.run",
-    "memoryd.search.index",
+    "memoryd.search.archive_index",
     "memoryd.search.history",
 ]
 """Imported once in the forkserver, so that every worker (and every pool rebuilt after a

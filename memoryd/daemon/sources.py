@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd.daemon.fs_events import FsChange
-from memoryd.sources.places import STATUS_FILE, state_dir
+from memoryd.search.sessions.places import STATUS_FILE, state_dir
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
@@ -161,7 +161,7 @@ class SourceTailer:
                     tailed.first_noticed = time.monotonic()
 
     def _pass(self, tailed: Tailed, paths: set[Path] | None, noticed: float) -> None:
-        from memoryd.sources.search import figures, update
+        from memoryd.search.sessions.search import figures, update
 
         assert tailed.root is not None
         if paths is None:

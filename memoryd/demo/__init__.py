@@ -6,7 +6,7 @@ refuses any other, so that it never overwrites a file or summarizes a workspace 
 create. Each run starts the example afresh, so the summarization shows again.
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources, transcript, llm, summary, compaction, daemon, status, mcp_server.
+transcript, llm, summary, compaction, daemon, status, mcp_server.
 """
 
 from __future__ import annotations

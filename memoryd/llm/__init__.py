@@ -12,5 +12,5 @@ one retry loop within a deadline, and the backends themselves (docs/design.md#su
   backend (its SDK client, one TLS context).
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources, transcript.
+transcript.
 """

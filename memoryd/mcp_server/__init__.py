@@ -5,5 +5,5 @@ MCP tools for agents, on the official MCP SDK (docs/design.md#mcp-server).
 - :mod:`~memoryd.mcp_server.tools`: what it adds to the SDK's server (one-line errors).
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources, transcript, llm, summary, compaction, daemon, status.
+transcript, llm, summary, compaction, daemon, status.
 """

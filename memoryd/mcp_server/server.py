@@ -38,8 +38,8 @@ from memoryd.mcp_server.sources import (
     source_search,
 )
 from memoryd.mcp_server.tools import APPENDS, READS, UNSERVED, ToolServer, tool
+from memoryd.search.archive import Hit, expand, recall
 from memoryd.search.query import MAX_LIMIT
-from memoryd.search.recall import Hit, expand, recall
 from memoryd.stores import disk as stores
 from memoryd.strict_json import valid_text, valid_unicode
 from memoryd.workspace import CONVERSATION

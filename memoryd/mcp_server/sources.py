@@ -13,8 +13,8 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from memoryd.errors import MemorydError
-from memoryd.sources.layout import storable
-from memoryd.sources.search import Pick, SourceHit, expand_source, recall_source
+from memoryd.search.sessions.layout import storable
+from memoryd.search.sessions.search import Pick, SourceHit, expand_source, recall_source
 
 RoleArg = Annotated[
     Literal["user", "assistant", "tool", "summary", "info"] | None,

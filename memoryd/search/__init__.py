@@ -1,13 +1,17 @@
-"""Getting back what was summarized: recall (ranked search over the archive) and expand
-(a message back to its original lines), over a SQLite FTS5 index kept as a cache
+"""The one search engine of recall: ranked search over past messages, and expand (a
+message back to its original lines), over SQLite FTS5 indexes kept as caches
 (docs/design.md#recall).
 
-- :mod:`~memoryd.search.recall`: ``recall`` and ``expand`` (also ``from memoryd import
-  recall, expand``);
-- :mod:`~memoryd.search.history`: a workspace's lines in order, archives first;
-- :mod:`~memoryd.search.index`, :mod:`~memoryd.search.schema`: the index and what it holds;
-- :mod:`~memoryd.search.query`, :mod:`~memoryd.search.rank`, :mod:`~memoryd.search.text`:
-  the query language, the ranking, how text is cut and read.
+One engine, two feeds. The engine: :mod:`~memoryd.search.schema` (what an index holds),
+:mod:`~memoryd.search.database` (opening an index file), :mod:`~memoryd.search.query`,
+:mod:`~memoryd.search.cost`, :mod:`~memoryd.search.rank` and :mod:`~memoryd.search.text`
+(the query language, its cost bound, the ranking, how text is cut and read). The feeds:
+
+- a workspace's archive: :mod:`~memoryd.search.archive` (``recall`` and ``expand``, also
+  ``from memoryd import recall, expand``), :mod:`~memoryd.search.archive_index` (its index
+  in ``.memoryd/index.sqlite``), :mod:`~memoryd.search.history` (its lines in order,
+  archives first);
+- other agents' sessions (Claude Code, Codex CLI, Gemini CLI): :mod:`memoryd.search.sessions`.
 
 May import: core, files, workspace, commit, published, receipts, config, stores.
 """

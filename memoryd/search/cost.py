@@ -19,11 +19,13 @@ import sqlite3
 
 from memoryd.errors import UsageError
 from memoryd.search.query import Query
+from memoryd.search.schema import ARCHIVE
 
 MAX_EXPANSIONS = 30_000
 """Index terms the prefixes of one query may stand for in one workspace's index."""
-INDEXED_PREFIXES = (2, 3)
-"""The prefix lengths the index keeps whole (FTS5 ``prefix = '2 3'``): one term each."""
+INDEXED_PREFIXES = ARCHIVE.kept_prefixes
+"""The prefix lengths a workspace's index keeps whole (FTS5 ``prefix = '2 3'``): one term
+each."""
 _PREFIX = re.compile(r'"((?:[^"]|"")*)"\s*\*|([^\s"():^*]+)\s*\*')
 _LAST_TOKEN = re.compile(r"[^\W_]\w*$|\w+$")
 

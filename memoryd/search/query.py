@@ -123,6 +123,25 @@ class Query(Value):
         return " OR ".join(terms)
 
 
+def parse_request(
+    query: str, raw: bool, role: str | None, roles: tuple[str, ...], limit: int, timeout: float
+) -> Query:
+    """The parsed ``query`` of a recall, its other arguments checked first: ``role`` one
+    of ``roles``, ``limit`` and ``timeout`` in range (UsageError)."""
+    if role is not None and role not in roles:
+        raise UsageError(f"role {role!r} is not one of {', '.join(roles)}")
+    check_limit(limit)
+    check_timeout(timeout)
+    return to_match(query, raw)
+
+
+def check_context(before: int, after: int) -> None:
+    """Refuse a count of messages around an expanded one that is below 0 (UsageError)."""
+    for name, value in (("before", before), ("after", after)):
+        if not isinstance(value, int) or value < 0:
+            raise UsageError(f"--{name} must be 0 or more (got {value})")
+
+
 def check_limit(limit: int) -> None:
     """Refuse a hit limit outside 1..MAX_LIMIT (UsageError)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:

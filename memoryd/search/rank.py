@@ -14,15 +14,17 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Callable
 
-from memoryd.search.query import Query
-from memoryd.search.schema import PASSAGE_BITS
+from memoryd.search.cost import check_cost
+from memoryd.search.query import Query, budget
+from memoryd.search.schema import PASSAGE_BITS, Layout
 from memoryd.search.text import cjk_snippet, identifier_snippet
 from memoryd.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
-    from typing import Final
+    from typing import Any, Final
 
 SCORED = 40_000
 """Passages a group scores at most: the newest that match (all of them below that)."""
@@ -87,6 +89,37 @@ def held(body: str, exact: tuple[str, ...]) -> int:
     return sum(
         1 for word in exact if re.search(rf"(?<!\w){re.escape(word)}(?!\w)", body, re.IGNORECASE)
     )
+
+
+def search(
+    conn: sqlite3.Connection,
+    query: Query,
+    *,
+    layout: Layout,
+    columns: str,
+    role: str | None,
+    limit: int,
+    deadline: float,
+    cancelled: Callable[[], bool] | None,
+    scored: int = SCORED,
+    archives: list[int] | None = None,
+) -> list[tuple[Ranked, tuple[Any, ...]]]:
+    """Run ``query`` on the index behind ``conn``, of ``layout``, within its budget (until
+    ``time.monotonic()`` passes ``deadline`` or ``cancelled()``; a query whose prefixes
+    stand for too many terms is refused before it runs): its best ``limit`` messages, best
+    first, each with ``columns`` of the message (``m``) and its file (``a``)."""
+    with budget(conn, deadline, cancelled):
+        check_cost(conn, query, layout.kept_prefixes)
+        ranked = rank(conn, query, role, limit, scored=scored, archives=archives)
+        where = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                f"SELECT m.rowid, {columns} FROM messages m JOIN archives a ON a.id = m.archive_id "
+                f"WHERE m.rowid IN ({', '.join('?' * len(ranked))})",
+                [found.message for found in ranked],
+            )
+        }
+    return [(found, where[found.message]) for found in ranked]
 
 
 def rank(

@@ -2,5 +2,5 @@
 heartbeat of workspaces, as people and orchestrators read them (docs/design.md#cli).
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources, transcript, llm, summary, compaction, daemon.
+transcript, llm, summary, compaction, daemon.
 """

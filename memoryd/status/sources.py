@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memoryd import strict_json
-from memoryd.sources.places import STATUS_FILE, state_dir
+from memoryd.search.sessions.places import STATUS_FILE, state_dir
 
 
 def source_rows(configured: Sequence[Any], now: float | None = None) -> list[dict[str, Any]]:

@@ -13,5 +13,5 @@
   producing the text, through an LLM or offline.
 
 May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources, transcript, llm.
+transcript, llm.
 """

@@ -5,6 +5,5 @@ phrases and the details (paths, URLs, numbers) a summary must keep
 
 Used by the summaries and by masking alike; nothing here reads a file or the clock.
 
-May import: core, files, workspace, commit, published, receipts, config, stores, search,
-sources.
+May import: core, files, workspace, commit, published, receipts, config, stores, search.
 """

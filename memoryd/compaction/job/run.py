@@ -396,6 +396,6 @@ def _index_in_background(workspace: Workspace) -> None:
     failure is logged and retried and never fails the job (docs/design.md#recall).
     Imported here: the daemon's own process never loads the index code.
     """
-    from memoryd.search.index import update_index_in_background
+    from memoryd.search.archive_index import update_index_in_background
 
     update_index_in_background(workspace.path)

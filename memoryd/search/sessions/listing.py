@@ -10,7 +10,7 @@ import stat
 import time
 from pathlib import Path
 
-from memoryd.sources.layout import (
+from memoryd.search.sessions.layout import (
     MAX_DEPTH,
     SessionFile,
     entry_of,

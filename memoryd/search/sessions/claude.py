@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from memoryd.search.history import content_text
-from memoryd.sources.record import Message, Record, joined, load, millis, safe_text, string
+from memoryd.search.sessions.record import Message, Record, joined, load, millis, safe_text, string
 
 SOURCE = "claude-code"
 LINE_TYPES = frozenset(

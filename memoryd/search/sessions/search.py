@@ -1,7 +1,7 @@
 """``recall`` over a source: the index brought up to date, then the same query language,
 cost bound and ranking as a workspace's archive, a line repeated by subagents' files one hit
 (docs/design.md#sources, docs/design.md#recall-cost).
-``expand`` is :mod:`~memoryd.sources.expand`."""
+``expand`` is :mod:`~memoryd.search.sessions.expand`."""
 
 from __future__ import annotations
 
@@ -11,19 +11,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memoryd.errors import MemorydError, UsageError
-from memoryd.search.cost import check_cost
-from memoryd.search.query import (
-    QUERY_SECONDS,
-    QueryStopped,
-    budget,
-    check_limit,
-    check_timeout,
-    to_match,
-)
-from memoryd.search.rank import rank
-from memoryd.sources import store
-from memoryd.sources.access import (
+from memoryd.search.query import QUERY_SECONDS, Query, parse_request
+from memoryd.search.rank import search
+from memoryd.search.schema import SESSIONS
+from memoryd.search.sessions import store
+from memoryd.search.sessions.access import (
     Target,
     archives_within,
     figures,
@@ -33,10 +25,10 @@ from memoryd.sources.access import (
     update,
     with_source,
 )
-from memoryd.sources.expand import Pick, expand_source
-from memoryd.sources.layout import copy_key, storable
-from memoryd.sources.reader import Changed, read_range
-from memoryd.sources.store import Progress
+from memoryd.search.sessions.expand import Pick, expand_source
+from memoryd.search.sessions.layout import copy_key, storable
+from memoryd.search.sessions.reader import Changed, read_range
+from memoryd.search.sessions.store import Progress
 from memoryd.value import Value
 
 TYPE_CHECKING = False
@@ -176,7 +168,7 @@ def _said_first(hit: SourceHit) -> tuple[bool, int, bool, str]:
 
 def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
     """``hits`` with the copies of a line (same id, the same line but for the marks of a
-    copy, :func:`memoryd.sources.layout.copy_key`: a subagent's file repeats its main
+    copy, :func:`memoryd.search.sessions.layout.copy_key`: a subagent's file repeats its main
     session's lines) made one hit, where it was said first, naming the copies; lines that
     only share an id stay apart."""
     by_id: dict[str, list[SourceHit]] = {}
@@ -203,72 +195,52 @@ def one_hit_per_line(hits: list[SourceHit]) -> list[SourceHit]:
 
 def _search(
     target: Target,
-    query: str,
+    parsed: Query,
     limit: int,
     role: str | None,
-    raw: bool,
     timeout: float,
     cancelled: Callable[[], bool] | None,
     notes: list[str],
     conn: sqlite3.Connection,
 ) -> list[SourceHit]:
     deadline = time.monotonic() + timeout  # the query's budget, not the index's pass
-    return _hits(conn, target, query, limit, role, raw, deadline, cancelled, notes)
-
-
-def _hits(
-    conn: sqlite3.Connection,
-    target: Target,
-    query: str,
-    limit: int,
-    role: str | None,
-    raw: bool,
-    deadline: float,
-    cancelled: Callable[[], bool] | None,
-    notes: list[str],
-) -> list[SourceHit]:
-    root, source = target.root, target.source
-    parsed = to_match(query, raw)
     names = skipped(conn)
     if target.within is not None:
         names = [name for name in names if name.startswith(target.within)]
     if note := skipped_note(names):
         notes.append(note)
-    with budget(conn, deadline, cancelled):
-        check_cost(conn, parsed, kept=())
-        archives = archives_within(conn, target.within)
-        ranked = rank(conn, parsed, role, limit * OVERFETCH, scored=SCORED, archives=archives)
-        where = {
-            row[0]: row[1:]
-            for row in conn.execute(
-                "SELECT m.rowid, m.message_id, m.role, m.timestamp, a.name, a.session, "
-                "coalesce(a.project, (SELECT b.project FROM archives b WHERE b.session = a.session "
-                "AND b.project IS NOT NULL LIMIT 1)), m.byte_offset, m.byte_length, a.raw "
-                "FROM messages m JOIN archives a ON a.id = m.archive_id "
-                f"WHERE m.rowid IN ({', '.join('?' * len(ranked))})",
-                [found.message for found in ranked],
-            )
-        }
-    hits = []
-    for found in ranked:
-        ident, who, stamp, name, session, project, offset, length, bytes_name = where[found.message]
-        hits.append(
-            SourceHit(
-                source,
-                session,
-                project,
-                ident,
-                who,
-                stamp,
-                store.file_path(root, name, bytes_name),
-                offset,
-                length,
-                found.snippet,
-                found.score,
-                found.all_words,
-                found.identifiers,
-            )
+    found = search(
+        conn,
+        parsed,
+        layout=SESSIONS,
+        columns="m.message_id, m.role, m.timestamp, a.name, a.session, coalesce(a.project, "
+        "(SELECT b.project FROM archives b WHERE b.session = a.session "
+        "AND b.project IS NOT NULL LIMIT 1)), m.byte_offset, m.byte_length, a.raw",
+        role=role,
+        limit=limit * OVERFETCH,
+        deadline=deadline,
+        cancelled=cancelled,
+        scored=SCORED,
+        archives=archives_within(conn, target.within),
+    )
+    hits = [
+        SourceHit(
+            target.source,
+            session,
+            project,
+            ident,
+            who,
+            stamp,
+            store.file_path(target.root, name, bytes_name),
+            offset,
+            length,
+            ranked.snippet,
+            ranked.score,
+            ranked.all_words,
+            ranked.identifiers,
         )
+        for ranked, (ident, who, stamp, name, session, project, offset, length, bytes_name) in found
+    ]
     return one_hit_per_line(hits)[:limit]
 
 
@@ -286,28 +258,15 @@ def recall_source(
     progress: Callable[[Progress], None] | None = None,
 ) -> list[SourceHit]:
     """The messages of the sessions at ``path`` that match ``query``, best first, as
-    :func:`memoryd.search.recall.recall` ranks them; the same refusals. A folder of
+    :func:`memoryd.search.archive.recall` ranks them; the same refusals. A folder of
     several agents' folders is searched as all of them. What the caller should know
     beside the hits (files skipped, an index still being built) is added to ``notes``;
     ``progress`` is told how far a first index is (see :func:`with_source`)."""
-    if role is not None and role not in ROLES:
-        raise UsageError(f"role {role!r} is not one of {', '.join(ROLES)}")
-    check_limit(limit)
-    check_timeout(timeout)
-    to_match(query, raw)  # a bad query is refused before any indexing
+    parsed = parse_request(query, raw, role, ROLES, limit, timeout)  # before any indexing
     said = notes if notes is not None else []
     hits: list[SourceHit] = []
     for target in resolve(path, source):
-        search = functools.partial(
-            _search, target, query, limit, role, raw, timeout, cancelled, said
-        )
-        try:
-            hits += with_source(target.root, target.source, search, said, progress)
-        except QueryStopped:
-            raise
-        except OSError as exc:
-            raise MemorydError(f"{exc.filename or target.root}: {exc.strerror or exc}") from None
-        except sqlite3.Error as exc:
-            raise MemorydError(f"the index of {target.root}: {exc}") from None
+        search = functools.partial(_search, target, parsed, limit, role, timeout, cancelled, said)
+        hits += with_source(target.root, target.source, search, said, progress)
     hits.sort(key=lambda hit: (not hit.all_words, -hit.identifiers, -hit.score))
     return hits[:limit]

@@ -8,12 +8,10 @@ readers never wait for them (WAL).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -22,6 +20,14 @@ from memoryd.errors import MemorydError, UnsafePathError
 from memoryd.files.fsutil import flocked
 from memoryd.files.paths import open_in, resolve_inside
 from memoryd.files.regular import open_for_reading
+from memoryd.search import database
+from memoryd.search.database import (
+    SIDE_FILES,
+    connect_reader,
+    connect_wal,
+    create_file,
+    transaction,
+)
 from memoryd.search.history import (
     ArchiveFile,
     archive_files,
@@ -33,37 +39,24 @@ from memoryd.search.history import (
 )
 from memoryd.search.lazylog import LazyLog
 from memoryd.search.schema import (
-    APPLICATION_ID,
-    INSERT_PASSAGES,
-    SCHEMA_VERSION,
+    ARCHIVE,
+    Stale,
     create_schema,
-    mark_current,
-    passage_rows,
-    schema_problem,
+    insert_messages,
+    is_current,
+    kept_current,
 )
-from memoryd.search.wal import BUSY_TIMEOUT_S, connect_wal
 from memoryd.workspace import Workspace
 
 log = LazyLog()
 
 INDEX = "index.sqlite"
 BATCH = 2000
-SIDE_FILES = ("-wal", "-shm", "-journal")
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
     from typing import TypeVar
 
     T = TypeVar("T")
-
-
-class _Rebuild(Exception):
-    """The index cannot be used as it is and is rebuilt from the archive."""
-
-
-def _damaged(exc: sqlite3.DatabaseError) -> bool:
-    """True for errors that mean the file is not a usable index (never for busy/locked)."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or name == "SQLITE_ERROR"
 
 
 def index_path(workspace: Workspace) -> Path:
@@ -76,48 +69,17 @@ def index_path(workspace: Workspace) -> Path:
 
 
 def _create_file(path: Path) -> None:
-    """Create an empty index file, mode 0600 (it holds message text), never via a symlink."""
-    for name in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILES)):
-        # A symlink or a stray entry is ours to replace, never to follow (nor to write into
-        # through SQLite's own -wal/-shm files).
-        if name.is_symlink() or (name.exists() and not name.is_file()):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
-    with contextlib.suppress(FileExistsError):
-        # Walked from the workspace without following a symlink (docs/design.md#workspace).
-        os.close(open_in(path.parents[1], path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    """A writer's connection; the caller holds ``index.lock``."""
-    return connect_wal(path, "NORMAL")
-
-
-def _schema_ok(conn: sqlite3.Connection) -> None:
-    """Create the schema in a new file; raise _Rebuild for a file that is not our index
-    or holds an older version of it. The caller holds ``index.lock``."""
-    problem = schema_problem(conn)
-    if problem is None:
-        return
-    if problem:
-        raise _Rebuild(problem)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        create_schema(conn)
-        mark_current(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite already rolled back after a full disk
-            conn.execute("ROLLBACK")
-        raise
+    """Create an empty index file, walked from the workspace without following a symlink
+    (docs/design.md#workspace)."""
+    create_file(path, lambda new: open_in(path.parents[1], new, database.CREATE_FLAGS, 0o600))
 
 
 def _missing(conn: sqlite3.Connection, on_disk: Sequence[ArchiveFile]) -> list[ArchiveFile]:
-    """The archives not indexed yet; raise _Rebuild when an indexed one changed or went."""
+    """The archives not indexed yet; raise Stale when an indexed one changed or went."""
     indexed = dict(conn.execute("SELECT name, size FROM archives").fetchall())
     sizes = {archive.name: archive.size for archive in on_disk}
     if any(sizes.get(name) != size for name, size in indexed.items()):
-        raise _Rebuild("stale: an indexed archive changed or disappeared")
+        raise Stale("stale: an indexed archive changed or disappeared")
     return [archive for archive in on_disk if archive.name not in indexed]
 
 
@@ -142,40 +104,26 @@ def _rows(
 
 def _index_archive(conn: sqlite3.Connection, workspace: Workspace, archive: ArchiveFile) -> int:
     """Index one archive in one transaction: all of it or, after a crash, none of it."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         archive_id = conn.execute(
             "INSERT INTO archives(name, size, messages, passages) VALUES (?, ?, 0, 0)",
             (archive.name, archive.size),
         ).lastrowid
         next_row = conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM messages").fetchone()[0]
         count = passages = 0
-        batch: list[tuple[str | None, str | None, int | None, int, int, str]] = []
         rows = _rows(workspace, archive)
-        while True:
-            batch = [row for _, row in zip(range(BATCH), rows, strict=False)]
-            if not batch:
-                break
+        while batch := [row for _, row in zip(range(BATCH), rows, strict=False)]:
             ids = range(next_row + count, next_row + count + len(batch))
-            conn.executemany(
-                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?)",
+            passages += insert_messages(
+                conn,
                 [(i, *row[:3], archive_id, *row[3:5]) for i, row in zip(ids, batch, strict=True)],
+                [(i, row[5], None) for i, row in zip(ids, batch, strict=True)],
             )
-            cut = [
-                part for i, row in zip(ids, batch, strict=True) for part in passage_rows(i, row[5])
-            ]
-            conn.executemany(INSERT_PASSAGES, cut)
             count += len(batch)
-            passages += len(cut)
         conn.execute(
             "UPDATE archives SET messages = ?, passages = ? WHERE id = ?",
             (count, passages, archive_id),
         )
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # SQLite already rolled back after a full disk
-            conn.execute("ROLLBACK")
-        raise
     return count
 
 
@@ -197,41 +145,32 @@ def _sync(conn: sqlite3.Connection, workspace: Workspace) -> int:
     return added
 
 
-def _remove_index(path: Path, reason: str, workspace: Workspace) -> None:
-    for suffix in ("", *SIDE_FILES):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
-    log.info("index_rebuilding", workspace=str(workspace.path), reason=reason)
-
-
 def _bring_up_to_date(workspace: Workspace, path: Path) -> int:
     """Create, check and extend the index (``index.lock`` held); returns what it holds.
 
     A missing, foreign, stale or corrupt index is rebuilt from the archive once.
     """
-    for attempt in (1, 2):
-        try:
-            _create_file(path)
-            conn = _connect(path)
-            try:
-                _schema_ok(conn)
-                _sync(conn, workspace)
-                total: int = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-                return total
-            finally:
-                conn.close()
-        except _Rebuild as exc:
-            reason = str(exc)
-        except sqlite3.DatabaseError as exc:
-            if not _damaged(exc):  # a full disk included: "database or disk is full"
-                raise MemorydError(f"{path}: {exc}") from None
-            reason = f"damaged: {exc}"
-        except OSError as exc:
-            raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
-        if attempt == 2:
-            raise MemorydError(f"{path}: cannot be rebuilt ({reason})")
-        _remove_index(path, reason, workspace)
-    return 0  # not reached: the loop returns or raises
+
+    def extend(conn: sqlite3.Connection) -> int:
+        _sync(conn, workspace)
+        total: int = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        return total
+
+    def rebuilding(reason: str) -> None:
+        log.info("index_rebuilding", workspace=str(workspace.path), reason=reason)
+
+    try:
+        return kept_current(
+            path,
+            ARCHIVE,
+            extend,
+            create=_create_file,
+            connect=lambda path: connect_wal(path, "NORMAL"),
+            rebuilding=rebuilding,
+            error_too=True,
+        )
+    except OSError as exc:
+        raise MemorydError(f"{exc.filename or path}: {exc.strerror or exc}") from None
 
 
 def _is_wal(path: Path) -> bool:
@@ -256,8 +195,7 @@ def _is_wal(path: Path) -> bool:
 
 def _indexed_sizes(conn: sqlite3.Connection) -> dict[str, int] | None:
     """The archives ``conn`` indexed, or None when it is not our index."""
-    ours = conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-    ours = ours and conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    ours = is_current(conn, ARCHIVE)
     return dict(conn.execute("SELECT name, size FROM archives").fetchall()) if ours else None
 
 
@@ -273,12 +211,7 @@ def _read_only(workspace: Workspace, path: Path, use: Callable[[sqlite3.Connecti
     indexed: dict[str, int] = {}
     if _is_wal(path):
         try:
-            conn = sqlite3.connect(
-                f"file:{urllib.parse.quote(os.fsencode(path))}?mode=rw",
-                uri=True,
-                timeout=BUSY_TIMEOUT_S,
-                isolation_level=None,
-            )
+            conn = connect_reader(path)
             try:
                 conn.execute("BEGIN")  # one snapshot for the check and the query
                 found = _indexed_sizes(conn)
@@ -296,7 +229,7 @@ def _read_only(workspace: Workspace, path: Path, use: Callable[[sqlite3.Connecti
     if pending:
         memory = sqlite3.connect(":memory:", isolation_level=None)
         try:
-            create_schema(memory)
+            create_schema(memory, ARCHIVE)
             for archive in pending:
                 _index_archive(memory, workspace, archive)
             results.insert(0, use(memory))  # the newest archives first

@@ -1,6 +1,6 @@
 """Recall: search what memoryd summarized, and expand a message back to its original lines.
 
-Both read the archive through its index (:mod:`memoryd.search.index`), a cache that is
+Both read the archive through its index (:mod:`memoryd.search.archive_index`), a cache that is
 rebuilt from the archive whenever needed (docs/design.md#recall).
 """
 
@@ -17,8 +17,9 @@ from pathlib import Path
 
 from memoryd import strict_json
 from memoryd.discovery import find_workspaces
-from memoryd.errors import InputError, MemorydError, UsageError
-from memoryd.search.cost import QueryTooCostly, check_cost
+from memoryd.errors import InputError, MemorydError
+from memoryd.search.archive_index import update_index, update_index_in_background, with_index
+from memoryd.search.cost import QueryTooCostly
 from memoryd.search.history import (
     MAX_PARSED_LINE,
     context,
@@ -28,19 +29,17 @@ from memoryd.search.history import (
     read_lines,
     sources,
 )
-from memoryd.search.index import update_index, update_index_in_background, with_index
 from memoryd.search.lazylog import LazyLog
 from memoryd.search.query import (
     QUERY_SECONDS,
     ROLES,
     Query,
     QueryStopped,
-    budget,
-    check_limit,
-    check_timeout,
-    to_match,
+    check_context,
+    parse_request,
 )
-from memoryd.search.rank import rank
+from memoryd.search.rank import search
+from memoryd.search.schema import ARCHIVE
 from memoryd.workspace import CONVERSATION, Workspace
 
 log = LazyLog()
@@ -99,37 +98,32 @@ def _search(
     deadline: float,
     cancelled: Callable[[], bool] | None,
 ) -> list[Hit]:
-    with budget(conn, deadline, cancelled):
-        check_cost(conn, query)
-        ranked = rank(conn, query, role, limit)
-        where = {
-            row[0]: row[1:]
-            for row in conn.execute(
-                "SELECT m.rowid, m.message_id, m.role, m.timestamp, a.name, m.byte_offset, "
-                "m.byte_length FROM messages m JOIN archives a ON a.id = m.archive_id "
-                f"WHERE m.rowid IN ({', '.join('?' * len(ranked))})",
-                [found.message for found in ranked],
-            )
-        }
-    hits = []
-    for found in ranked:
-        ident, who, stamp, name, offset, length = where[found.message]
-        hits.append(
-            Hit(
-                folder,
-                ident,
-                who,
-                stamp,
-                f".memoryd/archive/{name}",
-                offset,
-                length,
-                found.snippet,
-                found.score,
-                found.all_words,
-                found.identifiers,
-            )
+    found = search(
+        conn,
+        query,
+        layout=ARCHIVE,
+        columns="m.message_id, m.role, m.timestamp, a.name, m.byte_offset, m.byte_length",
+        role=role,
+        limit=limit,
+        deadline=deadline,
+        cancelled=cancelled,
+    )
+    return [
+        Hit(
+            folder,
+            ident,
+            who,
+            stamp,
+            f".memoryd/archive/{name}",
+            offset,
+            length,
+            ranked.snippet,
+            ranked.score,
+            ranked.all_words,
+            ranked.identifiers,
         )
-    return hits
+        for ranked, (ident, who, stamp, name, offset, length) in found
+    ]
 
 
 def workspaces_under(path: Path, max_depth: int = 4) -> list[Path]:
@@ -166,11 +160,7 @@ def recall(
     ``cancelled()`` turns true; MemorydError when a single workspace's index cannot be
     used.
     """
-    if role is not None and role not in ROLES:
-        raise UsageError(f"role {role!r} is not one of {', '.join(ROLES)}")
-    check_limit(limit)
-    check_timeout(timeout)
-    parsed = to_match(query, raw)
+    parsed = parse_request(query, raw, role, ROLES, limit, timeout)
     deadline = time.monotonic() + timeout
     folders = workspaces_under(Path(path), max_depth)
     hits: list[Hit] = []
@@ -234,9 +224,7 @@ def expand(workspace: Path | str, id: str, before: int = 0, after: int = 0) -> l
     conversation nor an archive); MemorydError (exit 1) for a message whose line is too
     long to read, or a conversation that is not a regular file.
     """
-    for name, value in (("before", before), ("after", after)):
-        if not isinstance(value, int) or value < 0:
-            raise UsageError(f"--{name} must be 0 or more (got {value})")
+    check_context(before, after)
     folder = Path(workspace)
     if not folder.is_dir():
         raise InputError(f"{folder}: no such workspace folder")

@@ -74,8 +74,8 @@ class SessionFile(Value):
 
 def _sniff(path: Path) -> str | None:
     """The source whose first line ``path`` holds, reading at most SNIFF_BYTES."""
-    from memoryd.sources import claude, codex, gemini
-    from memoryd.sources.record import load
+    from memoryd.search.sessions import claude, codex, gemini
+    from memoryd.search.sessions.record import load
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)

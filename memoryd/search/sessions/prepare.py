@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from memoryd.search.schema import Cut, passage_cuts
-from memoryd.sources import claude, codex, gemini
-from memoryd.sources.layout import LINES, SessionFile
-from memoryd.sources.reader import Changed, lines_from, open_regular
-from memoryd.sources.record import Record
+from memoryd.search.sessions import claude, codex, gemini
+from memoryd.search.sessions.layout import LINES, SessionFile
+from memoryd.search.sessions.reader import Changed, lines_from, open_regular
+from memoryd.search.sessions.record import Record
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor

@@ -12,12 +12,14 @@ from pathlib import Path
 
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError
+from memoryd.search.database import connect_reader
 from memoryd.search.lazylog import LazyLog
-from memoryd.sources import store
-from memoryd.sources.layout import UNKNOWN, agent_root, by_layout, recognise, sources_in
-from memoryd.sources.listing import SyncResult, keep_folders, list_changes
-from memoryd.sources.places import STATUS_FILE, state_dir
-from memoryd.sources.store import Progress
+from memoryd.search.schema import SESSIONS, is_current, kept_current
+from memoryd.search.sessions import store
+from memoryd.search.sessions.layout import UNKNOWN, agent_root, by_layout, recognise, sources_in
+from memoryd.search.sessions.listing import SyncResult, keep_folders, list_changes
+from memoryd.search.sessions.places import STATUS_FILE, state_dir
+from memoryd.search.sessions.store import Progress
 from memoryd.value import Value
 
 log = LazyLog()
@@ -94,36 +96,34 @@ def update(
     with store.writer_lock(path, blocking=wait) as held:
         if not held:
             return None
-        for attempt in (1, 2):
-            try:
-                store.create_file(path)
-                conn = store.connect(path)
-                try:
-                    if store.ensure_schema(conn, root, source):
-                        listing = None
-                        if changed is None and root.is_dir():
-                            listing = list_changes(conn, root, source)
-                            if not listing.changed and not listing.gone:
-                                keep_folders(conn, listing)
-                                return SyncResult()  # nothing to read: no indexer loaded
-                        from memoryd.sources.indexer import sync
 
-                        store.for_writing(conn)
-                        with store.progress_file(path, progress) as told:
-                            result = sync(conn, root, source, changed, told, listing)
-                        if result.bytes >= CHECKPOINT_BYTES:
-                            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                        return result
-                    reason = "not this source's index"
-                finally:
-                    conn.close()
-            except sqlite3.DatabaseError as exc:
-                if not store.damaged(exc) or attempt == 2:
-                    raise MemorydError(f"{path}: {exc}") from None
-                reason = f"damaged: {exc}"
+        def index(conn: sqlite3.Connection) -> SyncResult:
+            listing = None
+            if changed is None and root.is_dir():
+                listing = list_changes(conn, root, source)
+                if not listing.changed and not listing.gone:
+                    keep_folders(conn, listing)
+                    return SyncResult()  # nothing to read: no indexer loaded
+            from memoryd.search.sessions.indexer import sync
+
+            with store.progress_file(path, progress) as told:
+                result = sync(conn, root, source, changed, told, listing)
+            if result.bytes >= CHECKPOINT_BYTES:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            return result
+
+        def rebuilding(reason: str) -> None:
             log.info("source_index_rebuilding", path=str(path), reason=reason)
-            store.remove(path)
-    raise MemorydError(f"{path}: cannot be rebuilt")
+
+        return kept_current(
+            path,
+            SESSIONS,
+            index,
+            create=store.create_file,
+            connect=store.connect,
+            rebuilding=rebuilding,
+            meta=store.meta(root, source),
+        )
 
 
 FIGURES = ("sessions", "files", "lines", "messages", "bytes_indexed")
@@ -135,7 +135,7 @@ def figures(root: Path, source: str) -> dict[str, int]:
     path = store.index_path(root, source)
     if not path.exists():
         return dict.fromkeys(FIGURES, 0)
-    conn = store.connect(path)
+    conn = connect_reader(path)
     try:
         row = conn.execute(
             "SELECT count(DISTINCT session), count(*), coalesce(sum(lines), 0), "
@@ -156,7 +156,23 @@ def with_source(
     """``use`` on the up-to-date index of a source. When another process holds the
     writer's lock, what is indexed is read; but while that process builds the index for
     the first time, the search waits for it when ``progress`` is given (it is told how far
-    the build is), else it reads what is built and says how much in ``notes``."""
+    the build is), else it reads what is built and says how much in ``notes``. An OSError
+    or an SQLite error is a MemorydError naming the file or the index."""
+    try:
+        return _with_source(root, source, use, notes, progress)
+    except OSError as exc:
+        raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
+    except sqlite3.Error as exc:
+        raise MemorydError(f"the index of {root}: {exc}") from None
+
+
+def _with_source(
+    root: Path,
+    source: str,
+    use: Callable[[sqlite3.Connection], T],
+    notes: list[str] | None,
+    progress: Callable[[Progress], None] | None,
+) -> T:
     path = store.index_path(root, source)
     if path.exists() and kept_by_daemon(root, source):
         pass  # the daemon's watch keeps it up to date: no look at the files
@@ -175,14 +191,14 @@ def with_source(
                 f"the index of {root} is {building.percent}% built (another process is "
                 "building it): these hits are from what is indexed so far"
             )
-    conn = store.connect(path)
+    conn = connect_reader(path)
     try:
-        if store.is_current(conn, root, source):
+        if is_current(conn, SESSIONS, store.meta(root, source)):
             return use(conn)
     finally:
         conn.close()
     update(root, source)  # made by the other process a moment ago: wait for its pass
-    conn = store.connect(path)
+    conn = connect_reader(path)
     try:
         return use(conn)
     finally:

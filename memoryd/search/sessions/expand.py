@@ -8,11 +8,12 @@ import sqlite3
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.errors import InputError, MemorydError, UsageError
-from memoryd.sources import store
-from memoryd.sources.access import resolve, with_source
-from memoryd.sources.layout import SPILL, WHOLE, copy_key, storable
-from memoryd.sources.reader import read_range
+from memoryd.errors import InputError
+from memoryd.search.query import check_context
+from memoryd.search.sessions import store
+from memoryd.search.sessions.access import resolve, with_source
+from memoryd.search.sessions.layout import SPILL, WHOLE, copy_key, storable
+from memoryd.search.sessions.reader import read_range
 from memoryd.value import Value
 
 TYPE_CHECKING = False
@@ -68,13 +69,13 @@ def _picked(root: Path, name: str, raw: bytes | None, session: str | None, pick:
 
 
 def _lines(
-    conn: sqlite3.Connection,
     root: Path,
     ident: str,
     before: int,
     after: int,
     pick: Pick,
     notes: list[str],
+    conn: sqlite3.Connection,
 ) -> list[bytes] | None:
     rows = [
         row
@@ -116,18 +117,6 @@ def _lines(
     return [_original(root, row) for row in (*reversed(earlier), *rest)]
 
 
-def _look(
-    root: Path,
-    ident: str,
-    before: int,
-    after: int,
-    pick: Pick,
-    notes: list[str],
-    conn: sqlite3.Connection,
-) -> list[bytes] | None:
-    return _lines(conn, root, ident, before, after, pick, notes)
-
-
 def expand_source(
     path: Path | str,
     id: str,
@@ -144,20 +133,13 @@ def expand_source(
     whole). When the id is in several files, the line said first (a main session's, not
     a subagent's copy), or the one ``pick`` names. InputError (exit 2) for an unknown
     id."""
-    for name, value in (("before", before), ("after", after)):
-        if not isinstance(value, int) or value < 0:
-            raise UsageError(f"--{name} must be 0 or more (got {value})")
+    check_context(before, after)
     said = notes if notes is not None else []
     targets = resolve(path, source)
     for target in targets:
         root = target.root
-        look = functools.partial(_look, root, id, before, after, pick or Pick(), said)
-        try:
-            lines = with_source(root, target.source, look)
-        except OSError as exc:
-            raise MemorydError(f"{exc.filename or root}: {exc.strerror or exc}") from None
-        except sqlite3.Error as exc:
-            raise MemorydError(f"the index of {root}: {exc}") from None
+        look = functools.partial(_lines, root, id, before, after, pick or Pick(), said)
+        lines = with_source(root, target.source, look)
         if lines is not None:
             return lines
     where = Path(path).expanduser()

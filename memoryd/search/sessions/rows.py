@@ -7,10 +7,10 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from memoryd.search.schema import INSERT_PASSAGES, PASSAGE_BITS, Cut, cut_rows, passage_rows
-from memoryd.sources import gemini
-from memoryd.sources.prepare import LineTuple, MessageTuple, as_values
-from memoryd.sources.record import Record
+from memoryd.search.schema import PASSAGE_BITS, Cut, insert_messages
+from memoryd.search.sessions import gemini
+from memoryd.search.sessions.prepare import LineTuple, MessageTuple, as_values
+from memoryd.search.sessions.record import Record
 
 BATCH = 2000
 
@@ -68,18 +68,10 @@ class Pass:
     def flush(self) -> None:
         row = self.row
         if row.rows:
-            self.conn.executemany(
-                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row.rows
-            )
-            cut = [
-                part
-                for rowid, text, cuts in row.texts
-                for part in (passage_rows(rowid, text) if cuts is None else cut_rows(rowid, cuts))
-            ]
-            self.conn.executemany(INSERT_PASSAGES, cut)
+            passages = insert_messages(self.conn, row.rows, row.texts)
             self.conn.execute(
                 "UPDATE archives SET messages = messages + ?, passages = passages + ? WHERE id = ?",
-                (len(row.rows), len(cut), row.id),
+                (len(row.rows), passages, row.id),
             )
             row.rows, row.texts = [], []
 
@@ -152,7 +144,7 @@ class Pass:
 
     def take_values(self, line: LineTuple) -> None:
         """Index the messages of one line given as plain values (their passages cut or
-        not: :data:`memoryd.sources.prepare.LineTuple`)."""
+        not: :data:`memoryd.search.sessions.prepare.LineTuple`)."""
         offset, length, _, session, project, rewind_to, reset, messages = line
         row = self.row
         row.session = row.session or session

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memoryd.sources.record import (
+from memoryd.search.sessions.record import (
     Message,
     Record,
     arguments,

@@ -2,13 +2,10 @@
 
 One SQLite file per source path under ``$XDG_STATE_HOME/memoryd/sources/`` (by default
 ``~/.local/state``), mode 0600 in a 0700 folder: it holds message text. Nothing is ever
-written under the source's own folder. The tables are those of a workspace's index
-(:mod:`memoryd.search.schema`), so that the same ranking reads them: ``archives`` holds one
-row per session file (how far it was read, and what it was when read; ``name`` as
-:func:`~memoryd.sources.layout.storable` writes it, ``raw`` its bytes when they are not
-UTF-8), ``messages`` one row
-per message with its place in the file, ``passages`` the text. :class:`Batch` is the
-transaction a pass indexes its files in.
+written under the source's own folder. What it holds is
+:data:`memoryd.search.schema.SESSIONS`: the tables of every recall index, so that the same
+ranking reads them, with what a session file adds. :class:`Batch` is the transaction a
+pass indexes its files in.
 """
 
 from __future__ import annotations
@@ -23,46 +20,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from memoryd import strict_json
-from memoryd.search.schema import TOKENIZER
-from memoryd.search.wal import connect_wal
-from memoryd.sources.places import state_dir
+from memoryd.search import database
+from memoryd.search.sessions.places import state_dir
 from memoryd.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported at run time (docs/design.md#startup)
     from typing import Final
 
-APPLICATION_ID = 0x6D656D73
-"""``PRAGMA application_id`` of a source index ("mems"); a workspace index is "memr"."""
-SCHEMA_VERSION = 6
-"""``PRAGMA user_version``: 2 keeps the bytes of a file name that is not UTF-8; 3 indexes
-the character pairs of scripts written without spaces; 4 keeps the folders' times (the
-cached listing); 6 has no prefix index (docs/design.md#sources-pipeline): every prefix of
-a query is counted before it runs."""
-SIDE_FILES = ("-wal", "-shm", "-journal")
 WRITER_CACHE_KIB = 64 << 10
-FTS_HASH_BYTES = 64 << 20
-"""FTS5 ``hashsize``: terms held in memory before they are written as a segment (default
-1 MB): fewer, larger segments are fewer merges. Only a long pass fills it (a pass commits
-every ``indexer.COMMIT_BYTES``, and a commit writes what is held). On 256 MB of
-generated sessions the index's FTS5 insert cost 0.85x a bare default table's with
-64 MiB, 0.92x with 16 MiB and 1.27x with the default (docs/design.md#sources-pipeline)."""
-SCHEMA = f"""
-CREATE TABLE archives(
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, size INTEGER NOT NULL,
-    messages INTEGER NOT NULL, passages INTEGER NOT NULL, lines INTEGER NOT NULL,
-    shape TEXT NOT NULL, dev INTEGER, ino INTEGER, mtime_ns INTEGER, head BLOB,
-    session TEXT, project TEXT, indexed_at REAL, raw BLOB);
-CREATE TABLE messages(
-    rowid INTEGER PRIMARY KEY, message_id TEXT, role TEXT, timestamp INTEGER,
-    archive_id INTEGER NOT NULL, byte_offset INTEGER NOT NULL, byte_length INTEGER NOT NULL,
-    seq INTEGER NOT NULL, item INTEGER NOT NULL);
-CREATE INDEX messages_by_id ON messages(message_id);
-CREATE INDEX messages_by_file ON messages(archive_id, seq);
-CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE folders(name TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL);
-CREATE VIRTUAL TABLE passages USING fts5(body, parts, pairs, tokenize = '{TOKENIZER}');
-"""
 
 
 def index_path(root: Path, source: str) -> Path:
@@ -205,66 +171,24 @@ def _make_private_dir(folder: Path) -> None:
 
 
 def create_file(path: Path) -> None:
-    """Create an empty index file, mode 0600, replacing a symlink or stray entry there."""
+    """Create an empty index file, mode 0600 in a private folder (:func:`memoryd.search.
+    database.create_file`)."""
     _make_private_dir(path.parent)
-    for name in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILES)):
-        if name.is_symlink() or (name.exists() and not name.is_file()):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-
-
-def remove(path: Path) -> None:
-    """Delete an index file and its side files (it is a cache: rebuilt on next use)."""
-    for suffix in ("", *SIDE_FILES):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
+    database.create_file(path)
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A connection in WAL mode, not syncing (a cache of files that are still there: an
-    index a crash damaged is rebuilt); the file must exist (SQLite never creates it)."""
-    return connect_wal(path, "OFF")
-
-
-def for_writing(conn: sqlite3.Connection) -> None:
-    """Settings of the connection that indexes: a page cache that holds the FTS5 segments
-    being merged (docs/design.md#sources)."""
+    """The writer's connection: WAL, not syncing (a cache of files that are still there:
+    an index a crash damaged is rebuilt), a page cache that holds the FTS5 segments being
+    merged (docs/design.md#sources). The caller holds :func:`writer_lock`."""
+    conn = database.connect_wal(path, "OFF")
     conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+    return conn
 
 
-def is_current(conn: sqlite3.Connection, root: Path, source: str) -> bool:
-    """True when ``conn`` is this source's index at this schema version (reads only)."""
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if (app_id, version) != (APPLICATION_ID, SCHEMA_VERSION):
-        return False
-    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-    return (meta.get("root"), meta.get("source")) == (os.fsdecode(root), source)
-
-
-def ensure_schema(conn: sqlite3.Connection, root: Path, source: str) -> bool:
-    """Create the tables in an empty file; False when the file is something else (an
-    older version, another root, not ours): the caller removes it and starts again."""
-    if is_current(conn, root, source):
-        return True
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if app_id or version or conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-        return False
-    conn.execute("BEGIN IMMEDIATE")
-    for statement in SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    conn.executemany(
-        "INSERT INTO meta VALUES (?, ?)", [("root", os.fsdecode(root)), ("source", source)]
-    )
-    conn.execute("INSERT INTO passages(passages, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    conn.execute("COMMIT")
-    return True
+def meta(root: Path, source: str) -> dict[str, str]:
+    """What the ``meta`` table of the index of ``root`` holds: the folder and its agent."""
+    return {"root": os.fsdecode(root), "source": source}
 
 
 @contextlib.contextmanager
@@ -284,12 +208,6 @@ def writer_lock(path: Path, blocking: bool = True) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
-
-
-def damaged(exc: sqlite3.DatabaseError) -> bool:
-    """True for errors that mean the file is not a usable index (never busy/locked)."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
 
 
 class Batch:

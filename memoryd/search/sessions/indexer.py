@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from memoryd.search.lazylog import LazyLog
-from memoryd.sources import claude, codex, gemini
-from memoryd.sources.layout import (
+from memoryd.search.sessions import claude, codex, gemini
+from memoryd.search.sessions.layout import (
     LINES,
     SNIFF_BYTES,
     SPILL,
@@ -33,12 +33,12 @@ from memoryd.sources.layout import (
     session_name,
     storable,
 )
-from memoryd.sources.listing import Listing, SyncResult, keep_folders, list_changes
-from memoryd.sources.prepare import PARSERS, PIPELINE_BYTES, Ahead, Parsed, lines_of
-from memoryd.sources.reader import Changed, open_regular
-from memoryd.sources.record import MAX_PARSED_LINE, Message, Record, load, safe_text
-from memoryd.sources.rows import FileRow, Pass, drop_file
-from memoryd.sources.store import Batch, Progress
+from memoryd.search.sessions.listing import Listing, SyncResult, keep_folders, list_changes
+from memoryd.search.sessions.prepare import PARSERS, PIPELINE_BYTES, Ahead, Parsed, lines_of
+from memoryd.search.sessions.reader import Changed, open_regular
+from memoryd.search.sessions.record import MAX_PARSED_LINE, Message, Record, load, safe_text
+from memoryd.search.sessions.rows import FileRow, Pass, drop_file
+from memoryd.search.sessions.store import Batch, Progress
 
 log = LazyLog()
 
