@@ -147,3 +147,24 @@ def test_a_worker_that_cannot_be_forked_fails_the_job_and_the_job_never_runs_lat
     retried.result(timeout=30)
     assert retry_marker.is_dir()
     assert not first_marker.exists()
+
+
+def test_a_pool_made_after_a_closed_one_has_a_resource_tracker_and_its_close_stops_it(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """close() stops the resource tracker; a pool made later in the same process (the
+    Python API, an in-process daemon) starts a new one, before its executor makes the
+    semaphores that register with it, and its own close() stops that one too."""
+    from memoryd.daemon.processes import trackers
+
+    for _ in range(3):
+        pool = WorkerPool(1, "json", "warning", idle_timeout=60)
+        try:
+            _, future = pool.submit(len, "abc")
+            assert future.result(timeout=60) == 3
+            assert len(trackers()) == 1
+        finally:
+            pool.close()
+        assert trackers() == []
+    # A tracker told of a semaphore it never saw registered prints a KeyError.
+    assert "Traceback" not in capfd.readouterr().err

@@ -45,6 +45,7 @@ from memoryd.daemon.processes import (
     forkservers,
     kill_workers,
     process_start,
+    revive_tracker,
     stop_helpers,
 )
 from memoryd.errors import PoolUnavailable
@@ -194,6 +195,8 @@ class WorkerPool:
         from memoryd.daemon.worker import worker_init
 
         generation_id = next(self._ids)
+        # Before the executor makes its semaphores: each registers with the tracker.
+        revive_tracker()
         executor = ProcessPoolExecutor(
             max_workers=self.size,
             mp_context=self._context,

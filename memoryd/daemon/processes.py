@@ -9,6 +9,8 @@ import contextlib
 import os
 import signal
 import time
+import warnings
+from multiprocessing import resource_tracker
 from typing import Any
 
 import structlog
@@ -36,6 +38,10 @@ SDK_PRELOADS = {
 """What each LLM backend's jobs import, preloaded alike."""
 KILL_WAIT = 2.0
 """Longest wait for a SIGKILLed worker to be gone."""
+_NULLED: list[int] = []
+"""The descriptors that held this process's copy of a resource tracker's pipe when
+:func:`stop_helpers` stopped that tracker (pointed at /dev/null since): see
+:func:`revive_tracker`."""
 
 
 def preload(sdk: bool, backend: str = "anthropic") -> list[str]:
@@ -271,5 +277,35 @@ def _close_copy(pipe: str | None) -> None:
                 null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
                 try:
                     os.dup2(null, int(fd), inheritable=False)
+                    _NULLED.append(int(fd))
                 finally:
                     os.close(null)
+
+
+def revive_tracker() -> None:
+    """Let the standard library start a resource tracker again once :func:`stop_helpers`
+    has stopped one: a pool closed, and a new one started in the same process.
+
+    The standard library still holds the stopped tracker's descriptor, now /dev/null,
+    where its liveness probe (a write) succeeds: it would never start another, and the
+    new pool's semaphores would go untracked. So each such descriptor is pointed at a
+    pipe whose reader is gone instead; the probe fails, and the standard library closes
+    the descriptor, reaps the old tracker and starts a new one. Its warning that the old
+    one "died unexpectedly" says what was done here on purpose, and is not shown.
+    """
+    if not _NULLED:
+        return
+    nulled = list(_NULLED)
+    _NULLED.clear()
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        for fd in nulled:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/self/fd/{fd}") == os.devnull:
+                    os.dup2(writer, fd, inheritable=False)
+    finally:
+        os.close(writer)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "resource_tracker: process died", UserWarning)
+        resource_tracker.ensure_running()
