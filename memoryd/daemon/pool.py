@@ -15,12 +15,11 @@ SDK). So the daemon's loop never calls the executor itself: ``submit()`` returns
 at once and one launcher thread hands the jobs over in order.
 
 A dead worker breaks the executor as a whole: every job it held fails with
-``BrokenProcessPool``. Each worker reports its pid as it starts
-(:func:`memoryd.daemon.worker.worker_init`) and the job it takes
-(:func:`memoryd.daemon.worker.call`), so :meth:`WorkerPool.died_with` blames only the job
-whose own worker died; the others are innocent and retried at once
-(docs/design.md#daemon). The pool knows its workers only from these reports and /proc,
-never from the executor's private fields.
+``BrokenProcessPool``. Each worker reports its pid as it starts (``worker.worker_init``) and
+the job it takes (``worker.call``), so :meth:`WorkerPool.died_with` blames only the job whose
+own worker died; the others are innocent and retried at once (docs/design.md#daemon). The
+pool knows its workers only from these reports and /proc, never from the executor's
+private fields.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from memoryd.daemon.processes import (
     forkservers,
     kill_workers,
     process_start,
-    revive_tracker,
     stop_helpers,
 )
 from memoryd.errors import PoolUnavailable
@@ -195,8 +193,7 @@ class WorkerPool:
         from memoryd.daemon.worker import worker_init
 
         generation_id = next(self._ids)
-        # Before the executor makes its semaphores: each registers with the tracker.
-        revive_tracker()
+        self._server.new_executor()
         executor = ProcessPoolExecutor(
             max_workers=self.size,
             mp_context=self._context,

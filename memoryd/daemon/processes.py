@@ -198,6 +198,12 @@ class Forkserver:
         self._up = True
         forkserver.ensure_running()
 
+    def new_executor(self) -> None:
+        """Called before the pool makes an executor, whose semaphores register with the
+        resource tracker: one that :func:`stop_helpers` stopped is started again
+        (:func:`revive_tracker`)."""
+        revive_tracker()
+
     def stop(self) -> None:
         # The resource tracker stays (~6 MB): executors' semaphores may outlive their
         # workers and unregister later.
