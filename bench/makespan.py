@@ -31,6 +31,7 @@ warning one; the idle tree after the burst <= 60 MB. The burst of 96 at 4 s:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import random
@@ -64,21 +65,45 @@ def level_of(workspace: Path) -> str:
 
 
 class PssSampler(threading.Thread):
-    """Peak of the tree's summed Pss, sampled every 0.5 s until stopped."""
+    """Peak of the tree's summed Pss, sampled every 0.5 s until stopped, and the CPU
+    time (utime + stime) each process of the tree used since the sampler started, by
+    role: the burst's cost, which a busy machine's wall clock hides."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.pid = pid
         self.peak = 0.0
-        self.peak_processes = 0
+        self.peak_count = 0
         self.done = threading.Event()
+        self.cpu_before = {pid: common.cpu_seconds(pid)}
+        self.cpu: dict[int, float] = {}
+        self.roles: dict[int, str] = {pid: "daemon"}
 
     def run(self) -> None:
         while not self.done.wait(0.5):
-            members = [self.pid, *common.descendants(self.pid)]
-            total = sum(common.pss_mb(member) for member in members)
-            if total > self.peak:
-                self.peak, self.peak_processes = total, len(members)
+            self.sample()
+        self.sample()
+
+    def sample(self) -> None:
+        members = [self.pid, *common.descendants(self.pid)]
+        total = 0.0
+        for member in members:
+            with contextlib.suppress(OSError, IndexError):
+                total += common.pss_mb(member)
+                self.cpu[member] = common.cpu_seconds(member)
+                if member not in self.roles:
+                    self.roles[member] = common.role_of(member, self.pid)
+        if total > self.peak:
+            self.peak, self.peak_count = total, len(members)
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds used since the start, by role (the last reading of each process:
+        a worker that exited between two readings counts up to its last one)."""
+        used: dict[str, float] = {}
+        for member, cpu in self.cpu.items():
+            role = self.roles[member]
+            used[role] = used.get(role, 0.0) + cpu - self.cpu_before.get(member, 0.0)
+        return {role: round(seconds, 2) for role, seconds in sorted(used.items())}
 
 
 def tree_pss(pid: int) -> float:
@@ -169,8 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                 finished[str(item.record.get("workspace"))] = item
             dispatched = daemon.stamped("summarize_dispatched")
             sampler.done.set()
+            sampler.join()
+            cpu_by_role = sampler.cpu_by_role()
             idle_limit = 2 * (args.idle_timeout or 60.0) + 60
-            shrink_s, idle_pss, idle_processes = shrunk_to_zero(pid, idle_limit)
+            shrink_s, idle_pss, idle_count = shrunk_to_zero(pid, idle_limit)
         calls: list[int] = []
         for workspace in workspaces:
             for event in common.read_events(workspace):
@@ -214,11 +241,13 @@ def main(argv: list[str] | None = None) -> int:
                 ("ideal ceil(n/slots) x latency (s)", ideal),
                 ("makespan (s)", makespan),
                 ("peak tree PSS (MB)", peak_pss),
-                ("processes in the tree at that peak", sampler.peak_processes),
+                ("processes in the tree at that peak", sampler.peak_count),
+                ("tree CPU during the burst (s), by role", cpu_by_role),
+                ("tree CPU during the burst (s)", round(sum(cpu_by_role.values()), 2)),
                 ("warning dispatched before the last critical", warning_before),
                 ("pool shrunk to zero after the last job (s)", shrink_s),
                 ("idle tree PSS after the burst (MB)", idle_pss),
-                ("processes in the idle tree", idle_processes),
+                ("processes in the idle tree", idle_count),
             ],
         )
     )
@@ -249,10 +278,11 @@ def main(argv: list[str] | None = None) -> int:
             "paused": not args.no_pause,
             "latency_s": args.latency,
             "peak_tree_pss_mb": peak_pss,
-            "peak_processes": sampler.peak_processes,
+            "processes_at_peak": sampler.peak_count,
+            "cpu_by_role_s": cpu_by_role,
             "shrink_s": shrink_s,
             "idle_tree_pss_mb": idle_pss,
-            "idle_processes": idle_processes,
+            "idle_process_count": idle_count,
             "dispatch_levels": order_levels,
             "critical_first": critical_first,
             "drain_seconds": args.drain_seconds,

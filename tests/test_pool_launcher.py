@@ -147,3 +147,29 @@ def test_a_worker_that_cannot_be_forked_fails_the_job_and_the_job_never_runs_lat
     retried.result(timeout=30)
     assert retry_marker.is_dir()
     assert not first_marker.exists()
+
+
+def test_pools_made_one_after_another_share_one_working_resource_tracker(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A pool's close() stops its workers and the forkserver but leaves the resource
+    tracker (the daemon stops it as its very last step: test_pool_workers.py): a pool
+    made later in the same process (the Python API, an in-process daemon) registers its
+    semaphores with that same running tracker."""
+    from memoryd.daemon.processes import process_start, trackers
+
+    seen: set[int] = set()
+    for _ in range(3):
+        pool = WorkerPool(1, "json", "warning", idle_timeout=60)
+        try:
+            _, future = pool.submit(len, "abc")
+            assert future.result(timeout=60) == 3
+            running = trackers()
+            assert len(running) == 1
+            seen.update(running)
+        finally:
+            pool.close()
+        assert [process_start(pid) is not None for pid in running] == [True]
+    assert len(seen) == 1
+    # A tracker told of a semaphore it never saw registered prints a KeyError.
+    assert "Traceback" not in capfd.readouterr().err
