@@ -148,3 +148,52 @@ def test_the_resource_tracker_is_stopped_through_proc_within_seconds(tmp_path: A
     assert len(running) == 1
     assert after == [] and starts == [None]
     assert done.stderr == ""
+
+
+FIRST_STARTER_PROBE = """
+import json, multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from memoryd.daemon.pool import WorkerPool
+from memoryd.daemon.processes import forkservers, stop_forkserver
+
+def cmdline(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().decode(errors="replace")
+
+if __name__ == "__main__":
+    pool = WorkerPool(1, "json", "warning", idle_timeout=60)
+    pool.preload_for("openai")
+    # What the sources' indexer does: its own executor on the forkserver context, before
+    # any job of the pool.
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(1, mp_context=context) as executor:
+        assert executor.submit(abs, -2).result() == 2
+    (server,) = forkservers()
+    started_by_indexer = cmdline(server)
+    _, future = pool.submit(len, "abcd")
+    assert future.result(timeout=60) == 4
+    print(json.dumps([started_by_indexer, forkservers() == [server]]))
+    pool.close()
+"""
+
+
+def test_a_forkserver_started_by_the_indexer_preloads_what_the_pools_workers_need(
+    tmp_path: Any,
+) -> None:
+    """One owner: the pool sets the process's forkserver preload when told its backend, so
+    whoever starts the forkserver first (the sources' indexer parses ahead in an executor
+    of its own) starts it with the pool's preload, and the pool's jobs fork from that one
+    forkserver instead of going without their SDK."""
+    import json
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe.py"
+    script.write_text(FIRST_STARTER_PROBE)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    command, same_server = json.loads(done.stdout.splitlines()[-1])
+    assert "memoryd.daemon.worker" in command
+    assert "memoryd.llm.openai_compat" in command
+    assert same_server

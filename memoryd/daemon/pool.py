@@ -44,6 +44,7 @@ from memoryd.daemon.processes import (
     children,
     forkservers,
     kill_workers,
+    preload,
     process_start,
     stop_forkserver,
 )
@@ -131,6 +132,15 @@ class WorkerPool:
         self._launches: queue.SimpleQueue[_Launch | None] = queue.SimpleQueue()
         self._launcher: threading.Thread | None = None
         self._closing = False
+
+    def preload_for(self, backend: str) -> None:
+        """Jobs summarize through ``backend``: the forkserver preloads its SDK (none for
+        the offline one). Set as the process's forkserver preload at once, so that a
+        forkserver started by anyone else in the daemon (the sources' indexer parses
+        ahead in a worker of its own) preloads what the pool's workers need too: the pool
+        decides what the one forkserver of the process holds."""
+        self.sdk, self.sdk_backend = backend != "extractive", backend
+        self._context.set_forkserver_preload(preload(self.sdk, backend))
 
     def _ensure_server(self) -> None:
         self._server.ensure(self.sdk, self.sdk_backend)

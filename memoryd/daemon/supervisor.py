@@ -152,7 +152,7 @@ class Supervisor:
         )
         self.telemetry.start(self.metrics_view, moment)
         # No forkserver yet: the first job starts it (docs/design.md#pool).
-        self.pool.sdk, self.pool.sdk_backend = backend != "extractive", backend
+        self.pool.preload_for(backend)
         for root in self.settings.roots:
             self.watchers.watch(root, self.settings.max_depth)
         self.sources.start()
@@ -348,7 +348,7 @@ class Supervisor:
         if "workers" in changed and not self.dispatcher.jobs:
             self.pool.rebuild("resized", self.settings.workers)
         backend, why = choose_backend(self.settings, self.env)
-        self.pool.sdk, self.pool.sdk_backend = backend != "extractive", backend
+        self.pool.preload_for(backend)
         log.info("config_reloaded", changed=changed, summarizer=backend, summarizer_reason=why)
         for hook in self.hooks:
             hook.reloaded(self.settings)
