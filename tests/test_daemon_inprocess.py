@@ -103,7 +103,7 @@ def test_supervisor_loop_can_be_stepped_in_process(tmp_path: Path, info_logs: No
             supervisor.close()
     # systemd SIGKILLs whatever outlives the daemon: close() stops the forkserver too, not
     # only the workers (the resource tracker, which this test process shares, is stopped
-    # by run_daemon as its last step: test_pool_workers.py, test_daemon_systemd.py).
+    # by run_daemon at the process's exit: test_pool_workers.py, test_daemon_systemd.py).
     assert len(helpers) == 1 and workers
     assert not [pid for pid in [*helpers, *workers] if pid_alive(pid)]
     assert types(ws, "summarize_started", "summarize_completed") == [

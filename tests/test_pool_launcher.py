@@ -153,7 +153,7 @@ def test_pools_made_one_after_another_share_one_working_resource_tracker(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """A pool's close() stops its workers and the forkserver but leaves the resource
-    tracker (the daemon stops it as its very last step: test_pool_workers.py): a pool
+    tracker (the daemon stops it at its exit: test_pool_workers.py): a pool
     made later in the same process (the Python API, an in-process daemon) registers its
     semaphores with that same running tracker."""
     from memoryd.daemon.processes import process_start, trackers

@@ -230,7 +230,7 @@ def stop_forkserver() -> None:
 
 def stop_tracker() -> None:
     """Stop multiprocessing's resource tracker within ``KILL_WAIT``: the last thing the
-    daemon does, so that systemd finds nothing left to kill.
+    daemon does (at its exit), so that systemd finds nothing left to kill.
 
     The tracker stops once the last copy of its pipe's write end is closed. The daemon's
     copy is found through /proc and pointed at /dev/null (so that the standard library,
@@ -246,6 +246,18 @@ def stop_tracker() -> None:
         for pid in running:
             _close_copy(_tracker_pipe(pid))
         wait_exited(running)
+
+
+_AT_EXIT: list[bool] = []
+
+
+def stop_tracker_at_exit() -> None:
+    """Have :func:`stop_tracker` run as this process exits (once, however often asked)."""
+    if not _AT_EXIT:
+        import atexit
+
+        _AT_EXIT.append(True)
+        atexit.register(stop_tracker)
 
 
 def trackers() -> list[int]:

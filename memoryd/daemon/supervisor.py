@@ -37,7 +37,7 @@ from memoryd.daemon.fs_events import FsChange, Missed
 from memoryd.daemon.hooks import DaemonHooks
 from memoryd.daemon.logs import configure_logging
 from memoryd.daemon.pool import WorkerPool
-from memoryd.daemon.processes import stop_tracker
+from memoryd.daemon.processes import stop_tracker_at_exit
 from memoryd.daemon.publisher import Publisher
 from memoryd.daemon.root_watchers import RootWatchers
 from memoryd.daemon.scheduler import Scheduler
@@ -377,6 +377,9 @@ def run_daemon(
 ) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean stop)."""
     configure_logging(loaded.settings.log_format, loaded.settings.log_level, sys.stdout)
+    # The resource tracker is stopped as the process exits: nothing after that may use
+    # multiprocessing (docs/design.md#pool).
+    stop_tracker_at_exit()
     supervisor = Supervisor(loaded, config_file, cli_roots)
     supervisor.install_signal_handlers()
     started = False
@@ -387,7 +390,6 @@ def run_daemon(
             supervisor.loop()
     finally:
         supervisor.close()
-        stop_tracker()
         if started:  # a start refused (a backend's package missing) stopped nothing
             log.info("daemon_stopped")
     return 0
