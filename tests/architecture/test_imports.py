@@ -141,7 +141,7 @@ def test_per_turn_commands_with_setting_variables_load_no_heavy_package(
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "conversation.jsonl").write_text('{"role": "user", "content": "hi"}\n')
-    config = Path(__file__).resolve().parents[1] / "config" / "memoryd.toml"
+    config = Path(__file__).resolve().parents[2] / "config" / "memoryd.toml"
     variables = {
         **SETTING_VARIABLES,
         "MEMORYD_ROOTS": json.dumps([str(tmp_path)]),
@@ -189,7 +189,7 @@ def test_a_warm_recall_over_an_agents_folder_loads_nothing_to_index_it(tmp_path:
     none of the heavy packages and slow standard modules but sqlite3, which it reads, and
     hashlib, which names the index: not dataclasses and the inspect it imports
     (docs/design.md#startup). The query that builds the index loads the indexer."""
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "fakes"))
     from agent_sessions import claude_session, words_for
 
     home = tmp_path / ".claude"
@@ -204,7 +204,7 @@ def test_a_query_in_ascii_compiles_no_pattern_of_scripts_without_spaces(tmp_path
     """The pattern of runs of CJK, Thai and other scripts written without spaces costs the
     re compiler about 8 ms (docs/design.md#startup): a recall whose query and hits are all
     ASCII never compiles it; a query in such a script does."""
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1] / "fakes"))
     from agent_sessions import claude_session, words_for
 
     home = tmp_path / ".claude"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "memoryd"
+PACKAGE = Path(__file__).resolve().parents[2] / "memoryd"
 
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     (

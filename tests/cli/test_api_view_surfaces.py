@@ -20,7 +20,7 @@ from fake_anthropic import FakeAnthropic
 
 import memoryd
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def agent_loop(pairs: int) -> list[dict[str, Any] | bytes]:

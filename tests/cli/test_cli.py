@@ -21,7 +21,7 @@ from fake_anthropic import FakeAnthropic, Reply
 @pytest.fixture(autouse=True)
 def _no_default_pin(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests count what a job replaces, from the first message on: the default pin
-    of the task (keep_first = 1) is tested in tests/test_agent_loops.py."""
+    of the task (keep_first = 1) is tested in tests/compaction/test_agent_loops.py."""
     monkeypatch.setenv("MEMORYD_KEEP_FIRST", "0")
 
 

@@ -23,7 +23,7 @@ from memoryd.api_view import messages_for_api
 from memoryd.job.run import JobRequest, run_job
 from memoryd.search.query import MAX_LIMIT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TOOLS = {
     "recall",
     "expand",

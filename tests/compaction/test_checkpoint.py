@@ -31,7 +31,7 @@ from memoryd.workspace import Workspace
 @pytest.fixture(autouse=True)
 def _no_default_pin(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests count what a job replaces, from the first message on: the default pin
-    of the task (keep_first = 1) is tested in tests/test_agent_loops.py."""
+    of the task (keep_first = 1) is tested in tests/compaction/test_agent_loops.py."""
     monkeypatch.setenv("MEMORYD_KEEP_FIRST", "0")
 
 
@@ -86,7 +86,7 @@ def commands_llm(monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic)
 def budget_for(folder: Path, usage: float, monkeypatch: pytest.MonkeyPatch) -> int:
     """Set MEMORYD_TOKEN_LIMIT so that the conversation sits at about ``usage``, masking
     off: the checkpoint's own split is the subject here (with masking on a job compacts
-    only the least part, tests/test_least_loss.py)."""
+    only the least part, tests/compaction/test_least_loss.py)."""
     limit = int(tokens_of(conversation(folder)) / usage)
     monkeypatch.setenv("MEMORYD_TOKEN_LIMIT", str(limit))
     monkeypatch.setenv("MEMORYD_MASKING__ENABLED", "false")

@@ -33,7 +33,7 @@ from memoryd.workspace import Workspace
 @pytest.fixture(autouse=True)
 def _no_default_pin(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests count what a job replaces, from the first message on: the default pin
-    of the task (keep_first = 1) is tested in tests/test_agent_loops.py."""
+    of the task (keep_first = 1) is tested in tests/compaction/test_agent_loops.py."""
     monkeypatch.setenv("MEMORYD_KEEP_FIRST", "0")
 
 
@@ -246,7 +246,7 @@ def test_generate_summary_returns_none_on_an_unusable_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A malformed answer (retried once) is a failure: None, file unchanged. (An empty
-    one is no summary: the offline items stand in, tests/test_no_summary.py.)"""
+    one is no summary: the offline items stand in, tests/llm/test_no_summary.py.)"""
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
     folder = workspace(31, 4_000)
     before = (folder / "conversation.jsonl").read_bytes()

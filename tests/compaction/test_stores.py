@@ -44,7 +44,7 @@ from memoryd.stores.disk import (
 from memoryd.stores.entries import parse_store
 from memoryd.workspace import Workspace
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 2, 22, 9, 0, tzinfo=UTC).timestamp()
 
 

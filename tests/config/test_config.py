@@ -20,7 +20,7 @@ from memoryd.config.settings import (
 from memoryd.config.view import config_as_dict, render_config
 from memoryd.errors import ConfigError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SECRET = "sk-ant-SECRET-0123456789-wxyz"
 
 

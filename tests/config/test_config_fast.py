@@ -23,7 +23,7 @@ from memoryd.config.fields import FIELDS
 from memoryd.config.settings import Settings, load_settings, settings_for_workspace
 from memoryd.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STATUS_FIELDS = (
     "roots",
     "max_depth",

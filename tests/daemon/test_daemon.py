@@ -50,7 +50,7 @@ from fake_anthropic import FakeAnthropic, Reply
 from memoryd import cli
 from memoryd.conversation import split_lines
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 # ----- 1. a dropped-in folder is discovered and summarized -----------------------------------

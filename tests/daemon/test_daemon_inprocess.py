@@ -41,7 +41,7 @@ from memoryd.job.run import JobResult
 from memoryd.strategies import STRATEGIES
 from memoryd.strategies.narrative import Narrative, narrative_split
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "systemd" / "memoryd.service"
 
 

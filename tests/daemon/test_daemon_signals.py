@@ -35,7 +35,7 @@ from fake_anthropic import FakeAnthropic
 from memoryd.receipts.records import read_receipts
 from memoryd.workspace import Workspace
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "systemd" / "memoryd.service"
 
 

@@ -29,7 +29,7 @@ from daemon_workspaces import (
 )
 from structlog.testing import capture_logs
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "systemd" / "memoryd.service"
 
 

@@ -29,7 +29,7 @@ from fake_anthropic import FakeAnthropic, Reply
 from prometheus_client.parser import text_string_to_metric_families
 from writers import line_bytes
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "config" / "grafana-dashboard.json"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

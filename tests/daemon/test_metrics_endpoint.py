@@ -2,7 +2,7 @@
 server. Idle connections give way to a scrape, a slow client is cut off, connections
 are bounded, the descriptor reserve is kept, and only /metrics is served. The daemon
 under a 1,024-descriptor limit with a thousand idle clients is in
-tests/test_daemon_hostile_files.py."""
+tests/daemon/test_daemon_hostile_files.py."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "systemd" / "memoryd.service"
 DROP_IN = REPO / "systemd" / "memoryd.service.d" / "private-users.conf"
 

@@ -19,7 +19,7 @@ from fake_anthropic import FakeAnthropic, Reply
 import memoryd
 from memoryd.reader import ConversationReader
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "agent_loop.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
 TASK = "Task: count the lines of output until the budget has been crossed a few times."
 LIMIT = 20_000
 

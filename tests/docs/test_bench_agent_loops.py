@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_agent_loops_bench_runs_in_quick_mode_and_loses_no_line(tmp_path: Path) -> None:

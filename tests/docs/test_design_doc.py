@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DESIGN = REPO / "docs" / "design.md"
 POINTER = re.compile(r"docs/design\.md#([A-Za-z0-9_-]+)")
 ANCHOR = re.compile(r'<a id="([A-Za-z0-9_-]+)"></a>')

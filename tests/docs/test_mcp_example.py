@@ -16,7 +16,7 @@ from conftest import SettingsFactory, encode_lines, generated_messages
 
 from memoryd.job.run import JobRequest, run_job
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def load(name: str) -> ModuleType:

@@ -24,7 +24,7 @@ from daemon_harness import wait_until
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 PLACEHOLDER_ROOT = "/home/me/agents"
 

@@ -1,5 +1,5 @@
 """The reference pages cannot drift: docs/reference/commands.md and settings.md are what
-tests/reference_pages.py generates from the command-line parser and the settings model,
+tests/docs/reference_pages.py generates from the command-line parser and the settings model,
 every command, option and setting is on them, and the example configuration documents
 every setting at its default."""
 
@@ -18,7 +18,7 @@ from memoryd.cli import COMMANDS, build_parser
 from memoryd.config.schema import leaf_keys
 from memoryd.config.settings import Settings
 
-REGENERATE = "run `python tests/reference_pages.py` and commit the pages"
+REGENERATE = "run `python tests/docs/reference_pages.py` and commit the pages"
 
 
 def test_the_commands_page_is_what_the_parser_generates() -> None:

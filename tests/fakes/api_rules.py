@@ -6,7 +6,7 @@ messages use the API's own words where they are known ("Extra inputs are not per
 "`tool_use` ids were found without `tool_result` blocks immediately after", ...).
 
 Standard library only, like the fake server; the tables are kept in step with the
-installed SDK's ``MessageCreateParams`` and block params by tests/test_api_rules.py.
+installed SDK's ``MessageCreateParams`` and block params by tests/llm/test_api_rules.py.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def memoryd_on_path(folder: Path) -> Path:
     """A ``memoryd`` command in ``folder/bin`` that runs this checkout's memoryd with this
     interpreter, as an installed one would run; returns that bin folder, to put first on
     PATH for commands and clients that look ``memoryd`` up by name."""
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     bin_folder = folder / "bin"
     bin_folder.mkdir(parents=True, exist_ok=True)
     script = bin_folder / "memoryd"

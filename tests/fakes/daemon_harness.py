@@ -6,7 +6,7 @@ from stdout in a thread (each stamped with the time it arrived), optionally list
 ``NOTIFY_SOCKET`` of its own, and offers wait-for helpers with bounded timeouts.
 ``kill_all`` SIGKILLs every process still in the daemon's process group (the daemon, its
 forkserver, resource tracker and workers, orphans included), by pid, and is safe to call
-twice. :class:`Writer` runs ``tests/writers.py``. :func:`wait_until` is the one polling
+twice. :class:`Writer` runs ``tests/fakes/writers.py``. :func:`wait_until` is the one polling
 helper of the tests and of ``bench/``. Standard library only.
 """
 
@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-TESTS = Path(__file__).resolve().parent
-WRITERS = TESTS / "writers.py"
+FAKES = Path(__file__).resolve().parent
+REPO = FAKES.parents[1]
+WRITERS = FAKES / "writers.py"
 API_KEY = "sk-ant-test-QUOKKA7-zebrafish-4411"
 """A distinctive key: tests grep the logs for it."""
 
@@ -59,7 +60,7 @@ def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, s
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(config_home),
         "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(TESTS.parent),
+        "PYTHONPATH": str(REPO),
         "LANG": "C.UTF-8",
     }
     env.update(extra or {})
@@ -409,7 +410,7 @@ class Daemon:
 
 
 class Writer:
-    """``tests/writers.py WS ID COUNT``: an agent appending lines, locked or not."""
+    """``tests/fakes/writers.py WS ID COUNT``: an agent appending lines, locked or not."""
 
     def __init__(
         self, workspace: Path, writer_id: str, count: int, delay: float, lock: bool = True

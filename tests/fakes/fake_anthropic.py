@@ -17,7 +17,7 @@ In tests::
 
 As a process (end-to-end tests, benchmarks)::
 
-    python tests/fake_anthropic.py --port 0 --latency 0.2 --echo
+    python tests/fakes/fake_anthropic.py --port 0 --latency 0.2 --echo
 
 prints its base URL as the first line of stdout and serves until SIGTERM or SIGINT.
 

@@ -29,10 +29,10 @@ In tests::
         server.push(Reply.loading(), Reply.ok("a summary"))
         ...  # point a client at server.base_url (it ends in /v1)
 
-As a process (benchmarks): ``python tests/fake_openai.py --port 0 --latency 0.2 --echo``
+As a process (benchmarks): ``python tests/fakes/fake_openai.py --port 0 --latency 0.2 --echo``
 prints its base URL as the first line of stdout and serves until SIGTERM or SIGINT.
 
-Standard library only (and tests/fake_anthropic.py, for its server plumbing and digest).
+Standard library only (and tests/fakes/fake_anthropic.py, for its server plumbing and digest).
 """
 
 from __future__ import annotations

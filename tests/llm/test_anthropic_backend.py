@@ -426,7 +426,7 @@ def test_echo_summary_digests_the_delimited_transcript() -> None:
 
 
 def test_fake_server_runs_as_a_process_with_latency_and_echo_until_sigterm() -> None:
-    script = Path(__file__).with_name("fake_anthropic.py")
+    script = Path(__file__).parents[1] / "fakes" / "fake_anthropic.py"
     process = subprocess.Popen(
         [sys.executable, str(script), "--port", "0", "--latency", "0.2", "--echo"],
         stdout=subprocess.PIPE,

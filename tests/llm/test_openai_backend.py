@@ -1,5 +1,5 @@
 """OpenAICompatBackend through the real openai SDK against the fake OpenAI-compatible server
-(tests/fake_openai.py) on 127.0.0.1: each server's answers and failures, the context it
+(tests/fakes/fake_openai.py) on 127.0.0.1: each server's answers and failures, the context it
 learns from an overflow, and the chunking that follows."""
 
 from __future__ import annotations

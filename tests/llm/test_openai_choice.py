@@ -21,7 +21,7 @@ from memoryd.job.run import JobRequest, run_job
 from memoryd.summarizers import base, limits
 from memoryd.summarizers.base import choose_backend
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OPENAI_KEY = "sk-openai-SECRET-4242"
 ANTHROPIC_KEY = "sk-ant-SECRET-4343"
 

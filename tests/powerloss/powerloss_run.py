@@ -1,7 +1,7 @@
 """Record a scenario, then check its crash states: all of them when they are few, else
 the extremes of every cut and a seeded sample (docs/design.md#power-cut).
 
-Used by tests/test_powerloss.py and bench/power_cut.py.
+Used by tests/powerloss/test_powerloss.py and bench/power_cut.py.
 """
 
 from __future__ import annotations

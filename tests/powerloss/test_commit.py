@@ -44,9 +44,8 @@ from memoryd.errors import CommitAborted, UnsafePathError
 from memoryd.files.fsutil import TEMP_MARK, atomic_write, flocked, pid_alive, write_all
 from memoryd.workspace import Workspace
 
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
-WRITERS_SCRIPT = TESTS / "writers.py"
+REPO = Path(__file__).resolve().parents[2]
+WRITERS_SCRIPT = REPO / "tests" / "fakes" / "writers.py"
 _spec = importlib.util.spec_from_file_location("memoryd_test_writers", WRITERS_SCRIPT)
 assert _spec is not None and _spec.loader is not None
 writers = importlib.util.module_from_spec(_spec)
@@ -172,7 +171,7 @@ def check_writer_lines(lines: Sequence[bytes], counts: dict[str, int], *, ordere
 def running_writers(
     ws: Workspace, counts: dict[str, int], *flags: str
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Writer subprocesses (tests/writers.py); on exit, waits for them and checks exit 0."""
+    """Writer subprocesses (tests/fakes/writers.py); on exit, waits for them and checks exit 0."""
     procs = [
         subprocess.Popen(
             [sys.executable, str(WRITERS_SCRIPT), str(ws.path), w, str(n), *flags],

@@ -3,7 +3,7 @@
 Each scenario's file-system ops are recorded during one real run; every crash state a
 journaling file system could leave is built from the record, laid out in a fresh folder,
 recovered as a daemon's start does it, checked, put through the next commands and checked
-again (tests/powerloss_checks.py). The default run checks a seeded sample of each
+again (tests/powerloss/powerloss_checks.py). The default run checks a seeded sample of each
 scenario; ``-m slow`` checks every state (or, where there are too many, each cut's extremes
 and 10,000 seeded samples). The regression tests below are the crash states that found
 each missing fsync and the duplicated carry.

@@ -28,7 +28,7 @@ from memoryd.search.history import content_text
 from memoryd.search.query import plain_terms, to_match
 from memoryd.search.recall import Hit, expand, recall, update_index
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def marked(count: int, start: int = 0) -> list[dict[str, Any]]:

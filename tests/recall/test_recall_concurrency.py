@@ -14,7 +14,7 @@ from conftest import WorkspaceFactory, encode_lines, generated_messages
 
 from memoryd.search.recall import expand, recall
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 12
 DEADLINE_S = 240.0
 

@@ -21,7 +21,7 @@ from daemon_harness import Processes, pool_workers, read_events, wait_until
 
 from memoryd.search.recall import expand, recall
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FILLER = "we looked at the build and talked it over " * 7
 
 

@@ -20,7 +20,7 @@ from memoryd.search.text import cjk_bigrams
 from memoryd.sources import store
 from memoryd.sources.search import recall_source
 
-PUBLIC = Path(__file__).parent / "public_sessions"
+PUBLIC = Path(__file__).parents[1] / "public_sessions"
 
 
 def test_character_pairs_of_runs_without_spaces() -> None:

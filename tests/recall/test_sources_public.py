@@ -30,7 +30,7 @@ from memoryd.sources.search import (
 )
 from memoryd.sources.store import Progress, index_path, progress_path, writer_lock
 
-PUBLIC = Path(__file__).parent / "public_sessions"
+PUBLIC = Path(__file__).parents[1] / "public_sessions"
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 SPOTTER_PROJECT = "-home-USER-projects-spotter-worktrees-spotter-gqc"
 CODEX_SESSION = "01996135-afde-7911-97f0-d863511eca56"
@@ -395,7 +395,7 @@ def test_recall_help_names_the_sources_guide_where_it_is(
     code, out = cli("recall", "--help")
     assert code == 0
     assert "docs/guides/sources.md" in (out + capsys.readouterr().out).replace("\n", " ")
-    assert (Path(__file__).parents[1] / "docs" / "guides" / "sources.md").is_file()
+    assert (Path(__file__).parents[2] / "docs" / "guides" / "sources.md").is_file()
 
 
 def test_any_path_inside_an_agents_folder_uses_its_one_index(home: Path) -> None:

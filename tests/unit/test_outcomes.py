@@ -1,5 +1,5 @@
 """Outcomes read in the runner's own words (memoryd/summarizers/outcomes.py): real outputs
-of public agent transcripts (tests/real_outputs.py) make failure and change items, never
+of public agent transcripts (tests/fakes/real_outputs.py) make failure and change items, never
 routine ones, through masking, summarizing and 50 folds; counts of zero, a file shown and
 a search's hits are not failures; every edit form changes files; a placeholder carries
 its first error line and at most three ``line N``."""
@@ -392,7 +392,7 @@ def test_every_real_failure_and_edit_is_still_itself_after_masking_summarizing_a
 
 def test_a_mini_swe_agent_command_is_a_call_and_its_sed_an_edit() -> None:
     """mini-swe-agent fences its command as ``mswea_bash_command``: it is read as a shell
-    call, and the ``sed -i`` of its real run (tests/real_outputs.py) as a change."""
+    call, and the ``sed -i`` of its real run (tests/fakes/real_outputs.py) as a change."""
     [fixture] = [f for f in CHANGES if f.name == "sed-in-place-mini"]
     said = f"Let me fix the file:\n\n```mswea_bash_command\n{fixture.command}\n```"
     messages = [

@@ -1,4 +1,5 @@
-"""tests/public_formats.py: public trajectory formats become conversation lines, with facts."""
+"""tests/fakes/public_formats.py: public trajectory formats become conversation lines, with
+facts."""
 
 from __future__ import annotations
 

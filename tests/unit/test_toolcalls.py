@@ -150,7 +150,7 @@ def test_a_shortened_text_never_ends_in_part_of_a_path() -> None:
 
 
 def test_a_patch_tool_is_named_by_the_files_its_patch_changes() -> None:
-    """Codex's apply_patch (a real call, tests/real_outputs.py) and a unified diff: the
+    """Codex's apply_patch (a real call, tests/fakes/real_outputs.py) and a unified diff: the
     call's label and action name the file, as an editor's edit does; a patch with no file
     line keeps the tool's name."""
     [real] = [o for o in REAL_OUTPUTS if o.name == "apply-patch-codex"]
