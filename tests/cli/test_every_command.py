@@ -4,7 +4,10 @@ in them. No traceback ever, and no wait on a FIFO; a command that fails says so 
 line with exit 1 or 2; nothing is written outside the workspace; a failed command leaves
 the conversation as it was.
 
-Table-driven: a new command is one line in ``ONE_SHOT``.
+Table-driven: a new command is one line in ``ONE_SHOT``. Each one-shot command runs
+through ``memoryd.cli.main`` in this process, on a scene built once and rebuilt only when a
+command changed it; one command per scene runs as a real ``python -m memoryd`` process, and
+must give what main() gives in process.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
+from cli_helpers import Ran, run_in_process
 from conftest import encode_lines, generated_messages
 from daemon_harness import Processes, clean_env, wait_until
 from fs_helpers import fill_up, make_read_only, small_tmpfs, tree
@@ -94,10 +99,10 @@ def _populate(ws: Path) -> None:
     archive (one summarize), so each command has something to read and to change."""
     ws.mkdir(parents=True)
     (ws / "conversation.jsonl").write_bytes(encode_lines(generated_messages(40, 520)))
-    assert memoryd("summarize", str(ws)).returncode == 0
+    assert run_in_process(["summarize", str(ws)], ws, SMALL_BUDGET).returncode == 0
     with (ws / "conversation.jsonl").open("ab") as conversation:
         conversation.write(encode_lines(generated_messages(40, 520)))
-    assert memoryd("heartbeat", str(ws), "start", "seeded").returncode == 0
+    assert run_in_process(["heartbeat", str(ws), "start", "seeded"], ws).returncode == 0
     memory = ws / "memory"
     memory.mkdir(exist_ok=True)
     bookmarks = [{"task": f"t{i}", "timestamp": "2026-01-01T00:00:00Z"} for i in range(30)]
@@ -147,23 +152,21 @@ def _nest_json(ws: Path) -> None:
             file.write(b"".join(line + b"\n" for line in extra))
 
 
-@pytest.fixture(params=SCENES)
-def scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Scene]:
+def build_scene(kind: str, base: Path, stack: ExitStack) -> Scene:
     """(a) a read-only file system, (b) a full 2 MB tmpfs, (c) ``.memoryd`` a symlink to a
     folder elsewhere (which then holds what .memoryd held), (d) FIFOs with no writer at
-    every file a command reads, (e) deeply nested, NaN and 1e400 JSON in them."""
-    outside = tmp_path / "outside"
+    every file a command reads, (e) deeply nested, NaN and 1e400 JSON in them; in ``base``
+    (a tmpfs is unmounted when ``stack`` closes)."""
+    outside = base / "outside"
     outside.mkdir()
     (outside / "state.json").write_text("VICTIM\n")
-    kind = str(request.param)
     if kind in ("FIFOs", "deep JSON"):
-        root = tmp_path / "r"
+        root = base / "r"
         _populate(root / "ws")
         (_make_fifos if kind == "FIFOs" else _nest_json)(root / "ws")
-        yield Scene(root, root / "ws", outside, kind)
-        return
+        return Scene(root, root / "ws", outside, kind)
     if kind == "symlinked .memoryd":
-        root = tmp_path / "r"
+        root = base / "r"
         ws = root / "ws"
         _populate(ws)
         meta = ws / ".memoryd"
@@ -171,21 +174,69 @@ def scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Scene]:
             entry.rename(outside / entry.name)
         meta.rmdir()
         meta.symlink_to(outside)
-        yield Scene(root, ws, outside, kind)
-        return
-    with small_tmpfs(tmp_path / "mnt", "2m") as mnt:
-        root = mnt / "r"
-        _populate(root / "ws")
-        (mnt / "spare").mkdir()
-        if kind == "read-only":
-            make_read_only(mnt)
-        else:
-            fill_up(mnt)
-        yield Scene(root, root / "ws", outside, kind)
+        return Scene(root, ws, outside, kind)
+    mnt = stack.enter_context(small_tmpfs(base / "mnt", "2m"))
+    root = mnt / "r"
+    _populate(root / "ws")
+    (mnt / "spare").mkdir()
+    if kind == "read-only":
+        make_read_only(mnt)
+    else:
+        fill_up(mnt)
+    return Scene(root, root / "ws", outside, kind)
 
 
-def memoryd(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+@pytest.fixture(params=SCENES)
+def scene(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Scene]:
+    """A fresh scene of each kind (see :func:`build_scene`) for one test."""
+    with ExitStack() as stack:
+        yield build_scene(str(request.param), tmp_path, stack)
+
+
+class Stage:
+    """A scene of one kind, built once for many commands: :meth:`fresh` hands it out as
+    built, building it again (in a new folder) only when the last command changed it."""
+
+    def __init__(self, kind: str, factory: pytest.TempPathFactory) -> None:
+        self.kind = kind
+        self.factory = factory
+        self.stack = ExitStack()
+        self.builds = 0
+        self.scene = self._build()
+
+    def _build(self) -> Scene:
+        self.stack.close()
+        self.builds += 1
+        scene = build_scene(self.kind, self.factory.mktemp("scene"), self.stack)
+        self.built = (tree(scene.ws), tree(scene.outside))
+        return scene
+
+    def fresh(self) -> Scene:
+        """The scene exactly as built: every entry and every byte below the workspace and
+        the outside folder compared with the build's."""
+        if (tree(self.scene.ws), tree(self.scene.outside)) != self.built:
+            self.scene = self._build()
+        return self.scene
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+@pytest.fixture(scope="class", params=SCENES)
+def stage(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stage]:
+    """One :class:`Stage` per kind of scene, for every command of the class."""
+    built = Stage(str(request.param), tmp_path_factory)
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+def memoryd(*argv: str, cwd: Path | None = None) -> Ran:
+    """``python -m memoryd ARGV``: the real entry point, a process of its own."""
+    done = subprocess.run(
         [sys.executable, "-m", "memoryd", *argv],
         capture_output=True,
         text=True,
@@ -195,6 +246,7 @@ def memoryd(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
         timeout=120,
         check=False,
     )
+    return Ran(done.returncode, done.stdout, done.stderr)
 
 
 def _log_lines(stderr: str) -> list[str]:
@@ -210,17 +262,23 @@ def _log_lines(stderr: str) -> list[str]:
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("command", sorted(ONE_SHOT))
-def test_one_shot_command_in_a_hostile_workspace(scene: Scene, command: str) -> None:
-    """No traceback; exit 0, or exit 1/2 with one line (a command that must write where it
+def _problems(stderr: str) -> list[str]:
+    """The lines of stderr that are not JSON log lines: what the command said is wrong."""
+    logged = _log_lines(stderr)
+    return [line for line in stderr.splitlines() if line not in logged]
+
+
+def check_one_shot(scene: Scene, command: str, run: Callable[[list[str], Path], Ran]) -> Ran:
+    """Run ``command`` (a key of ``ONE_SHOT``) in ``scene`` with ``run`` and check it: no
+    traceback; exit 0, or exit 1/2 with one line (a command that must write where it
     cannot has to fail); nothing outside the workspace changes; a failed command leaves
-    the conversation as it was."""
+    the conversation as it was, and one that only reads leaves the whole workspace so."""
     spec = ONE_SHOT[command]
     outside_before = tree(scene.outside)
+    workspace_before = tree(scene.ws)
     conversation_before = (scene.ws / "conversation.jsonl").read_bytes()
 
-    result = memoryd(*scene.argv(spec.argv), cwd=scene.ws)
+    result = run(scene.argv(spec.argv), scene.ws)
 
     assert "Traceback" not in result.stderr, result.stderr
     assert tree(scene.outside) == outside_before
@@ -228,16 +286,47 @@ def test_one_shot_command_in_a_hostile_workspace(scene: Scene, command: str) -> 
         assert result.returncode in (1, 2), (result.returncode, result.stdout, result.stderr)
     if result.returncode != 0:
         assert result.returncode in (1, 2), result.stderr
-        problems = [
-            line for line in result.stderr.splitlines() if line not in _log_lines(result.stderr)
-        ]
+        problems = _problems(result.stderr)
         assert len(problems) == 1 and problems[0].startswith("memoryd: "), result.stderr
         assert (scene.ws / "conversation.jsonl").read_bytes() == conversation_before
+        if not spec.writes:
+            assert tree(scene.ws) == workspace_before
     if spec.writes and (scene.ws / ".memoryd").is_symlink():
         # The symlinked .memoryd: refused as such, in words.
         assert "symlink" in result.stderr
     if scene.kind == "FIFOs" and result.returncode != 0:
         assert "is not a regular file" in result.stderr, result.stderr
+    return result
+
+
+def _here(argv: list[str], cwd: Path) -> Ran:
+    return run_in_process(argv, cwd, SMALL_BUDGET)
+
+
+def _as_process(argv: list[str], cwd: Path) -> Ran:
+    return memoryd(*argv, cwd=cwd)
+
+
+class TestOneShotCommands:
+    """Every one-shot command in every scene, through main() in this process."""
+
+    @pytest.mark.parametrize("command", sorted(ONE_SHOT))
+    def test_one_shot_command_in_a_hostile_workspace(self, stage: Stage, command: str) -> None:
+        """See :func:`check_one_shot`; the command finds the scene exactly as built."""
+        check_one_shot(stage.fresh(), command, _here)
+
+    @pytest.mark.slow
+    def test_the_command_as_a_process_in_a_hostile_workspace(self, stage: Stage) -> None:
+        """``python -m memoryd summarize`` as a process of its own passes the same checks,
+        with the exit code and the one line of main() in process: what the in-process runs
+        prove holds for the installed command."""
+        process = check_one_shot(stage.fresh(), "summarize", _as_process)
+        process_root = str(stage.scene.root)
+        here = check_one_shot(stage.fresh(), "summarize", _here)
+        here_root = str(stage.scene.root)
+        assert here.returncode == process.returncode, (here, process)
+        said = [line.replace(process_root, "ROOT") for line in _problems(process.stderr)]
+        assert [line.replace(here_root, "ROOT") for line in _problems(here.stderr)] == said
 
 
 # ----- the long-running commands: run, demo, mcp --------------------------------------------
