@@ -9,6 +9,7 @@ checks again. Each problem is one line; none means nothing was lost.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
@@ -365,7 +366,10 @@ class Checker:
             self.problem(f"index: {count} messages indexed, the archive holds {len(expected)}")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _object(line: bytes) -> dict[str, object] | None:
+    """The JSON object ``line`` holds, or None. Remembered: the same lines come back in
+    state after state of a recording (callers only read what it returns)."""
     try:
         value = json.loads(line)
     except ValueError:
