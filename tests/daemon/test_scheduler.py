@@ -27,12 +27,13 @@ from memoryd.workspace import Workspace
 WINDOW = 0.2
 
 
-def tracked(name: str = "ws", **settings: object) -> Tracked:
+def tracked(name: str = "ws", shared: Settings | None = None, **settings: object) -> Tracked:
+    """A workspace the scheduler tracks, with ``settings`` (or the ``shared`` ones)."""
     path = Path("/nowhere") / name
     return Tracked(
         workspace=Workspace(path),
         root=Path("/nowhere"),
-        settings=Settings(**settings),  # type: ignore[arg-type]
+        settings=shared if shared is not None else Settings(**settings),  # type: ignore[arg-type]
         reader=ConversationReader(path / "conversation.jsonl"),
     )
 
@@ -113,7 +114,8 @@ def test_reload_takes_now_looks_at_every_workspace_and_forgets_ineffective_marks
 def test_thousands_of_idle_workspaces_cost_nothing_per_step() -> None:
     """The heap holds only what is due: a step over 10,000 idle workspaces finds nothing
     and does not touch them."""
-    many = [tracked(f"w{i}") for i in range(10_000)]
+    shared = Settings()  # one configuration for them all, as one root gives them
+    many = [tracked(f"w{i}", shared) for i in range(10_000)]
     plan = scheduler(*many)
     plan.wake_at(many[42], 3.0)
     assert plan.due(2.0) == []
