@@ -249,11 +249,15 @@ def _long_loop(folder: Path, config: Settings, transcript: Transcript) -> list[A
     folder.mkdir(parents=True)
     conversation.write_bytes(b"")
     trigger = config.summarize_at * config.token_limit
+    usage = 0  # the file's tokens, each line counted on its own as the daemon's reader does
     for line in transcript.lines:
         with conversation.open("ab") as file:
             file.write(line)
-        if sum(x.tokens for x in read_lines(folder)) > trigger:
+        usage += sum(x.tokens for x in split_lines(line, MAX_LINE))
+        if usage > trigger:
             job(folder, config)
+            usage = sum(x.tokens for x in read_lines(folder))  # the file the job left
+    assert usage == sum(x.tokens for x in read_lines(folder))
     return read_receipts(Workspace(folder))
 
 
