@@ -15,9 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cli_helpers import Ran, run_in_process
 from conftest import WorkspaceFactory
 from fs_helpers import fill_up, make_read_only, small_tmpfs, tree
+from in_process import Ran, run_in_process
 
 COMMANDS = [
     ["summarize", "{ws}", "--force"],

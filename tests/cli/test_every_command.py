@@ -26,10 +26,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from cli_helpers import Ran, run_in_process
 from conftest import encode_lines, generated_messages
 from daemon_harness import Processes, clean_env, wait_until
 from fs_helpers import fill_up, make_read_only, small_tmpfs, tree
+from in_process import Ran, run_in_process
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import TextContent
