@@ -2,7 +2,7 @@
 
 Not a benchmark itself; each ``bench/NAME.py`` imports it (``bench/`` is on sys.path
 when a script there runs). The daemon subprocess, :func:`wait_until` and the
-HEARTBEAT.md reader are the tests' own (``tests/daemon_harness.py``), so the benchmarks
+HEARTBEAT.md reader are the tests' own (``tests/fakes/daemon_harness.py``), so the benchmarks
 drive the daemon exactly as the end-to-end tests do.
 """
 
@@ -26,11 +26,12 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 RESULTS = BENCH / "results"
 TMP = RESULTS / "tmp"
-FAKE_ANTHROPIC = REPO / "tests" / "fake_anthropic.py"
-FAKE_OPENAI = REPO / "tests" / "fake_openai.py"
+FAKE_ANTHROPIC = REPO / "tests" / "fakes" / "fake_anthropic.py"
+FAKE_OPENAI = REPO / "tests" / "fakes" / "fake_openai.py"
 
-sys.path.insert(0, str(REPO / "tests"))
-# Found through the line above; re-exported ("as"), so that scripts say common.wait_until.
+sys.path.insert(0, str(REPO / "tests"))  # conftest
+sys.path.insert(0, str(REPO / "tests" / "fakes"))
+# Found through the lines above; re-exported ("as"), so that scripts say common.wait_until.
 import daemon_harness as harness  # noqa: E402
 from daemon_harness import LogLine as LogLine  # noqa: E402
 from daemon_harness import cmdline as cmdline  # noqa: E402

@@ -1,6 +1,6 @@
 """Agent loops: does memoryd handle what real agents write?
 
-Transcripts from ``tests/agent_transcripts.py`` in its three shapes (an autonomous tool
+Transcripts from ``tests/fakes/agent_transcripts.py`` in its three shapes (an autonomous tool
 loop with one task message, an interactive session with follow-ups and hook messages, a
 text-mode agent that fences its commands), 50 to 400 messages each, are written to real
 workspaces, with ``token_limit`` set so that usage is 95%. For each strategy (narrative,
@@ -16,7 +16,7 @@ Measured per strategy and shape:
   (``summarize_at`` for rolling, which has no usage trigger of its own today);
 - **API valid**: the API view after the job (``memoryd.messages_for_api``, with the result
   of a running tool appended) breaks no request rule of the strict fake Messages API
-  (``tests/api_rules.py``);
+  (``tests/fakes/api_rules.py``);
 - **orphaned**: running variants whose trailing ``tool_use`` went to the archive (a
   text-mode agent's pending command is text, not a tool call: the checkpoint strategy
   folds it like any message, and its output follows the checkpoint);

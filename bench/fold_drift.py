@@ -3,7 +3,7 @@
 Generated tool loops and interactive sessions (``bench/fold_sessions.py``) are folded 50
 times each, a job after every round, under an 8,000-token budget and the default
 1,024-token summary cap: narrative and rolling with the offline summarizer, and narrative
-through the strict fake Anthropic server (tests/fake_anthropic.py) with a scripted LLM
+through the strict fake Anthropic server (tests/fakes/fake_anthropic.py) with a scripted LLM
 that drops every item of the previous summary that is not routine, also when asked to
 repair. With ``--public DIR`` each public transcript there (see
 ``bench/public_transcripts.py``) is replayed message by message under a small budget
@@ -28,7 +28,7 @@ Columns, for the head after the last fold:
   planted items the last head holds as an item of their kind naming the command (a
   failure with a word of its output on that line), and the forms lost are listed.
 - For the **real calls** sessions, the same with the real failing runs and edits of
-  ``tests/real_outputs.py`` (public agent transcripts, and runners' output pasted in
+  ``tests/fakes/real_outputs.py`` (public agent transcripts, and runners' output pasted in
   public issues: pytest, unittest, jest, vitest, mocha, go test, cargo test, rspec, tsc,
   gcc, make, bun test, ExUnit, eslint, esbuild, npm, …; ``sed -i``, ``patch``,
   ``git apply``, ``apply_patch``, ``git rm``, ``mv``, ``cp``, ``rm``, a heredoc, …),

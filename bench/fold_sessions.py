@@ -5,7 +5,7 @@ code under test, or the code before it) and writes what each fold left as JSON: 
 messages the first fold summarized, each head, each job's CPU. It uses only what every
 version has (``run_job``, ``load_settings``), so the code before can run it too.
 
-    PYTHONPATH=CODE:bench:tests python bench/fold_sessions.py OUT.json [--folds 50]
+    PYTHONPATH=CODE:bench:tests/fakes python bench/fold_sessions.py OUT.json [--folds 50]
         [--public DIR]
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent / "tests"))
+sys.path.insert(0, str(BENCH.parent / "tests" / "fakes"))
 
 from real_outputs import CHANGES, FAILURES, RealOutput  # noqa: E402
 
@@ -305,7 +305,7 @@ FIRST_ROUNDS = 8
 """Rounds before the first fold: it summarizes a first failure, a decision and edits."""
 
 REAL_CALLS: tuple[RealOutput, ...] = (*FAILURES, *CHANGES)
-"""The real failing runs and edits of ``tests/real_outputs.py`` (public agent transcripts,
+"""The real failing runs and edits of ``tests/fakes/real_outputs.py`` (public agent transcripts,
 and runners' output pasted in public issues), in their own words."""
 REAL_GROUPS = 6
 """The real calls are spread over this many sessions (the first fold must fit the cap)."""

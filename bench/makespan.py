@@ -1,6 +1,6 @@
 """Makespan: 200 workspaces crossing the trigger at once, fake LLM at a fixed latency.
 
-The fake Messages API (``tests/fake_anthropic.py --latency L --lossy 0``: a summary
+The fake Messages API (``tests/fakes/fake_anthropic.py --latency L --lossy 0``: a summary
 that keeps every detail, so the retention check passes and a job makes one request; with
 ``--echo`` it makes two, the second a repair) runs as a subprocess; the daemon uses the
 ``anthropic`` backend pointed at it with ``anthropic.max_concurrent_requests`` 16 and its

@@ -24,7 +24,7 @@ API valid and lossless 100%.
 
 **Replay.** A 300-turn autonomous loop (600 messages) is appended one message at a time
 to a workspace that a real daemon watches (anthropic backend against the strict fake
-Messages API of ``tests/fake_anthropic.py``, echo answers), once with masking and once
+Messages API of ``tests/fakes/fake_anthropic.py``, echo answers), once with masking and once
 without. Counted from the fake server and the receipts: LLM requests, input tokens sent
 to the summarizer, jobs, the daemon's and its workers' CPU, the highest usage seen.
 Targets: requests and input tokens each >= 2x fewer with masking; CPU no worse.

@@ -1,8 +1,8 @@
 """Every crash state a power cut could leave, per scenario, recovered and checked.
 
-Records one real run of each scenario (tests/powerloss_scenarios.py), builds its crash
-states under the journaling file-system model (tests/crash_states.py), and checks each
-one after recovery and the next commands (tests/powerloss_checks.py): all of them when
+Records one real run of each scenario (tests/powerloss/powerloss_scenarios.py), builds its crash
+states under the journaling file-system model (tests/powerloss/crash_states.py), and checks each
+one after recovery and the next commands (tests/powerloss/powerloss_checks.py): all of them when
 there are at most 50,000, else every cut's least and most and ``--samples`` seeded
 samples. States that look alike on disk are checked once. Prints, per scenario, the ops
 recorded, the crash states, how many were drawn and checked, and the violations (each
@@ -25,6 +25,8 @@ from typing import Any
 
 import _common as common
 import structlog
+
+sys.path.insert(0, str(common.REPO / "tests" / "powerloss"))
 from crash_states import log_count
 from powerloss_run import check_recording, record, scratch_folder
 from powerloss_scenarios import SCENARIOS, job_settings

@@ -5,7 +5,7 @@ targets: below trigger, API valid, orphaned running tool calls, task kept verbat
 facts kept >= 0.6, recall@5 of the facts gone >= 0.98, lost lines 0), on transcripts that
 real coding agents wrote instead of generated ones. DIR holds the raw files as their
 projects publish them: SWE-agent ``.traj``, mini-swe-agent ``.traj.json``, OpenHands event
-lists, Claude Code session ``.jsonl``; ``tests/public_formats.py`` picks the format from
+lists, Claude Code session ``.jsonl``; ``tests/fakes/public_formats.py`` picks the format from
 each file's content, converts it to ``conversation.jsonl`` lines and finds the probe
 facts. Each transcript is cut after its last tool output and runs as written and with
 that output withheld (the tool still running), at 95% of its budget, once per strategy

@@ -7,7 +7,7 @@ compares with grep over the same archive.
 2. A job with indexing on against one with it off: the same 120,000-token conversation
    (narrative strategy) is summarized each way, alternating: ``--jobs`` times with the
    offline extractive summarizer (the fastest job, so the worst case for the ratio), and
-   ``--llm-jobs`` times through the Anthropic SDK against tests/fake_anthropic.py
+   ``--llm-jobs`` times through the Anthropic SDK against tests/fakes/fake_anthropic.py
    answering after ``--llm-latency`` seconds (a real call takes seconds). The job's wall
    time is what ``run_job`` takes (what the daemon waits for); "until indexed" also waits
    for the background index thread the job started.

@@ -1,7 +1,7 @@
 """Recall: the CPU a query may cost, for the worst queries the parser accepts.
 
 Four workspaces, each with 3,000 archived messages of generated agent transcripts (one of
-each shape: tool loop, interactive, text mode, ... see tests/agent_transcripts.py), are
+each shape: tool loop, interactive, text mode, ... see tests/fakes/agent_transcripts.py), are
 searched in-process (``recall()``, what the CLI and MCP call) one workspace at a time and
 root-wide, with hostile but valid queries: 16 two-letter prefixes, 90 AND-ed prefixes in
 FTS5 syntax, a wide ``NEAR``, words in every message, a 16-word question. For each query:
@@ -43,7 +43,7 @@ from typing import Any
 import _common as common
 
 sys.path.insert(0, str(common.REPO))
-sys.path.insert(0, str(common.REPO / "tests"))
+sys.path.insert(0, str(common.REPO / "tests" / "fakes"))
 
 from agent_transcripts import SHAPES, generate
 

@@ -1,7 +1,7 @@
 """Recall quality: does ``memoryd.search.archive`` find what an agent asks for, in its own words,
 and how fast is a query on a large archive?
 
-1. Quality. Transcripts from ``tests/agent_transcripts.py`` in its three shapes
+1. Quality. Transcripts from ``tests/fakes/agent_transcripts.py`` in its three shapes
    (``--seeds`` of each, ``--messages`` messages) are written to workspaces and compacted
    by one forced narrative job (extractive summarizer, ``token_limit`` a fifth of the
    conversation, ``keep_first = 0``), so that most of each, the task included, lies in

@@ -30,7 +30,7 @@ CLI sessions indexed from nothing, then 1 KB appended, then searched.
 The files' times are spread over the 90 days before the run, as a real history's are,
 so that a day's worth of them (about 1 in 90) is what an agent may still be appending to.
 
-The sessions are written the way each agent writes them (tests/agent_sessions.py's
+The sessions are written the way each agent writes them (tests/fakes/agent_sessions.py's
 formats): messages of a few hundred bytes to a few KB of words, paths, numbers and ids,
 tool calls and tool outputs (test logs) that are the bulk of the bytes. The corpus lives
 under /tmp and is deleted at the end, with the index.

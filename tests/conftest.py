@@ -197,8 +197,8 @@ def make_settings(clean_environment: Path) -> SettingsFactory:
 
     Tests run with ``drain_seconds=0`` (no non-locking writers here), ``keep_first=0``
     (their split counts are their subject) and masking off (the strategies are) unless
-    they say otherwise; the tests of the default pin (tests/test_agent_loops.py,
-    tests/test_pins.py) and of masking (tests/test_masking*.py) ask for them.
+    they say otherwise; the tests of the default pin (tests/compaction/test_agent_loops.py,
+    tests/unit/test_pins.py) and of masking (tests/*/test_masking*.py) ask for them.
     """
 
     def make(**overrides: Any) -> Settings:

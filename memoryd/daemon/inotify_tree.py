@@ -26,7 +26,7 @@ root every few seconds just in case (docs/design.md#idle-rescan).
 The walk that adds the watches also counts the folders it could not watch because
 inotify ran out of watches (watchdog swallows that below the root), so no second walk of
 the tree is needed to find a shortfall. It subclasses watchdog's private
-``InotifyWatchGroup`` (watchdog is pinned to one major version; tests/test_watch_events.py
+``InotifyWatchGroup`` (watchdog is pinned to one major version; tests/daemon/test_watch_events.py
 checks the behaviour).
 """
 

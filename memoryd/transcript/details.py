@@ -22,7 +22,7 @@ KEYED_KINDS = ALL_KINDS - {"path", "url"}
 
 # Patterns that would start with a look-behind or \b take their first character first and
 # look behind it after: re then skips at C speed to the characters a match can start with
-# (tests/test_retention_scan.py checks each against its plain form). Without IGNORECASE,
+# (tests/unit/test_retention_scan.py checks each against its plain form). Without IGNORECASE,
 # the letter classes list what it would match (U+017F, the long s, is an "s").
 _URL = re.compile(r"[hH](?<!\w[hH])[tT][tT][pP][sS\u017f]?://[^\s<>\"'`)\]]+")
 _PATH = re.compile(
