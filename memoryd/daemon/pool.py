@@ -46,7 +46,7 @@ from memoryd.daemon.processes import (
     kill_workers,
     preload,
     process_start,
-    stop_forkserver,
+    shut_server,
 )
 from memoryd.errors import PoolUnavailable
 
@@ -385,7 +385,7 @@ class WorkerPool:
         self._generations.clear()
         self._jobs.clear()
         self._server.close()
-        stop_forkserver()
+        shut_server()
 
     def _stop_launcher(self) -> None:
         # Jobs still queued are cancelled; the one being handed over may wait for a

@@ -220,7 +220,7 @@ class Forkserver:
         self._up = False
 
 
-def stop_forkserver() -> None:
+def shut_server() -> None:
     """Stop the forkserver for good (the pool's end), its workers killed first: as between
     jobs (:func:`stop_server`), but within ``KILL_WAIT`` and whether or not it still has a
     child. It is left for the standard library (or whoever outlives the daemon) to reap."""

@@ -116,7 +116,7 @@ TRACKER_PROBE = """
 import json, os
 from concurrent.futures import ProcessPoolExecutor
 import multiprocessing
-from memoryd.daemon.processes import process_start, stop_forkserver, stop_tracker, trackers
+from memoryd.daemon.processes import process_start, shut_server, stop_tracker, trackers
 
 if __name__ == "__main__":
     context = multiprocessing.get_context("forkserver")
@@ -124,7 +124,7 @@ if __name__ == "__main__":
         assert executor.submit(abs, -1).result() == 1
     # A semaphore registers with the tracker: it must have run until here.
     context.Lock()
-    stop_forkserver()
+    shut_server()
     running = trackers()
     stop_tracker()
     print(json.dumps([running, trackers(), [process_start(pid) for pid in running]]))
@@ -154,7 +154,7 @@ FIRST_STARTER_PROBE = """
 import json, multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from memoryd.daemon.pool import WorkerPool
-from memoryd.daemon.processes import forkservers, stop_forkserver
+from memoryd.daemon.processes import forkservers, shut_server
 
 def cmdline(pid):
     with open(f"/proc/{pid}/cmdline", "rb") as f:
