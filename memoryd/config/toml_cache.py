@@ -6,7 +6,8 @@ An entry holds the file's bytes and what they parse to, and is used only when th
 bytes are exactly the cached ones: any change, however small, is parsed again. A missing,
 torn or foreign entry is a miss, never an error, and a cache that cannot be written is
 skipped: the cache only ever saves time. Values TOML can hold that ``marshal`` cannot
-(dates and times) are not cached.
+(dates and times) are not cached, and neither is a file that names an API key: a secret
+is never copied out of the file its owner put it in.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 
 VERSION = 1
 """Raised when what an entry holds changes."""
+SECRET = "api_key"
+"""A file that sets a key of this name (``anthropic.api_key``, ``openai.api_key``), in any
+table, is not cached."""
 
 
 def parsed(raw: bytes, path: Path, env: Mapping[str, str] = os.environ) -> dict[str, Any]:
@@ -42,9 +46,16 @@ def parsed(raw: bytes, path: Path, env: Mapping[str, str] = os.environ) -> dict[
     import tomllib
 
     data = tomllib.loads(raw.decode())
-    if entry is not None:
+    if entry is not None and not _holds_a_secret(data):
         _store(entry, (VERSION, raw, data))
     return data
+
+
+def _holds_a_secret(data: Mapping[str, Any]) -> bool:
+    return any(
+        key == SECRET or (isinstance(value, dict) and _holds_a_secret(value))
+        for key, value in data.items()
+    )
 
 
 def entry_path(path: Path, env: Mapping[str, str]) -> Path | None:

@@ -134,3 +134,10 @@ def test_status_with_a_warm_cache_does_not_import_the_toml_parser(tmp_path: Path
     ]
     assert runs == [[0, True, 4321], [0, False, 4321]]
     assert list((tmp_path / ".cache" / "memoryd").glob("config-*.marshal"))
+
+
+def test_a_file_that_names_an_api_key_is_never_copied_into_the_cache(tmp_path: Path) -> None:
+    config, env = tmp_path / "memoryd.toml", env_for(tmp_path)
+    secret = b'[anthropic]\napi_key = "sk-ant-not-a-real-key"\n'
+    assert toml_cache.parsed(secret, config, env)["anthropic"]["api_key"].startswith("sk-ant")
+    assert not list((tmp_path / "cache").rglob("*"))
