@@ -232,6 +232,10 @@ class Dispatcher:
         backend = self._llm_backend(tracked)
         if settings.summarizer.backend != "extractive" and backend is not None:
             job.backend = backend
+        # The hooks first: what they take note of at dispatch (the metrics, where the
+        # workspace's events.jsonl ends) is then noted before anyone reads the log line.
+        for hook in self.hooks:
+            hook.dispatched(tracked, "summarize", why, now)
         log.info(
             "summarize_dispatched",
             workspace=str(path),
@@ -241,8 +245,6 @@ class Dispatcher:
             tokens=tracked.tokens,
             llm_budget_exhausted=downgrade is not None,
         )
-        for hook in self.hooks:
-            hook.dispatched(tracked, "summarize", why, now)
 
     def _dispatch_stores(self, tracked: Tracked, now: float) -> None:
         tracked.stores_due = False
@@ -260,11 +262,11 @@ class Dispatcher:
         started = self.publisher.heartbeat(tracked, now, lambda manager: manager.start_task(task))
         path = tracked.workspace.path
         self._submit(tracked, "stores", now, started, compact_stores_job, path, settings)
+        for hook in self.hooks:
+            hook.dispatched(tracked, "stores", "store past its threshold", now)
         log.info(
             "memory_compaction_dispatched", workspace=str(tracked.workspace.path), stores=names
         )
-        for hook in self.hooks:
-            hook.dispatched(tracked, "stores", "store past its threshold", now)
 
     def _submit(
         self,
