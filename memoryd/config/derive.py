@@ -98,5 +98,5 @@ def fields_module() -> str:
 
 
 if __name__ == "__main__":
+    # Silent, as a code generator run by hand: the rewritten file is the output.
     FIELDS_MODULE.write_text(fields_module())
-    print(f"wrote {FIELDS_MODULE}")
