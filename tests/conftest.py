@@ -80,6 +80,8 @@ def clean_environment(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
     # The indexes of agents' sessions (memoryd.search.sessions) never land in the real state dir.
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+    # Nor the parsed configuration files (memoryd.config.toml_cache) in the real cache.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     return xdg
 
 
