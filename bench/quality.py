@@ -59,7 +59,7 @@ from memoryd.tokens import LLMUsage, estimate_text_tokens
 from memoryd.workspace import Workspace
 
 API_KEY = "sk-ant-bench-quality"
-CHECK_FUNCTIONS = ("extract_details", "retain_details")
+CHECK_FUNCTIONS = ("extract_details", "reconcile")
 """What the retention check runs inside a job (memoryd.compaction.strategies.head)."""
 CAP = 400
 TIGHT_CAP = 120

@@ -4,9 +4,10 @@
   the previous head's items folded into the new one;
 - :mod:`~memoryd.summary.checkpoint`: the structured checkpoint, its model and its text;
 - :mod:`~memoryd.compaction.strategies.head`: the summary message and its head;
-- :mod:`~memoryd.summary.retention`, :mod:`~memoryd.summary.verbatim`,
-  :mod:`~memoryd.summary.carry`, :mod:`~memoryd.summary.offline_floor`: what a summary
-  kept of the details, and what is put back;
+- :mod:`~memoryd.summary.retention`, :mod:`~memoryd.summary.verbatim`: what a summary
+  kept of the details, and the section that puts back what it lost;
+- :mod:`~memoryd.summary.reconcile`: the one step from the summarizer's answer to the
+  head (repair, never worse than offline, verbatim details, carried items);
 - :mod:`~memoryd.summary.backends` (the ``auto`` choice), :mod:`~memoryd.summary.chunking`,
   :mod:`~memoryd.summary.prompts`, :mod:`~memoryd.summary.checkpoint_prompt`,
   :mod:`~memoryd.summary.extractive`, :mod:`~memoryd.summary.extractive_checkpoint`:

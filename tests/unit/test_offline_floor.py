@@ -4,7 +4,7 @@ summary of the same input gives way to it, its lines that add a detail kept."""
 from __future__ import annotations
 
 from memoryd.summary.extractive import extractive_summary
-from memoryd.summary.offline_floor import LLM_LINES_HEADER, offline_floor
+from memoryd.summary.reconcile import LLM_LINES_HEADER, Floor, reconcile
 from memoryd.summary.retention import extract_details, score
 
 MESSAGES = [
@@ -18,10 +18,15 @@ NOISE = (
 )
 
 
-def test_a_summary_of_noise_gives_way_to_the_offline_items() -> None:
+def _floor(llm: str, offline: str) -> Floor | None:
+    """The Floor the reconcile step chose for ``llm`` against ``offline``."""
     details = extract_details(MESSAGES)
+    return reconcile(llm, details, None, 512, 0.9, offline=lambda: offline).floor
+
+
+def test_a_summary_of_noise_gives_way_to_the_offline_items() -> None:
     offline = extractive_summary(MESSAGES, None, 512)
-    floor = offline_floor(NOISE, offline, details, 512)
+    floor = _floor(NOISE, offline)
 
     assert floor is not None
     assert floor.text == offline and floor.llm_lines == 0
@@ -38,15 +43,14 @@ def test_an_llm_line_that_adds_a_detail_stays_after_the_offline_items() -> None:
     llm = f"{NOISE}\n- Pinned in requirements.txt."
     assert score(details, llm).score < score(details, offline).score
 
-    floor = offline_floor(llm, offline, details, 512)
+    floor = _floor(llm, offline)
 
     assert floor is not None and floor.llm_lines == 1
     assert floor.text == f"{offline}\n\n{LLM_LINES_HEADER}\n- Pinned in requirements.txt."
 
 
 def test_an_llm_summary_at_least_as_good_is_left_alone() -> None:
-    details = extract_details(MESSAGES)
     offline = extractive_summary(MESSAGES, None, 512)
     llm = "\n".join(f"- {message['content']}" for message in MESSAGES)
 
-    assert offline_floor(llm, offline, details, 512) is None
+    assert _floor(llm, offline) is None

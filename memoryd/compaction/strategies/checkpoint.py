@@ -36,24 +36,22 @@ from memoryd.compaction.strategies.head import (
 from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
 from memoryd.config.settings import Settings
 from memoryd.conversation.lines import Line
-from memoryd.errors import MemorydError, NoSummaryAnswer, SummarizerError
+from memoryd.errors import MemorydError, NoSummaryAnswer
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
-from memoryd.receipts.records import RetentionFigures
 from memoryd.summary.backends import ExtractiveSummarizer, Summarizer, make_summarizer
 from memoryd.summary.checkpoint import (
     CHECKPOINT_PREFIX,
     SECTIONS,
     Checkpoint,
     CheckpointStats,
-    CheckpointSummary,
     CompactionInfo,
     render_checkpoint,
     render_lists,
 )
 from memoryd.summary.chunking import compact_to_checkpoint
-from memoryd.summary.retention import Beside, Detail, extract_details, score
-from memoryd.summary.verbatim import fit
+from memoryd.summary.reconcile import reconcile_lists
+from memoryd.summary.retention import Beside, extract_details
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
 
@@ -116,70 +114,6 @@ def _previous_text(previous: Checkpoint | None) -> str | None:
         return None
     items = [item for name in SECTIONS for item in getattr(previous, name)]
     return "\n".join([*items, *previous.details])
-
-
-def _lists_text(lists: CheckpointSummary) -> str:
-    return "\n".join(item for name in SECTIONS for item in getattr(lists, name))
-
-
-def _repaired_lists(
-    summarizer: Summarizer,
-    lists: CheckpointSummary,
-    details: Sequence[Detail],
-    min_retention: float,
-    beside: Beside | None = None,
-) -> tuple[CheckpointSummary, float]:
-    """The lists, after one repair request when they kept less than ``min_retention`` of
-    ``details`` (and the score before it). A failed or worse repair keeps the lists."""
-    first = score(details, _lists_text(lists), beside)
-    if min_retention <= 0 or first.score >= min_retention:
-        return lists, first.score
-    try:
-        repaired = summarizer.repair_checkpoint(lists, [d.text for d in first.missing])
-    except SummarizerError as exc:
-        log.warning("checkpoint_repair_failed", backend=summarizer.name, reason=str(exc))
-        return lists, first.score
-    if repaired is None or score(details, _lists_text(repaired), beside).score <= first.score:
-        return lists, first.score
-    return repaired, first.score
-
-
-def _uncovered(missing: Sequence[Detail]) -> list[Detail]:
-    """The missing details less the paths that a longer missing path holds
-    (``src/a.py`` in ``/repo/src/a.py``): keeping the longer one keeps both."""
-    paths = [d.key for d in missing if d.kind == "path"]
-    return [
-        d
-        for d in missing
-        if d.kind != "path" or not any(d.key != other and d.key in other for other in paths)
-    ]
-
-
-def retain_in_lists(
-    lists: CheckpointSummary,
-    details: Sequence[Detail],
-    budget: int,
-    min_retention: float,
-    before: float | None = None,
-    beside: Beside | None = None,
-) -> tuple[list[str], RetentionFigures]:
-    """The retention check over a checkpoint's lists (pure): the details they lost, to
-    keep verbatim beside them within ``budget`` tokens, and the scores.
-
-    As for summaries: below ``min_retention`` the missing details may take up to the
-    whole budget; at or above it they are kept as well while they fit; 0 switches the
-    check's repair off (docs/design.md#retention). ``before`` is the score before an
-    earlier repair request, when there was one; what stays ``beside`` the checkpoint (the
-    pinned messages) counts as kept.
-    """
-    text = _lists_text(lists)
-    first = score(details, text, beside)
-    start = first.score if before is None else before
-    if min_retention <= 0 or not first.missing:
-        return [], RetentionFigures(start, first.score, len(first.missing))
-    chosen = [d.text for d in fit(_uncovered(first.missing), budget)]
-    final = score(details, "\n".join([text, *chosen]), beside)
-    return chosen, RetentionFigures(start, final.score, len(final.missing))
 
 
 def _embeds_checkpoint(line: Line) -> bool:
@@ -249,19 +183,19 @@ class CheckpointStrategy:
                 lists, _ = compact(checker)
                 calls = summarizer.requests
             details = extract_details(messages, _previous_text(previous))
-            beside = Beside(transcript_messages(request.kept), details)
-            lists, before = _repaired_lists(
-                checker, lists, details, request.settings.summarizer.min_retention, beside
+            lists, kept_verbatim, retention = reconcile_lists(
+                lists,
+                details,
+                Beside(transcript_messages(request.kept), details),
+                request.settings.summarizer.min_retention,
+                # The details kept verbatim get what the lists leave of the cap, and never
+                # less than the share the lists do not take.
+                lambda lists: max(
+                    budget - estimate_text_tokens(render_lists(lists)),
+                    budget - int(budget * LISTS_SHARE),
+                ),
+                checker,
             )
-        lists_tokens = estimate_text_tokens(render_lists(lists))
-        kept_verbatim, retention = retain_in_lists(
-            lists,
-            details,
-            max(budget - lists_tokens, budget - int(budget * LISTS_SHARE)),
-            request.settings.summarizer.min_retention,
-            before,
-            beside,
-        )
         now = time.time()
         timestamps = [
             t

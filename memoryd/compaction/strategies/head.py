@@ -9,8 +9,7 @@ import contextlib
 import functools
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import structlog
@@ -18,14 +17,11 @@ import structlog
 from memoryd.compaction.strategies.protocol import Head, HeadRequest
 from memoryd.conversation.lines import Line
 from memoryd.errors import NoSummaryAnswer, SummarizerError
-from memoryd.receipts.records import RetentionFigures
 from memoryd.summary.backends import ExtractiveSummarizer, Summarizer, Summary, make_summarizer
-from memoryd.summary.carry import carried_text, carry_items
 from memoryd.summary.chunking import summarize_messages
 from memoryd.summary.extractive import extractive_summary
-from memoryd.summary.offline_floor import Floor, no_summary_floor, offline_floor
-from memoryd.summary.retention import Beside, Detail, extract_details, score
-from memoryd.summary.verbatim import with_free_room, with_verbatim_section
+from memoryd.summary.reconcile import carried_text, reconcile
+from memoryd.summary.retention import Beside, extract_details
 from memoryd.tokens import LLMUsage, estimate_text_tokens
 from memoryd.transcript.messages import read_messages, task_phrase
 
@@ -171,24 +167,19 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
         # Routine items of the previous head may give way (docs/design.md#summary-items):
         # only what must survive it is a detail to keep.
         details = extract_details(messages, carried_text(folded, style))
-        beside = Beside(transcript_messages(request.kept), details)
-        min_retention = settings.summarizer.min_retention
-        if no_summary is not None:
-            floor: Floor | None = no_summary_floor(no_summary, summary.text, details, beside)
-            text, retention, _ = retain_details(
-                ExtractiveSummarizer(), summary.text, details, budget, min_retention, beside
-            )
-        else:
-            text, retention, floor = retain_details(
-                summarizer, summary.text, details, budget, min_retention, beside, offline
-            )
-        draft = floor.text if floor is not None else summary.text
-        checker = ExtractiveSummarizer() if floor is not None else summarizer
-        carried = carry_items(checker, folded, draft, text, budget, style)
-        if carried.text != text:
-            text = carried.text
-            final = score(details, text, beside)
-            retention = replace(retention, after=final.score, missing=len(final.missing))
+        reconciled = reconcile(
+            summary.text,
+            details,
+            Beside(transcript_messages(request.kept), details),
+            budget,
+            settings.summarizer.min_retention,
+            summarizer=summarizer if no_summary is None else None,
+            offline=offline if no_summary is None else None,
+            previous=folded,
+            style=style,
+            no_summary=no_summary,
+        )
+    text, floor = reconciled.text, reconciled.floor
     count = plan.summarized_count + (previous_count(prefix[0]) if previous is not None else 0)
     message = summary_message(
         text,
@@ -210,7 +201,7 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
         summary.estimated_input_tokens,
         usage=billed_usage(summarizer),
         model=summarizer.model,
-        retention=retention,
+        retention=reconciled.retention,
     )
 
 
@@ -242,68 +233,3 @@ def billed_usage(summarizer: Summarizer) -> LLMUsage:
         usage.cache_read_tokens,
         usage.cache_creation_tokens,
     )
-
-
-def retain_details(
-    summarizer: Summarizer,
-    text: str,
-    details: Sequence[Detail],
-    budget: int,
-    min_retention: float,
-    beside: Beside | None = None,
-    offline: Callable[[], str] | None = None,
-) -> tuple[str, RetentionFigures, Floor | None]:
-    """``text``, repaired when it kept less than ``min_retention`` of ``details``.
-
-    A detail that the messages kept ``beside`` the summary carry (the pinned messages,
-    the kept part) counts as kept: the figures are measured on what the file holds after
-    the commit, and nothing is repaired or kept verbatim twice.
-
-    Below the threshold the backend is asked once to repair the summary (a backend that
-    cannot be asked is not). Never worse than offline: when the summary, repaired or not,
-    still keeps fewer details than ``offline()`` (the offline summary of the same input,
-    made only when the summary lost a detail), the offline items replace it, with its
-    lines that add a detail; the Floor returned says so. If it is still below, the
-    missing details are appended as a verbatim section, the summary cut at a line to
-    make room within ``budget``. At or above the threshold, missing details take only
-    the room left free once sentences that carry no detail are taken out. A threshold of
-    0 switches the repairs off; the score is still measured (docs/design.md#retention).
-    """
-    first = score(details, text, beside)
-    if min_retention <= 0:
-        return text, RetentionFigures(first.score, first.score, len(first.missing)), None
-    current = first
-    if first.score < min_retention:
-        try:
-            repaired = summarizer.repair(text, [d.text for d in first.missing], budget)
-        except SummarizerError as exc:
-            # The summary in hand is valid: a failed repair falls back to the verbatim
-            # section rather than failing the job.
-            log.warning("summary_repair_failed", backend=summarizer.name, reason=str(exc))
-            repaired = None
-        if repaired is not None and repaired.text.strip():
-            candidate = score(details, repaired.text, beside)
-            if candidate.score >= first.score and estimate_text_tokens(repaired.text) <= budget:
-                text, current = repaired.text, candidate
-    floor = None
-    if offline is not None and current.missing:
-        floor = offline_floor(text, offline(), details, budget, beside)
-    if floor is not None:
-        log.info(
-            "llm_summary_below_offline",
-            llm_retention=floor.llm_score,
-            offline_retention=floor.offline_score,
-            llm_lines_kept=floor.llm_lines,
-        )
-        text, current = floor.text, score(details, floor.text, beside)
-    scored = text
-    if current.missing:
-        lost = {id(d) for d in current.missing}
-        kept = [d for d in details if id(d) not in lost]
-        if current.score < min_retention:
-            text = with_verbatim_section(text, current.missing, budget, kept)
-        else:
-            text = with_free_room(text, current.missing, budget, kept)
-    # score is pure: a text left as it was scored keeps its score (docs/design.md#retention).
-    final = current if text == scored else score(details, text, beside)
-    return text, RetentionFigures(first.score, final.score, len(final.missing)), floor
