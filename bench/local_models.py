@@ -35,7 +35,7 @@ from memoryd.compaction.job.run import run_job
 from memoryd.config.settings import load_settings
 from memoryd.llm import limits
 from memoryd.llm.openai_compat import OpenAICompatBackend
-from memoryd.summary.backends import LLMSummarizer
+from memoryd.summary.backends import Summarizer
 from memoryd.summary.chunking import instruction_tokens, summarize_messages
 from memoryd.tokens import estimate_message_tokens
 
@@ -116,7 +116,7 @@ def requests_for(n_ctx: int, configured: bool, messages: list[dict[str, Any]]) -
         )
         with contextlib.closing(backend):
             summary = summarize_messages(
-                LLMSummarizer(backend), messages, None, 1024, 150_000, "narrative"
+                Summarizer(backend), messages, None, 1024, 150_000, "narrative"
             )
         requests = server.requests
     refused = [r for r in requests if server.prompt_tokens(r.body) > n_ctx]

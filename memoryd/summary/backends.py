@@ -8,7 +8,7 @@ import importlib.util
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
+OFFLINE = "extractive"
+"""The name of the backend without an LLM."""
 CHECKPOINT_MAX_TOKENS = 4_096
 """Answer budget of a checkpoint: five lists of short items, as JSON."""
 
@@ -45,158 +47,31 @@ class Summary:
     estimated_input_tokens: int = 0
 
 
-class Summarizer(Protocol):
-    """A backend: summarizes messages, and merges summaries of consecutive chunks.
-
-    ``usage`` adds up what every call so far asked of the LLM; ``model`` is the model
-    that answered (None for a backend without one). ``final`` marks the call whose answer
-    becomes the summary: the one a repair may follow, so the one worth caching.
-    """
-
-    name: str
-
-    @property
-    def usage(self) -> LLMUsage: ...
-
-    @property
-    def model(self) -> str | None: ...
-
-    def summarize(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        previous: str | None,
-        budget: int,
-        style: str,
-        final: bool = True,
-    ) -> Summary: ...
-
-    def merge(
-        self,
-        parts: Sequence[str],
-        previous: str | None,
-        budget: int,
-        style: str,
-        final: bool = True,
-    ) -> Summary: ...
-
-    def repair(self, summary: str, missing: Sequence[str], budget: int) -> Summary | None:
-        """The last final summary again, asked to keep ``missing``; None when the backend
-        cannot be asked (the extractive one)."""
-
-    def checkpoint(
-        self,
-        previous: CheckpointSummary | None,
-        messages: Sequence[Mapping[str, Any]],
-        budget: int,
-    ) -> CheckpointSummary:
-        """``messages`` folded into ``previous``; ``budget`` is the room of the lists, in
-        tokens of the checkpoint's text (the LLM is asked for short lists instead)."""
-
-    def repair_checkpoint(
-        self, lists: CheckpointSummary, missing: Sequence[str]
-    ) -> CheckpointSummary | None:
-        """The last checkpoint again, asked to keep ``missing``; None when the backend
-        cannot be asked (the extractive one)."""
-
-    def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
-        """Estimated tokens one request may hold for an answer of ``answer_tokens``: at
-        most ``max_input_tokens``, less when the server's context is smaller."""
-
-    @property
-    def requests(self) -> int:
-        """Requests sent to the LLM so far, the failed ones too (0 without one)."""
-
-    def context_note(self) -> str | None:
-        """The server's context as learned and why, when one was (for the job's result)."""
-
-    def close(self) -> None:
-        """Release what the backend holds (the SDK client's connections)."""
-
-
-class ExtractiveSummarizer:
-    """The offline backend (see :mod:`memoryd.summary.extractive`)."""
-
-    name = "extractive"
-    usage = LLMUsage()
-    model = None
-
-    def summarize(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        previous: str | None,
-        budget: int,
-        style: str,
-        final: bool = True,
-    ) -> Summary:
-        text = extractive_summary(messages, previous, budget, style)
-        return Summary(text, self.name)
-
-    def repair(self, summary: str, missing: Sequence[str], budget: int) -> Summary | None:
-        """No model to ask: the retention check appends what is missing instead."""
-        return None
-
-    def checkpoint(
-        self,
-        previous: CheckpointSummary | None,
-        messages: Sequence[Mapping[str, Any]],
-        budget: int,
-    ) -> CheckpointSummary:
-        return extractive_checkpoint(previous, messages, budget)
-
-    def repair_checkpoint(
-        self, lists: CheckpointSummary, missing: Sequence[str]
-    ) -> CheckpointSummary | None:
-        """No model to ask: the retention check keeps what is missing beside the lists."""
-        return None
-
-    def merge(
-        self,
-        parts: Sequence[str],
-        previous: str | None,
-        budget: int,
-        style: str,
-        final: bool = True,
-    ) -> Summary:
-        joined = "\n".join(parts)
-        return Summary(extractive_summary([], _join(previous, joined), budget, style), self.name)
-
-    def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
-        """``max_input_tokens``: no context but the configured one."""
-        return max_input_tokens
-
-    @property
-    def requests(self) -> int:
-        """No LLM: no request."""
-        return 0
-
-    def context_note(self) -> str | None:
-        """No server: nothing learned."""
-        return None
-
-    def close(self) -> None:
-        """Nothing to release: no network, no files."""
-
-
-def _join(previous: str | None, text: str) -> str:
-    return f"{previous}\n{text}" if previous else text
-
-
 PROMPTS: dict[str, Callable[[str, str | None, int], tuple[str, str]]] = {
     "narrative": prompts.narrative_prompt,
     "rolling": prompts.rolling_prompt,
 }
 
 
-class LLMSummarizer:
-    """An LLM backend (anthropic, openai) behind the prompts of
-    :mod:`memoryd.summary.prompts`: every backend gets the same requests."""
+class Summarizer:
+    """A backend: summarizes messages, merges summaries of consecutive chunks, folds
+    messages into a checkpoint's lists, and repairs its last answer.
 
-    def __init__(self, backend: CompletionBackend, cache: bool = True) -> None:
+    With a :class:`CompletionBackend` (anthropic, openai) every request is built from the
+    prompts of :mod:`memoryd.summary.prompts`, so every backend gets the same requests;
+    without one it is the offline backend (:mod:`memoryd.summary.extractive`), which makes
+    no request and cannot be asked to repair. ``usage`` adds up what every call so far
+    asked of the LLM; ``model`` is the model that answered (None without one). ``final``
+    marks the call whose answer becomes the summary: the one a repair may follow, so the
+    one worth caching.
+    """
+
+    def __init__(self, backend: CompletionBackend | None = None, cache: bool = True) -> None:
         self.backend = backend
-        self.name = backend.name
+        self.name = backend.name if backend is not None else OFFLINE
         self.cache = cache
         self.usage = LLMUsage()
-        self.model: str | None = backend.model
+        self.model: str | None = backend.model if backend is not None else None
         self._last: tuple[str, list[str]] | None = None
         self._last_checkpoint: tuple[str, str] | None = None
 
@@ -208,6 +83,8 @@ class LLMSummarizer:
         style: str,
         final: bool = True,
     ) -> Summary:
+        if self.backend is None:
+            return Summary(extractive_summary(messages, previous, budget, style), self.name)
         transcript = prompts.render_transcript(messages, prompts.TOOL_OUTPUT_CHARS, ids=True)
         system, _user = PROMPTS[style](transcript, previous, budget)
         parts = prompts.user_prompt_parts(transcript, previous, prompts.TASKS[style])
@@ -221,15 +98,20 @@ class LLMSummarizer:
         style: str,
         final: bool = True,
     ) -> Summary:
+        if self.backend is None:
+            joined = "\n".join(parts)
+            text = f"{previous}\n{joined}" if previous else joined
+            return Summary(extractive_summary([], text, budget, style), self.name)
         system, user = prompts.merge_prompt(parts, previous, budget, style)
         return self._complete(system, [user], budget, final)
 
     def repair(self, summary: str, missing: Sequence[str], budget: int) -> Summary | None:
-        """One more request: the last final prompt, the summary it got, and what it lost.
+        """One more request: the last final prompt, the summary it got, and what it lost;
+        None when there is no LLM to ask (the reconcile step keeps what is missing).
 
         The repeated prompt is read from the prompt cache when it was marked for it.
         """
-        if self._last is None:
+        if self.backend is None or self._last is None:
             return None
         system, parts = self._last
         completion = self.backend.complete(
@@ -248,6 +130,10 @@ class LLMSummarizer:
         messages: Sequence[Mapping[str, Any]],
         budget: int,
     ) -> CheckpointSummary:
+        """``messages`` folded into ``previous``; ``budget`` is the room of the lists, in
+        tokens of the checkpoint's text (the LLM is asked for short lists instead)."""
+        if self.backend is None:
+            return extractive_checkpoint(previous, messages, budget)
         system, user = build_compaction_prompt(previous, messages)
         completion = self.backend.complete(system, user, CHECKPOINT_MAX_TOKENS)
         self._count(completion)
@@ -257,8 +143,9 @@ class LLMSummarizer:
     def repair_checkpoint(
         self, lists: CheckpointSummary, missing: Sequence[str]
     ) -> CheckpointSummary | None:
-        """One more request: the last checkpoint prompt, its lists, and what they lost."""
-        if self._last_checkpoint is None:
+        """One more request: the last checkpoint prompt, its lists, and what they lost;
+        None when there is no LLM to ask (the lost details are kept beside the lists)."""
+        if self.backend is None or self._last_checkpoint is None:
             return None
         system, user = self._last_checkpoint
         answer = json.dumps(lists.model_dump(), ensure_ascii=False)
@@ -272,21 +159,28 @@ class LLMSummarizer:
         return parse_compaction_result(completion.text)
 
     def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
+        """Estimated tokens one request may hold for an answer of ``answer_tokens``: at
+        most ``max_input_tokens``, less when the server's context is smaller."""
+        if self.backend is None:
+            return max_input_tokens
         return self.backend.input_room(max_input_tokens, answer_tokens)
 
     @property
     def requests(self) -> int:
-        """Requests the backend sent, the failed ones too."""
-        return self.backend.requests
+        """Requests sent to the LLM so far, the failed ones too (0 without one)."""
+        return self.backend.requests if self.backend is not None else 0
 
     def context_note(self) -> str | None:
-        return self.backend.context_note()
+        """The server's context as learned and why, when one was (for the job's result)."""
+        return self.backend.context_note() if self.backend is not None else None
 
     def close(self) -> None:
         """Close the SDK client, so that no keep-alive socket outlives the job."""
-        self.backend.close()
+        if self.backend is not None:
+            self.backend.close()
 
     def _complete(self, system: str, parts: list[str], budget: int, final: bool) -> Summary:
+        assert self.backend is not None  # the offline backend makes no request
         cache = self.cache and final
         completion = self.backend.complete(system, parts, budget, cache=cache)
         self._count(completion)
@@ -354,15 +248,15 @@ def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float)
     """Build the configured backend in this process (the SDK client is created lazily)."""
     name, why = choose_backend(settings, env)
     log.debug("summarizer_backend", backend=name, reason=why)
-    if name == "extractive":
-        return ExtractiveSummarizer()
+    if name == OFFLINE:
+        return Summarizer()
     cache = settings.summarizer.min_retention > 0
     # The SDKs are imported only by a job that uses them (docs/design.md#processes).
     if name == "openai":
         from memoryd.llm.openai_compat import OpenAICompatBackend
 
         openai = settings.openai
-        return LLMSummarizer(
+        return Summarizer(
             cache=cache,
             backend=OpenAICompatBackend(
                 api_key=openai.effective_api_key(env),
@@ -378,7 +272,7 @@ def make_summarizer(settings: Settings, env: Mapping[str, str], deadline: float)
     from memoryd.llm.anthropic import AnthropicBackend
 
     config = settings.anthropic
-    return LLMSummarizer(
+    return Summarizer(
         cache=cache,
         backend=AnthropicBackend(
             api_key=config.effective_api_key(env) or "",

@@ -5,8 +5,8 @@ their summaries merged (narrative, rolling), or folded one into the next (checkp
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import structlog
 
@@ -19,6 +19,7 @@ from memoryd.summary.checkpoint_prompt import build_compaction_prompt
 from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
 
 log = structlog.get_logger()
+T = TypeVar("T")
 
 MIN_CHUNK_TOKENS = 256
 """The smallest chunk: below it a summary request is mostly instructions."""
@@ -36,25 +37,32 @@ def chunk_messages(
     A single message larger than the budget is cut into text pieces of its rendering,
     each a chunk of its own, so that nothing is left out.
     """
-    chunks: list[list[Mapping[str, Any]]] = []
-    current: list[Mapping[str, Any]] = []
-    used = 0
+    sized: list[tuple[Mapping[str, Any], int]] = []
     for message in messages:
         size = estimate_message_tokens(message)
         if size > max_tokens:
-            if current:
-                chunks.append(current)
-                current, used = [], 0
-            chunks.extend([piece] for piece in _cut_message(message, max_tokens))
-            continue
-        if current and used + size > max_tokens:
-            chunks.append(current)
+            # Counted as larger than a chunk: each piece stands alone.
+            sized.extend((piece, max_tokens + 1) for piece in _cut_message(message, max_tokens))
+        else:
+            sized.append((message, size))
+    return _consecutive(sized, max_tokens, 1)
+
+
+def _consecutive(sized: Iterable[tuple[T, int]], room: int, least: int) -> list[list[T]]:
+    """The items in consecutive groups of at most ``room`` (by their sizes), a group
+    closed early only once it holds ``least`` (pure)."""
+    groups: list[list[T]] = []
+    current: list[T] = []
+    used = 0
+    for item, size in sized:
+        if len(current) >= least and used + size > room:
+            groups.append(current)
             current, used = [], 0
-        current.append(message)
+        current.append(item)
         used += size
     if current:
-        chunks.append(current)
-    return chunks
+        groups.append(current)
+    return groups
 
 
 def _cut_message(message: Mapping[str, Any], max_tokens: int) -> list[Mapping[str, Any]]:
@@ -133,19 +141,9 @@ def merge_groups(texts: Sequence[str], room: int) -> list[list[str]]:
     """Consecutive groups of chunk summaries, each filling up to ``room`` estimated
     tokens (pure). Every group but the last holds at least two, so that merging the
     groups always leaves fewer texts."""
-    groups: list[list[str]] = []
-    current: list[str] = []
-    used = 0
-    for text in texts:
-        size = estimate_text_tokens(text) + MERGE_PART_OVERHEAD
-        if len(current) >= 2 and used + size > room:
-            groups.append(current)
-            current, used = [], 0
-        current.append(text)
-        used += size
-    if current:
-        groups.append(current)
-    return groups
+    return _consecutive(
+        ((t, estimate_text_tokens(t) + MERGE_PART_OVERHEAD) for t in texts), room, 2
+    )
 
 
 def instruction_tokens(style: str, budget: int) -> int:

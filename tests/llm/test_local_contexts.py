@@ -23,7 +23,7 @@ from memoryd.llm import limits
 from memoryd.llm.completion import ContextOverflow
 from memoryd.llm.openai_compat import OpenAICompatBackend
 from memoryd.receipts.records import read_receipts
-from memoryd.summary.backends import LLMSummarizer
+from memoryd.summary.backends import Summarizer
 from memoryd.summary.chunking import instruction_tokens, summarize_messages
 from memoryd.summary.prompts import narrative_prompt, render_transcript
 from memoryd.tokens import estimate_message_tokens
@@ -169,7 +169,7 @@ def test_chunks_fill_the_room_learned(make_backend: BackendFactory, n_ctx: int) 
     messages = _input(100_000)
     total = sum(estimate_message_tokens(m) for m in messages)
     with FakeOpenAI(flavour="llamacpp", n_ctx=n_ctx, default=Reply.ok("- kept")) as server:
-        summarizer = LLMSummarizer(make_backend(server))
+        summarizer = Summarizer(make_backend(server))
         summary = summarize_messages(summarizer, messages, None, budget, 150_000, "narrative")
         chunks = transcript_requests(server)
         merges = len(server.requests) - len(chunks)
@@ -188,7 +188,7 @@ def test_an_under_counting_server_fails_the_job_naming_what_it_read(
     window stays, nothing is summarized, the reason says what the server read."""
     with FakeOpenAI(flavour="vllm", reports_prompt_tokens=1234) as server:
         backend = make_backend(server, context_window=32_768)
-        summarizer = LLMSummarizer(backend)
+        summarizer = Summarizer(backend)
         started = time.monotonic()
         with capture_logs() as logs, pytest.raises(SummarizerError) as caught:
             summarize_messages(summarizer, _input(9_600), None, 1024, 150_000, "narrative")

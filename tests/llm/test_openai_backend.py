@@ -19,7 +19,7 @@ from memoryd.errors import ConfigError, SummarizerError
 from memoryd.llm import limits
 from memoryd.llm.completion import Completion, ContextOverflow
 from memoryd.llm.openai_compat import PLACEHOLDER_KEY, OpenAICompatBackend
-from memoryd.summary.backends import LLMSummarizer
+from memoryd.summary.backends import Summarizer
 from memoryd.summary.chunking import compact_to_checkpoint, summarize_messages
 from memoryd.summary.prompts import narrative_prompt, render_transcript
 from memoryd.tokens import estimate_message_tokens
@@ -313,7 +313,7 @@ def test_an_overflow_re_chunks_and_every_later_request_fits(
     is refused, and the summary is the merge of the chunks. A server that names its
     context takes one learning request; one that does not, a halving each (40k, 20k, 10k)."""
     with FakeOpenAI(flavour=flavour, n_ctx=8192, default=Reply.echo()) as server:
-        summarizer = LLMSummarizer(make_backend(server, deadline=30))
+        summarizer = Summarizer(make_backend(server, deadline=30))
         with capture_logs() as logs:
             summary = summarize_messages(
                 summarizer, _large_input(40_000), None, 1024, 150_000, "narrative"
@@ -329,7 +329,7 @@ def test_an_overflow_re_chunks_and_every_later_request_fits(
 def test_ollama_never_gets_more_than_its_configured_context(make_backend: BackendFactory) -> None:
     """Ollama truncates silently: with context_window set, no request is cut."""
     with FakeOpenAI(flavour="ollama", n_ctx=8192, default=Reply.echo()) as server:
-        summarizer = LLMSummarizer(make_backend(server, deadline=30, context_window=8192))
+        summarizer = Summarizer(make_backend(server, deadline=30, context_window=8192))
         summarize_messages(summarizer, _large_input(30_000), None, 1024, 150_000, "narrative")
         requests = server.requests
     assert len(requests) > 1
@@ -343,7 +343,7 @@ def test_ollamas_silent_cut_is_noticed_from_its_count_and_learned_like_an_overfl
     taken (the server counted half of what was sent), the context is learned from the
     count, and every later request is read whole."""
     with FakeOpenAI(flavour="ollama", n_ctx=8192, default=Reply.echo()) as server:
-        summarizer = LLMSummarizer(make_backend(server, deadline=30))
+        summarizer = Summarizer(make_backend(server, deadline=30))
         with capture_logs() as logs:
             summarize_messages(summarizer, _large_input(30_000), None, 1024, 150_000, "narrative")
         requests = server.requests
@@ -356,7 +356,7 @@ def test_ollamas_silent_cut_is_noticed_from_its_count_and_learned_like_an_overfl
 def test_a_context_too_small_for_any_request_fails_with_a_clear_reason(
     fake: FakeOpenAI, make_backend: BackendFactory
 ) -> None:
-    summarizer = LLMSummarizer(make_backend(context_window=1500))
+    summarizer = Summarizer(make_backend(context_window=1500))
     started = time.monotonic()
 
     with pytest.raises(SummarizerError, match="context is too small"):
@@ -370,7 +370,7 @@ def test_a_repair_continues_the_conversation_in_turns_every_template_accepts(
     fake: FakeOpenAI, make_backend: BackendFactory
 ) -> None:
     fake.push(Reply.ok("A first summary."), Reply.ok("A repaired summary with plover-42."))
-    summarizer = LLMSummarizer(make_backend())
+    summarizer = Summarizer(make_backend())
 
     summarizer.summarize([{"role": "user", "content": SECRET_TEXT}], None, 256, "narrative")
     repaired = summarizer.repair("A first summary.", ["the launch code is plover-42"], 256)
@@ -402,7 +402,7 @@ def test_a_checkpoint_through_a_small_server_re_chunks_after_the_overflow(
     """The checkpoint strategy's chunks too are re-cut after an overflow, each folded into
     the next; no request after the learning one is refused."""
     with FakeOpenAI(flavour="vllm", n_ctx=16_384, default=Reply.ok(CHECKPOINT_ANSWER)) as server:
-        summarizer = LLMSummarizer(make_backend(server, deadline=30))
+        summarizer = Summarizer(make_backend(server, deadline=30))
         lists, calls = compact_to_checkpoint(summarizer, None, _large_input(30_000), 150_000, 700)
         requests = server.requests
     fits = [server.prompt_tokens(r.body) + 4096 <= 16_384 for r in requests]

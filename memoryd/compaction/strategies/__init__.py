@@ -1,4 +1,4 @@
-"""The summarization strategies behind one small protocol (see docs/design.md#strategies).
+"""The summarization strategies, each a :class:`Strategy` (see docs/design.md#strategies).
 
 A strategy answers four questions (and says what its due check reads:
 ``needs_line_tokens``), and nothing outside this package asks for its name:

@@ -33,13 +33,12 @@ from memoryd.compaction.strategies.head import (
     summary_message,
     transcript_messages,
 )
-from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
-from memoryd.config.settings import Settings
+from memoryd.compaction.strategies.protocol import Head, HeadRequest, Strategy
 from memoryd.conversation.lines import Line
 from memoryd.errors import MemorydError, NoSummaryAnswer
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
-from memoryd.summary.backends import ExtractiveSummarizer, Summarizer, make_summarizer
+from memoryd.summary.backends import Summarizer, make_summarizer
 from memoryd.summary.checkpoint import (
     CHECKPOINT_PREFIX,
     SECTIONS,
@@ -121,21 +120,14 @@ def _embeds_checkpoint(line: Line) -> bool:
     return line.message is not None and isinstance(line.message.get("checkpoint"), dict)
 
 
-class CheckpointStrategy:
+class CheckpointStrategy(Strategy):
     """Due above ``[checkpoint] compact_at``; compacts every message, keeps none verbatim."""
 
     name = "checkpoint"
-    needs_line_tokens = False
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
 
     @property
     def trigger(self) -> float:
         return self.settings.checkpoint.compact_at
-
-    def due(self, counts: Counts, tokens_at_ineffective: int | None = None) -> Due:
-        return usage_due(counts, self.settings.token_limit, self.trigger, tokens_at_ineffective)
 
     def split(self, lines: Sequence[MessageLike]) -> SplitPlan | str:
         plan = checkpoint_split(lines)
@@ -173,13 +165,13 @@ class CheckpointStrategy:
             except NoSummaryAnswer as exc:
                 # Never worse than offline, as for a summary (docs/design.md#retention): a
                 # model that gives no checkpoint at all leaves the offline lists.
-                if summarizer.name == ExtractiveSummarizer.name:
+                if summarizer.backend is None:
                     raise
                 log.warning(
                     "llm_gave_no_summary", backend=summarizer.name, requests=summarizer.requests
                 )
                 no_summary = f"llm gave no summary ({exc.why}): offline items used"
-                checker = ExtractiveSummarizer()
+                checker = Summarizer()
                 lists, _ = compact(checker)
                 calls = summarizer.requests
             details = extract_details(messages, _previous_text(previous))

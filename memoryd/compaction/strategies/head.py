@@ -17,7 +17,7 @@ import structlog
 from memoryd.compaction.strategies.protocol import Head, HeadRequest
 from memoryd.conversation.lines import Line
 from memoryd.errors import NoSummaryAnswer, SummarizerError
-from memoryd.summary.backends import ExtractiveSummarizer, Summarizer, Summary, make_summarizer
+from memoryd.summary.backends import Summarizer, Summary, make_summarizer
 from memoryd.summary.chunking import summarize_messages
 from memoryd.summary.extractive import extractive_summary
 from memoryd.summary.reconcile import carried_text, reconcile
@@ -143,7 +143,7 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
     messages = transcript_messages(to_summarize)
     budget = settings.summarizer.max_summary_tokens
     offline = None
-    if summarizer.name != ExtractiveSummarizer.name:
+    if summarizer.backend is not None:
         offline = functools.partial(extractive_summary, messages, folded, budget, style)
     with contextlib.closing(summarizer), billed_on_failure(summarizer):
         no_summary = None

@@ -17,9 +17,7 @@ from memoryd.boundaries import (
     safe_split,
 )
 from memoryd.compaction.strategies.head import summary_head
-from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
-from memoryd.config.settings import Settings
-from memoryd.workspace import Workspace
+from memoryd.compaction.strategies.protocol import Head, HeadRequest, Strategy
 
 
 def narrative_split(
@@ -57,21 +55,10 @@ def narrative_split(
     return plan_for(messages, keep_from)
 
 
-class Narrative:
+class Narrative(Strategy):
     """Due above ``summarize_at``; keeps the newest ``keep_recent_ratio`` verbatim."""
 
     name = "narrative"
-    needs_line_tokens = False
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    @property
-    def trigger(self) -> float:
-        return self.settings.summarize_at
-
-    def due(self, counts: Counts, tokens_at_ineffective: int | None = None) -> Due:
-        return usage_due(counts, self.settings.token_limit, self.trigger, tokens_at_ineffective)
 
     def split(self, lines: Sequence[MessageLike]) -> SplitPlan | str:
         settings = self.settings
@@ -86,6 +73,3 @@ class Narrative:
 
     def produce_head(self, request: HeadRequest) -> Head:
         return summary_head(request, "narrative")
-
-    def save(self, workspace: Workspace, head: Head) -> None:
-        """The narrative summary lives in the conversation alone: nothing to save."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from memoryd.boundaries import MessageLike, SplitPlan
 from memoryd.levels import may_retry_after_ineffective, over_trigger
@@ -110,35 +110,43 @@ class Head:
     """The retention check's scores (docs/design.md#retention)."""
 
 
-class Strategy(Protocol):
-    """One strategy; see the module docstring for the four questions."""
+class Strategy:
+    """One strategy; see the module docstring for the four questions. What most answer
+    alike is answered here: due above ``summarize_at``, nothing saved beside the
+    conversation."""
+
+    name: str
+    needs_line_tokens = False
+    """Does :meth:`due` read each line's tokens (``Counts.line_tokens``)? The daemon then
+    counts a conversation line by line rather than take back the totals it saved (those
+    lack each line's tokens)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
 
     @property
-    def name(self) -> str: ...
+    def trigger(self) -> float:
+        """The usage share that makes a job due. Only a usage-triggered job can be
+        ineffective (usage still above it afterwards)."""
+        return self.settings.summarize_at
 
-    @property
-    def needs_line_tokens(self) -> bool:
-        """Does :meth:`due` read each line's tokens (``Counts.line_tokens``)? The daemon
-        then counts a conversation line by line rather than take back the totals it saved
-        (those lack each line's tokens)."""
-
-    @property
-    def trigger(self) -> float | None:
-        """The usage share that makes a job due; None for a strategy that counts messages.
-
-        Only a usage-triggered job can be ineffective (usage still above it afterwards).
-        """
-
-    def due(self, counts: Counts, tokens_at_ineffective: int | None = None) -> Due: ...
+    def due(self, counts: Counts, tokens_at_ineffective: int | None = None) -> Due:
+        """Usage above :attr:`trigger` (after an ineffective job, only once the
+        conversation has grown)."""
+        return usage_due(counts, self.settings.token_limit, self.trigger, tokens_at_ineffective)
 
     def split(self, lines: Sequence[MessageLike]) -> SplitPlan | str:
         """The prefix to replace, or why there is none (pure)."""
+        raise NotImplementedError
 
     def produce_head(self, request: HeadRequest) -> Head:
         """The new head message (calls the summarizer; raises SummarizerError)."""
+        raise NotImplementedError
 
     def save(self, workspace: Workspace, head: Head) -> None:
-        """Keep what the strategy stores beside the conversation (after the commit)."""
+        """Keep what the strategy stores beside the conversation (after the commit):
+        nothing, unless the strategy says otherwise (the summary lives in the
+        conversation alone)."""
 
 
 def usage_due(

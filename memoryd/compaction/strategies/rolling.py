@@ -16,11 +16,9 @@ from memoryd.boundaries import (
     safe_split,
 )
 from memoryd.compaction.strategies.head import summary_head
-from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, usage_due
+from memoryd.compaction.strategies.protocol import Counts, Due, Head, HeadRequest, Strategy
 from memoryd.config.sections import RollingSettings
-from memoryd.config.settings import Settings
 from memoryd.levels import over_trigger
-from memoryd.workspace import Workspace
 
 
 def rolling_due(counts: Counts, rolling: RollingSettings) -> bool:
@@ -74,20 +72,12 @@ def rolling_split(
     return None if keep_from is None else plan_for(messages, keep_from)
 
 
-class Rolling:
+class Rolling(Strategy):
     """Due on a message count (``[rolling]``) or when usage crosses ``summarize_at``; the
     summary folds the previous one in."""
 
     name = "rolling"
     needs_line_tokens = True
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    @property
-    def trigger(self) -> float:
-        """The usage trigger: a job that leaves usage above it is ineffective."""
-        return self.settings.summarize_at
 
     def due(self, counts: Counts, tokens_at_ineffective: int | None = None) -> Due:
         """The message-count trigger, or usage above ``summarize_at`` (after an ineffective
@@ -95,7 +85,7 @@ class Rolling:
         rolling = self.settings.rolling
         if rolling_due(counts, rolling):
             return Due(True, "rolling trigger")
-        by_usage = usage_due(counts, self.settings.token_limit, self.trigger, tokens_at_ineffective)
+        by_usage = super().due(counts, tokens_at_ineffective)
         if by_usage.due:
             return by_usage
         return Due(
@@ -130,6 +120,3 @@ class Rolling:
 
     def produce_head(self, request: HeadRequest) -> Head:
         return summary_head(request, "rolling")
-
-    def save(self, workspace: Workspace, head: Head) -> None:
-        """The rolling summary lives in the conversation alone: nothing to save."""
