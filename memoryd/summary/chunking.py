@@ -5,7 +5,7 @@ their summaries merged (narrative, rolling), or folded one into the next (checkp
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import structlog
@@ -105,18 +105,14 @@ def summarize_messages(
     chunks = chunk_messages(messages, room)
     log.info("summarize_chunked", chunks=len(chunks), backend=summarizer.name, room=room)
     texts: list[str] = []
-    calls = 0
-    pending = deque(chunks)
-    while pending:
-        chunk = pending.popleft()
-        try:
-            texts.append(summarizer.summarize(chunk, None, budget, style, final=False).text)
-        except ContextOverflow:
-            room = _smaller(summarizer, max_input_tokens, budget, instructions, room)
-            rest = [message for part in (chunk, *pending) for message in part]
-            pending = deque(chunk_messages(rest, room))
-            continue
-        calls += 1
+
+    def summarize(chunk: list[Mapping[str, Any]]) -> None:
+        texts.append(summarizer.summarize(chunk, None, budget, style, final=False).text)
+
+    def smaller(room: int) -> int:
+        return _smaller(summarizer, max_input_tokens, budget, instructions, room)
+
+    calls, room = _each_chunk(chunks, room, summarize, smaller)
     while True:
         try:
             groups = merge_groups(texts, room - folded)
@@ -135,6 +131,34 @@ def summarize_messages(
             room = _smaller(summarizer, max_input_tokens, budget, instructions, room)
             continue
         return Summary(merged_all.text, summarizer.name, calls=calls + 1)
+
+
+def _each_chunk(
+    chunks: list[list[Mapping[str, Any]]],
+    room: int,
+    call: Callable[[list[Mapping[str, Any]]], None],
+    smaller: Callable[[int], int],
+) -> tuple[int, int]:
+    """``call`` on each chunk in turn; the calls made and the room at the end.
+
+    A request the server refuses as too large for its context (ContextOverflow) makes
+    what is left re-chunked to ``smaller(room)`` (a SummarizerError when it cannot
+    shrink); the chunks already done stay done.
+    """
+    pending = deque(chunks)
+    calls = 0
+    while pending:
+        chunk = pending.popleft()
+        try:
+            call(chunk)
+        except ContextOverflow:
+            room = smaller(room)
+            rest = [message for part in (chunk, *pending) for message in part]
+            # Only an empty chunk (a checkpoint of no message) leaves nothing to re-chunk.
+            pending = deque(chunk_messages(rest, room) or [[]])
+            continue
+        calls += 1
+    return calls, room
 
 
 def merge_groups(texts: Sequence[str], room: int) -> list[list[str]]:
@@ -199,17 +223,15 @@ def compact_to_checkpoint(
     reserve = INSTRUCTION_MARGIN + estimate_text_tokens(system) + estimate_text_tokens(user)
     reserve += budget  # the previous checkpoint's lists
     room = _room(summarizer, max_input_tokens, answer, reserve)
-    pending = deque(chunk_messages(messages, room) or [[]])
-    calls = 0
-    while pending:
-        chunk = pending.popleft()
-        try:
-            current = summarizer.checkpoint(current, chunk, budget)
-        except ContextOverflow:
-            room = _smaller(summarizer, max_input_tokens, answer, reserve, room)
-            rest = [message for part in (chunk, *pending) for message in part]
-            pending = deque(chunk_messages(rest, room) or [[]])
-            continue
-        calls += 1
+
+    def fold(chunk: list[Mapping[str, Any]]) -> None:
+        nonlocal current
+        current = summarizer.checkpoint(current, chunk, budget)
+
+    def smaller(room: int) -> int:
+        return _smaller(summarizer, max_input_tokens, answer, reserve, room)
+
+    # No message at all is still one call: the previous checkpoint, tidied.
+    calls, _ = _each_chunk(chunk_messages(messages, room) or [[]], room, fold, smaller)
     assert current is not None
     return current, calls
