@@ -8,7 +8,9 @@ details than they do, with its lines that add one); the "Details kept verbatim" 
 (:mod:`memoryd.summary.verbatim`) for what is still missing; and the carried items
 (docs/design.md#summary-items): every item of the previous head and of the draft that is
 not routine is in the head, or is put back and the head fitted to its cap by the item
-rules of :func:`~memoryd.summary.folding.fit`.
+rules of :func:`~memoryd.summary.folding.fit`. A checkpoint's lists go through the same
+repair and the same scoring (:func:`reconcile_lists`); what they still lose is kept
+verbatim beside them.
 """
 
 from __future__ import annotations
