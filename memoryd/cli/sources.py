@@ -4,7 +4,6 @@ Codex or Gemini CLI folder or file): the source's index, read-only over the file
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -68,20 +67,15 @@ def _say(notes: list[str]) -> None:
         print(f"memoryd: {note}", file=sys.stderr)
 
 
-def render(hits: list[SourceHit]) -> str:
-    """Human output: one block per hit (source, project, session, time, role, id, snippet)."""
+def _block(hit: SourceHit, snippet: str) -> str:
+    """A source's hit: source, project, session, time, role, id, then the snippet."""
     from memoryd.cli.options import when
 
-    blocks = []
-    for hit in hits:
-        snippet = " ".join(hit.snippet.split())
-        where = hit.project or "?"
-        blocks.append(
-            f"{hit.source}  {where}  session {hit.session or '?'}\n"
-            f"    {when(hit.timestamp)}  {hit.role or '?'}  {hit.id}\n"
-            f"    {snippet}\n"
-        )
-    return "\n".join(blocks)
+    return (
+        f"{hit.source}  {hit.project or '?'}  session {hit.session or '?'}\n"
+        f"    {when(hit.timestamp)}  {hit.role or '?'}  {hit.id}\n"
+        f"    {snippet}\n"
+    )
 
 
 def recall(args: argparse.Namespace, out: TextIO) -> int:
@@ -106,13 +100,9 @@ def recall(args: argparse.Namespace, out: TextIO) -> int:
         if line is not None:
             line.end()
     _say(notes)
-    if args.json:
-        out.write(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2) + "\n")
-    elif hits:
-        out.write(render(hits))
-    else:
-        out.write(f"no matches for {args.query!r} in {args.path}\n")
-    return 0
+    from memoryd.cli.recall import print_hits
+
+    return print_hits(args, out, hits, _block)
 
 
 def expand(args: argparse.Namespace) -> bytes:
