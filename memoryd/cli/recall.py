@@ -136,7 +136,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     with before_first_line(lambda: log_to_stderr(args)):
         if sources.is_source(args, args.path):
-            return sources.recall(args, out)
+            return print_hits(args, out, sources.recall(args), sources.block)
         return _recall_workspaces(args, out)
 
 

@@ -67,7 +67,7 @@ def _say(notes: list[str]) -> None:
         print(f"memoryd: {note}", file=sys.stderr)
 
 
-def _block(hit: SourceHit, snippet: str) -> str:
+def block(hit: SourceHit, snippet: str) -> str:
     """A source's hit: source, project, session, time, role, id, then the snippet."""
     from memoryd.cli.options import when
 
@@ -78,8 +78,9 @@ def _block(hit: SourceHit, snippet: str) -> str:
     )
 
 
-def recall(args: argparse.Namespace, out: TextIO) -> int:
-    """Print the hits of a source (exit 0, also for none)."""
+def recall(args: argparse.Namespace) -> list[SourceHit]:
+    """The hits of a source, best first; what the caller should know beside them (files
+    skipped, an index still being built) is said on stderr."""
     from memoryd.search.sessions.search import recall_source
 
     notes: list[str] = []
@@ -100,9 +101,7 @@ def recall(args: argparse.Namespace, out: TextIO) -> int:
         if line is not None:
             line.end()
     _say(notes)
-    from memoryd.cli.recall import print_hits
-
-    return print_hits(args, out, hits, _block)
+    return hits
 
 
 def expand(args: argparse.Namespace) -> bytes:
