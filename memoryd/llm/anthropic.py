@@ -38,7 +38,15 @@ import anthropic
 
 from memoryd.errors import ConfigError
 from memoryd.llm.client import ProcessLocalClient, SdkErrors
-from memoryd.llm.completion import AnswerGuard, Completion, Failure, Prompt
+from memoryd.llm.completion import (
+    EMPTY_ANSWER,
+    REFUSAL,
+    AnswerGuard,
+    Completion,
+    Failure,
+    Prompt,
+    cut_at_max_tokens,
+)
 from memoryd.llm.sse import json_events, usage_count
 from memoryd.llm.tls import tls_context
 
@@ -195,26 +203,19 @@ def _judge(answer: _Streamed, max_tokens: int, requested_model: str) -> Completi
     """The streamed answer as a summary, or why it is none."""
     stop_reason = answer.stop_reason
     if stop_reason == "refusal":
-        return Failure(
-            "refusal (the model declined to summarize)", retryable=False, no_summary=True
-        )
+        return REFUSAL
     if not answer.stopped or stop_reason is None:
         return Failure(
             "the stream ended without message_stop and a stop reason: the answer was cut off",
             retryable=True,
         )
     if stop_reason == "max_tokens":
-        return Failure(
-            f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
-            retryable=True,
-            bad_answer=True,
-            no_summary=True,
-        )
+        return cut_at_max_tokens(max_tokens)
     if stop_reason not in ACCEPTED_STOP_REASONS:
         return Failure(f"unexpected stop_reason {stop_reason!r}", retryable=False)
     text = "".join(answer.texts).strip()
     if not text:
-        return Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
+        return EMPTY_ANSWER
     return Completion(
         text=text,
         input_tokens=answer.input_tokens,

@@ -84,6 +84,20 @@ class Prompt:
         return [{"role": roles[i % 2], "content": text} for i, text in enumerate(self.follow_up)]
 
 
+REFUSAL = Failure("refusal (the model declined to summarize)", retryable=False, no_summary=True)
+EMPTY_ANSWER = Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
+
+
+def cut_at_max_tokens(max_tokens: int) -> Failure:
+    """An answer that ended at its ``max_tokens`` budget: no summary, retried once."""
+    return Failure(
+        f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
+        retryable=True,
+        bad_answer=True,
+        no_summary=True,
+    )
+
+
 class ContextOverflow(SummarizerError):
     """The request does not fit the server's context: the caller must send less.
 

@@ -43,7 +43,16 @@ import structlog
 from memoryd.errors import ConfigError, SummarizerError
 from memoryd.llm import crowding, limits
 from memoryd.llm.client import ProcessLocalClient, SdkErrors, StatusError
-from memoryd.llm.completion import AnswerGuard, Completion, ContextOverflow, Failure, Prompt
+from memoryd.llm.completion import (
+    EMPTY_ANSWER,
+    REFUSAL,
+    AnswerGuard,
+    Completion,
+    ContextOverflow,
+    Failure,
+    Prompt,
+    cut_at_max_tokens,
+)
 from memoryd.llm.openai_stream import Streamed, read_stream
 from memoryd.llm.overflow import Overflow, find_overflow, limit_after_overflow
 from memoryd.llm.tls import tls_context
@@ -206,9 +215,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
     def _judge(self, answer: Streamed, prompt: int, max_tokens: int) -> Completion | Failure:
         """The streamed answer as a summary, or why it is none."""
         if answer.refusal or answer.finish == "content_filter":
-            return Failure(
-                "refusal (the model declined to summarize)", retryable=False, no_summary=True
-            )
+            return REFUSAL
         if answer.finish is None:
             return Failure(
                 "the stream ended without a finish reason: the answer was cut off",
@@ -218,7 +225,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             return self._length_failure(answer, prompt, max_tokens)
         text = _THINKING.sub("", answer.text).strip()
         if not text:
-            return Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
+            return EMPTY_ANSWER
         self._raise_if_truncated(answer.prompt_tokens, prompt)
         return Completion(
             text=text,
@@ -233,12 +240,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         answer (raises ContextOverflow); with one, a shared cache ran full (retried)."""
         counted, written = answer.prompt_tokens, answer.completion_tokens
         if counted is None or written is None or written >= max_tokens:
-            return Failure(
-                f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
-                retryable=True,
-                bad_answer=True,
-                no_summary=True,
-            )
+            return cut_at_max_tokens(max_tokens)
         if self._window is not None:
             crowding.mark_crowded(self._server)
             return Failure(
