@@ -90,8 +90,21 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
     label = LABEL
     sdk_errors = SdkErrors(openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError)
 
-    def __init__(self, *settings: Any, context_window: int = 0, **named: Any) -> None:
-        super().__init__(*settings, **named)
+    def __init__(
+        self,
+        api_key: str | None,
+        base_url: str | None,
+        model: str,
+        timeout: float,
+        max_retries: int,
+        default_headers: Mapping[str, str],
+        deadline: float,
+        backoff_base: float = 1.0,
+        context_window: int = 0,
+    ) -> None:
+        super().__init__(
+            api_key, base_url, model, timeout, max_retries, default_headers, deadline, backoff_base
+        )
         self.key = limits.server_key(self._server, self.model)
         self._window = context_window if context_window > 0 else None
 
