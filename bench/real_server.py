@@ -82,12 +82,12 @@ class Row:
 
 
 class RequestCount:
-    """Requests the OpenAI-compatible backend sends, counted at its one attempt method."""
+    """Requests the OpenAI-compatible backend sends, counted at its one send method."""
 
     def __init__(self) -> None:
         self.count = 0
         self._lock = threading.Lock()
-        self._original: Callable[..., Any] = OpenAICompatBackend._attempt
+        self._original: Callable[..., Any] = OpenAICompatBackend._send
 
     def __enter__(self) -> RequestCount:
         original = self._original
@@ -97,11 +97,11 @@ class RequestCount:
                 self.count += 1
             return original(backend, *args)
 
-        OpenAICompatBackend._attempt = counted  # type: ignore[method-assign,assignment]
+        OpenAICompatBackend._send = counted  # type: ignore[method-assign,assignment]
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        OpenAICompatBackend._attempt = self._original  # type: ignore[method-assign]
+        OpenAICompatBackend._send = self._original  # type: ignore[method-assign]
 
 
 def free_port() -> int:

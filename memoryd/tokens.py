@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 
 from memoryd.media import measure
+from memoryd.value import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ _USAGE_FIELDS = (
 )
 
 
-class LLMUsage:
+class LLMUsage(Value):
     """What a job asked of the LLM, as the API reported it (zeros for the extractive backend).
 
     ``input_tokens`` are the uncached input tokens. A value written out rather than a
@@ -113,21 +114,6 @@ class LLMUsage:
         self.output_tokens: Final = output_tokens
         self.cache_read_tokens: Final = cache_read_tokens
         self.cache_creation_tokens: Final = cache_creation_tokens
-
-    def _values(self) -> tuple[int, ...]:
-        return tuple(getattr(self, name) for name in _USAGE_FIELDS)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, LLMUsage):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _USAGE_FIELDS)
-        return f"LLMUsage({fields})"
 
     def __add__(self, other: LLMUsage) -> LLMUsage:
         return LLMUsage(

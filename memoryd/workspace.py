@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memoryd.value import Value
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
@@ -13,28 +15,17 @@ META = ".memoryd"
 HEARTBEAT = "HEARTBEAT.md"
 
 
-class Workspace:
+class Workspace(Value):
     """The files of one workspace; cheap to build, picklable, does no I/O.
 
-    A value (equal by its path) written out rather than a dataclass: every per-turn
-    command imports this module, and :mod:`dataclasses` costs half an interpreter's
-    start (docs/design.md#startup)."""
+    A :class:`~memoryd.value.Value` (equal by its path) rather than a dataclass: every
+    per-turn command imports this module, and :mod:`dataclasses` costs half an
+    interpreter's start (docs/design.md#startup)."""
 
     __slots__ = ("path",)
 
     def __init__(self, path: Path) -> None:
         self.path: Final = path
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Workspace):
-            return NotImplemented
-        return self.path == other.path
-
-    def __hash__(self) -> int:
-        return hash((self.path,))
-
-    def __repr__(self) -> str:
-        return f"Workspace(path={self.path!r})"
 
     @property
     def conversation(self) -> Path:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from memoryd import strict_json
+from memoryd.cli.options import json_argument
 from memoryd.conversation.lines import ROLES, append_message
 from memoryd.errors import UsageError
 
@@ -34,13 +34,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     text = args.content if args.content is not None else _read_stdin()
     content: Any = text
     if args.blocks:
-        try:
-            content = strict_json.loads(text)
-        except strict_json.JSONProblem as problem:
-            detail = f" ({problem.detail})" if problem.detail else ""
-            raise UsageError(f"--blocks: {problem}{detail}") from None
-        if not isinstance(content, list):
-            raise UsageError("--blocks: the content must be a JSON list of content blocks")
+        content = json_argument("--blocks", text, list, "a JSON list of content blocks")
     message = append_message(args.workspace, args.role, content, pinned=args.pin)
     print(json.dumps({"appended": True, "id": message["id"]}), file=out)
     return 0

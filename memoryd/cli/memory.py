@@ -15,19 +15,9 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoryd.cli.options import load_config, log_to_stderr
-from memoryd.errors import InputError
+from memoryd.cli.options import json_argument, load_config, log_to_stderr
 from memoryd.stores import disk as stores
 from memoryd.stores.entries import STORES, check_store, newest_entries
-
-_JSON_KINDS: dict[type, str] = {
-    list: "an array",
-    str: "a string",
-    bool: "true or false",
-    int: "a number",
-    float: "a number",
-    type(None): "null",
-}
 
 
 def memory_setting(args: argparse.Namespace, name: str) -> int:
@@ -39,21 +29,6 @@ def memory_setting(args: argparse.Namespace, name: str) -> int:
     return configured
 
 
-def parse_entry(text: str) -> dict[str, Any]:
-    """The ``--entry`` argument as a JSON object; InputError (exit 2) otherwise."""
-    from memoryd import strict_json
-
-    try:
-        value = strict_json.loads(text)
-    except strict_json.JSONProblem as problem:
-        where = f" ({problem.detail})" if problem.detail else ""
-        raise InputError(f"--entry is not valid JSON: {problem}{where}") from None
-    if not isinstance(value, dict):
-        kind = _JSON_KINDS.get(type(value), type(value).__name__)
-        raise InputError(f"--entry must be a JSON object, got {kind}")
-    return value
-
-
 def _write_json(out: TextIO, result: object) -> None:
     out.write(json.dumps(result, ensure_ascii=False) + "\n")
 
@@ -61,7 +36,7 @@ def _write_json(out: TextIO, result: object) -> None:
 def handle_write(args: argparse.Namespace, out: TextIO) -> int:
     """``memory write``: append one entry and print the write result."""
     check_store(args.store)
-    entry = parse_entry(args.entry)
+    entry: dict[str, Any] = json_argument("--entry", args.entry, dict, "a JSON object")
     threshold = memory_setting(args, "threshold")
     largest = memory_setting(args, "max_entry_bytes")
     result = stores.write_entry(

@@ -1,5 +1,5 @@
 """What every command does with the common options: the configuration it reads, its logging,
-and how it prints a moment."""
+how it reads a JSON argument and how it prints a moment."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import argparse
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
     from memoryd.config.settings import LoadedSettings
 
@@ -50,3 +52,31 @@ def when(timestamp: int | None) -> str:
     except (OverflowError, OSError, ValueError):
         return f"timestamp {timestamp}"
     return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+_JSON_KINDS: dict[type, str] = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "true or false",
+    int: "a number",
+    float: "a number",
+    type(None): "null",
+}
+
+
+def json_argument(option: str, text: str, kind: type[T], expected: str) -> T:
+    """The value of a JSON argument, a ``kind``; InputError (exit 2) naming ``option`` and
+    the problem otherwise (``expected``: the kind in words)."""
+    from memoryd import strict_json
+    from memoryd.errors import InputError
+
+    try:
+        value = strict_json.loads(text)
+    except strict_json.JSONProblem as problem:
+        detail = f" ({problem.detail})" if problem.detail else ""
+        raise InputError(f"{option}: {problem}{detail}") from None
+    if not isinstance(value, kind):
+        got = _JSON_KINDS.get(type(value), type(value).__name__)
+        raise InputError(f"{option} must be {expected}, got {got}")
+    return value

@@ -11,9 +11,18 @@ from memoryd.search.query import QUERY_SECONDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TextIO
+    from collections.abc import Callable, Sequence
+    from typing import Protocol, TextIO, TypeVar
 
     from memoryd.search.archive import Hit
+
+    class Shown(Protocol):
+        @property
+        def snippet(self) -> str: ...
+
+        def as_dict(self) -> dict[str, object]: ...
+
+    ShownT = TypeVar("ShownT", bound=Shown)
 
 
 def count(text: str) -> int:
@@ -79,16 +88,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_option(parser)
 
 
-def render_hits(hits: list[Hit]) -> str:
-    """Human output: one block per hit (workspace, time, role, id, then the snippet)."""
-    blocks = []
-    for hit in hits:
-        snippet = " ".join(hit.snippet.split())
-        blocks.append(
-            f"{hit.workspace}  {when(hit.timestamp)}  {hit.role or '?'}  {hit.id or '(no id)'}\n"
-            f"    {snippet}\n"
-        )
-    return "\n".join(blocks)
+def print_hits(
+    args: argparse.Namespace,
+    out: TextIO,
+    hits: Sequence[ShownT],
+    block: Callable[[ShownT, str], str],
+) -> int:
+    """Print ``hits`` (exit 0, also for none): JSON with ``--json``; else one block per
+    hit, ``block(hit, snippet)`` with the snippet on one line; else "no matches" in words."""
+    if args.json:
+        out.write(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2) + "\n")
+    elif hits:
+        out.write("\n".join(block(hit, " ".join(hit.snippet.split())) for hit in hits))
+    else:
+        out.write(f"no matches for {args.query!r} in {args.path}\n")
+    return 0
+
+
+def _block(hit: Hit, snippet: str) -> str:
+    """A workspace's hit: workspace, time, role, id, then the snippet."""
+    said = f"{hit.workspace}  {when(hit.timestamp)}  {hit.role or '?'}  {hit.id or '(no id)'}"
+    return f"{said}\n    {snippet}\n"
 
 
 def _nothing_here(path: Path, depth: int) -> None:
@@ -116,7 +136,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
     with before_first_line(lambda: log_to_stderr(args)):
         if sources.is_source(args, args.path):
-            return sources.recall(args, out)
+            return print_hits(args, out, sources.recall(args), sources.block)
         return _recall_workspaces(args, out)
 
 
@@ -147,10 +167,4 @@ def _recall_workspaces(args: argparse.Namespace, out: TextIO) -> int:
         max_depth=depth,
         timeout=args.timeout,
     )
-    if args.json:
-        out.write(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2) + "\n")
-    elif hits:
-        out.write(render_hits(hits))
-    else:
-        out.write(f"no matches for {args.query!r} in {args.path}\n")
-    return 0
+    return print_hits(args, out, hits, _block)

@@ -4,7 +4,6 @@ Codex or Gemini CLI folder or file): the source's index, read-only over the file
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -68,24 +67,20 @@ def _say(notes: list[str]) -> None:
         print(f"memoryd: {note}", file=sys.stderr)
 
 
-def render(hits: list[SourceHit]) -> str:
-    """Human output: one block per hit (source, project, session, time, role, id, snippet)."""
+def block(hit: SourceHit, snippet: str) -> str:
+    """A source's hit: source, project, session, time, role, id, then the snippet."""
     from memoryd.cli.options import when
 
-    blocks = []
-    for hit in hits:
-        snippet = " ".join(hit.snippet.split())
-        where = hit.project or "?"
-        blocks.append(
-            f"{hit.source}  {where}  session {hit.session or '?'}\n"
-            f"    {when(hit.timestamp)}  {hit.role or '?'}  {hit.id}\n"
-            f"    {snippet}\n"
-        )
-    return "\n".join(blocks)
+    return (
+        f"{hit.source}  {hit.project or '?'}  session {hit.session or '?'}\n"
+        f"    {when(hit.timestamp)}  {hit.role or '?'}  {hit.id}\n"
+        f"    {snippet}\n"
+    )
 
 
-def recall(args: argparse.Namespace, out: TextIO) -> int:
-    """Print the hits of a source (exit 0, also for none)."""
+def recall(args: argparse.Namespace) -> list[SourceHit]:
+    """The hits of a source, best first; what the caller should know beside them (files
+    skipped, an index still being built) is said on stderr."""
     from memoryd.search.sessions.search import recall_source
 
     notes: list[str] = []
@@ -106,13 +101,7 @@ def recall(args: argparse.Namespace, out: TextIO) -> int:
         if line is not None:
             line.end()
     _say(notes)
-    if args.json:
-        out.write(json.dumps([hit.as_dict() for hit in hits], ensure_ascii=False, indent=2) + "\n")
-    elif hits:
-        out.write(render(hits))
-    else:
-        out.write(f"no matches for {args.query!r} in {args.path}\n")
-    return 0
+    return hits
 
 
 def expand(args: argparse.Namespace) -> bytes:

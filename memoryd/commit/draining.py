@@ -1,8 +1,8 @@
 """The drain window, and its marks: lines written to a replaced file are never lost.
 
 A writer that does not lock may still append to the file a commit has just replaced
-(it holds the old inode open). The drain window (:func:`drain_safely`, or
-:func:`drain_then_report` in a thread of its own) copies such lines over; if the process
+(it holds the old inode open). The drain window (:class:`DrainWindow`, run in
+the commit's thread or in one of its own) copies such lines over; if the process
 dies inside that window, the old inode would be gone with whatever was written there
 since. So before the rename, the commit hard-links the file it replaces as
 ``.memoryd/draining/<file>.<pid>.<inode>.<offset>``, where ``<offset>`` is how far it
@@ -256,90 +256,83 @@ def _settle(out: int, old: int, offset: int, upto: int, at: int) -> int:
     return offset
 
 
-def drain_safely(
-    old: int,
-    copied_to: int,
-    snapshot: Snapshot,
-    lock: Path,
-    seconds: float,
-    mark: DrainMark | None,
-) -> int:
-    """Run the drain window after a rename; returns the lines carried, 0 when it failed.
+@dataclass(frozen=True, slots=True)
+class DrainWindow:
+    """The drain window after a rename: the replaced file's inode (``old``, an open
+    descriptor), how far it was copied into the new file, that file (``snapshot``) and
+    its writers' lock, how long the window lasts, and the mark that makes it durable."""
 
-    A failure is logged, never raised: the commit is done by then.
-    """
-    try:
-        salvaged = _drain(old, copied_to, snapshot, lock, seconds, mark)
-    except (OSError, UnsafePathError) as exc:
-        # The rename is done and cannot be undone: report, don't fail a finished job. The
-        # mark stays: the next recovery carries what the drain could not.
-        if mark is not None:
-            mark.abandon()
-        error = exc.strerror if isinstance(exc, OSError) else str(exc)
-        log.warning("drain_failed", path=str(snapshot.path), error=error or str(exc))
-        return 0
-    if mark is not None:
+    old: int
+    copied_to: int
+    snapshot: Snapshot
+    lock: Path
+    seconds: float
+    mark: DrainMark | None
+
+    def run(self) -> int:
+        """Run the window; returns the lines carried, 0 when it failed.
+
+        A failure is logged, never raised: the commit is done by then.
+        """
+        mark, path = self.mark, str(self.snapshot.path)
         try:
-            mark.remove()
+            salvaged = self._drain()
         except (OSError, UnsafePathError) as exc:
-            mark.abandon()
-            log.warning("drain_mark_not_removed", path=str(snapshot.path), error=str(exc))
-    return salvaged
+            # The rename is done and cannot be undone: report, don't fail a finished job.
+            # The mark stays: the next recovery carries what the drain could not.
+            if mark is not None:
+                mark.abandon()
+            error = exc.strerror if isinstance(exc, OSError) else str(exc)
+            log.warning("drain_failed", path=path, error=error or str(exc))
+            return 0
+        if mark is not None:
+            try:
+                mark.remove()
+            except (OSError, UnsafePathError) as exc:
+                mark.abandon()
+                log.warning("drain_mark_not_removed", path=path, error=str(exc))
+        return salvaged
 
-
-def drain_then_report(
-    old: int,
-    copied_to: int,
-    snapshot: Snapshot,
-    lock: Path,
-    seconds: float,
-    mark: DrainMark | None,
-    on_salvaged: Callable[[int], None],
-) -> None:
-    """:func:`drain_safely` in a thread of its own: it closes ``old`` and reports the lines
-    carried, if any, to ``on_salvaged``."""
-    try:
-        salvaged = drain_safely(old, copied_to, snapshot, lock, seconds, mark)
-    finally:
-        os.close(old)
-    if salvaged:
+    def run_then_report(self, on_salvaged: Callable[[int], None]) -> None:
+        """:meth:`run` in a thread of its own: it closes ``old`` and reports the lines
+        carried, if any, to ``on_salvaged``."""
         try:
-            on_salvaged(salvaged)
-        except Exception as exc:  # a report that fails must not lose the thread silently
-            log.warning("salvage_report_failed", path=str(snapshot.path), error=type(exc).__name__)
+            salvaged = self.run()
+        finally:
+            os.close(self.old)
+        if salvaged:
+            try:
+                on_salvaged(salvaged)
+            except Exception as exc:  # a report that fails must not lose the thread silently
+                log.warning(
+                    "salvage_report_failed", path=str(self.snapshot.path), error=type(exc).__name__
+                )
 
+    def _drain(self) -> int:
+        """Carry over lines that writers which do not lock put into the replaced inode.
 
-def _drain(
-    old: int,
-    copied_to: int,
-    snapshot: Snapshot,
-    lock: Path,
-    seconds: float,
-    mark: DrainMark | None,
-) -> int:
-    """Carry over lines that writers which do not lock put into the replaced inode.
-
-    Complete lines are carried as they appear; a fragment still open at the end of the
-    window is carried too, so that the rest of its line, if it ever comes, follows it.
-    The drain mark follows what was carried (see :func:`_carry`). Returns the number of
-    complete lines carried.
-    """
-    deadline = time.monotonic() + seconds
-    salvaged = 0
-    while True:
-        expired = time.monotonic() >= deadline
-        size = os.fstat(old).st_size
-        if size > copied_to:
-            fresh = os.pread(old, size - copied_to, copied_to)
-            upto = size if expired else copied_to + fresh.rfind(b"\n") + 1
-            if upto > copied_to:
-                data = fresh[: upto - copied_to]
-                _carry(snapshot, lock, data, mark, upto)
-                salvaged += data.count(b"\n")
-                copied_to = upto
-        if expired:
-            return salvaged
-        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        Complete lines are carried as they appear; a fragment still open at the end of
+        the window is carried too, so that the rest of its line, if it ever comes, follows
+        it. The drain mark follows what was carried (see :func:`_carry`). Returns the
+        number of complete lines carried.
+        """
+        old, copied_to = self.old, self.copied_to
+        deadline = time.monotonic() + self.seconds
+        salvaged = 0
+        while True:
+            expired = time.monotonic() >= deadline
+            size = os.fstat(old).st_size
+            if size > copied_to:
+                fresh = os.pread(old, size - copied_to, copied_to)
+                upto = size if expired else copied_to + fresh.rfind(b"\n") + 1
+                if upto > copied_to:
+                    data = fresh[: upto - copied_to]
+                    _carry(self.snapshot, self.lock, data, self.mark, upto)
+                    salvaged += data.count(b"\n")
+                    copied_to = upto
+            if expired:
+                return salvaged
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
 def _carry(snapshot: Snapshot, lock: Path, data: bytes, mark: DrainMark | None, upto: int) -> None:
@@ -358,4 +351,4 @@ def _carry(snapshot: Snapshot, lock: Path, data: bytes, mark: DrainMark | None, 
             os.close(fd)
 
 
-__all__ = ["DrainMark", "drain_safely", "drain_then_report", "salvage"]
+__all__ = ["DrainMark", "DrainWindow", "salvage"]

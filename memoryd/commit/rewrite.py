@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memoryd.commit.draining import DrainMark, drain_safely, drain_then_report
+from memoryd.commit.draining import DrainMark, DrainWindow
 from memoryd.commit.snapshot import Snapshot, open_regular, same_file
 from memoryd.errors import CommitAborted, UnsafePathError
 from memoryd.files.creating import NEW_FILE_FLAGS
@@ -214,14 +214,13 @@ def rewrite(
         finally:
             os.close(dst)
         salvaged = 0
+        window = DrainWindow(src, end, snapshot, lock, drain_seconds, mark)
         if on_salvaged is None:
-            salvaged = drain_safely(src, end, snapshot, lock, drain_seconds, mark)
+            salvaged = window.run()
         else:
-            drained_fd, src = src, -1  # the thread owns the old inode's descriptor now
+            src = -1  # the thread owns the old inode's descriptor now
             threading.Thread(
-                target=drain_then_report,
-                args=(drained_fd, end, snapshot, lock, drain_seconds, mark, on_salvaged),
-                name="memoryd-drain",
+                target=window.run_then_report, args=(on_salvaged,), name="memoryd-drain"
             ).start()
         return CommitResult(
             new_size=new_stat.st_size,

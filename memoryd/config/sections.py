@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -65,10 +65,34 @@ def _sendable(cls: type, headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
-class AnthropicSettings(BaseModel):
+class _LLMServer(BaseModel):
+    """What both LLM sections share beyond their fields (each declares its own, in its own
+    order): the checks of the URL, headers and key, and the key's fallback to ``key_env``."""
+
+    key_env: ClassVar[str]
+    if TYPE_CHECKING:
+        api_key: SecretStr | None
+
+    _headers_can_be_sent = field_validator("default_headers", check_fields=False)(_sendable)
+    _url_has_a_scheme = field_validator("base_url", check_fields=False)(_with_scheme)
+
+    @field_validator("api_key", check_fields=False)
+    @classmethod
+    def _empty_key_is_unset(cls, api_key: SecretStr | None) -> SecretStr | None:
+        return api_key if api_key is not None and api_key.get_secret_value() else None
+
+    def effective_api_key(self, env: Mapping[str, str]) -> str | None:
+        """The key to use: ``api_key`` if set, else the variable ``key_env``, else None."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        return env.get(self.key_env) or None
+
+
+class AnthropicSettings(_LLMServer):
     """``[anthropic]``: the Messages API client; the key and URL fall back to the SDK's env."""
 
     model_config = _NESTED
+    key_env = ANTHROPIC_API_KEY_ENV
 
     model: str = Field(default="claude-haiku-4-5", min_length=1)
     base_url: str = ""
@@ -80,32 +104,18 @@ class AnthropicSettings(BaseModel):
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key: SecretStr | None = None
 
-    _headers_can_be_sent = field_validator("default_headers")(_sendable)
-
-    @field_validator("api_key")
-    @classmethod
-    def _empty_key_is_unset(cls, api_key: SecretStr | None) -> SecretStr | None:
-        return api_key if api_key is not None and api_key.get_secret_value() else None
-
-    def effective_api_key(self, env: Mapping[str, str]) -> str | None:
-        """The key to use: ``api_key`` if set, else ``$ANTHROPIC_API_KEY``, else None."""
-        if self.api_key is not None:
-            return self.api_key.get_secret_value()
-        return env.get(ANTHROPIC_API_KEY_ENV) or None
-
-    _url_has_a_scheme = field_validator("base_url")(_with_scheme)
-
     def effective_base_url(self, env: Mapping[str, str]) -> str | None:
         """The URL to use: ``base_url`` if set, else ``$ANTHROPIC_BASE_URL``, else None."""
         return self.base_url or env.get(ANTHROPIC_BASE_URL_ENV) or None
 
 
-class OpenAISettings(BaseModel):
+class OpenAISettings(_LLMServer):
     """``[openai]``: an OpenAI-compatible chat-completions server (vLLM, llama.cpp, Ollama,
     LM Studio); ``base_url`` and ``model`` are required when it is the backend, the key
     falls back to ``$OPENAI_API_KEY`` and is optional (docs/design.md#openai-compatible)."""
 
     model_config = _NESTED
+    key_env = OPENAI_API_KEY_ENV
 
     base_url: str = ""
     model: str = ""
@@ -118,21 +128,6 @@ class OpenAISettings(BaseModel):
     """The server's context in tokens (prompt and answer) when known; 0: unknown."""
     default_headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key: SecretStr | None = None
-
-    _headers_can_be_sent = field_validator("default_headers")(_sendable)
-
-    @field_validator("api_key")
-    @classmethod
-    def _empty_key_is_unset(cls, api_key: SecretStr | None) -> SecretStr | None:
-        return api_key if api_key is not None and api_key.get_secret_value() else None
-
-    _url_has_a_scheme = field_validator("base_url")(_with_scheme)
-
-    def effective_api_key(self, env: Mapping[str, str]) -> str | None:
-        """The key to use: ``api_key`` if set, else ``$OPENAI_API_KEY``, else None."""
-        if self.api_key is not None:
-            return self.api_key.get_secret_value()
-        return env.get(OPENAI_API_KEY_ENV) or None
 
 
 class RollingSettings(BaseModel):

@@ -171,16 +171,21 @@ def _kept(block: Mapping[str, Any], fields: frozenset[str]) -> dict[str, Any]:
     return kept
 
 
-def _block(item: Any, role: str) -> dict[str, Any] | None:
-    """One content item as a block the API takes in a ``role`` turn; None when blank."""
+def _block(
+    item: Any, role: str | None, known: Mapping[str, frozenset[str]] = BLOCK_FIELDS
+) -> dict[str, Any] | None:
+    """One content item as a block the API takes in a ``role`` turn (None: in a
+    tool_result's content, whose ``known`` kinds differ); None when blank."""
     if not isinstance(item, Mapping):
         return _loose_item(item)
     kind = item.get("type")
-    fields = BLOCK_FIELDS.get(kind) if isinstance(kind, str) else None
+    fields = known.get(kind) if isinstance(kind, str) else None
     if fields is None:
         return _unknown_as_text(item)
     if kind == "text":
         return _text_block(item, fields)
+    if role is None:
+        return _kept(item, fields)
     if kind in ASSISTANT_ONLY and role != "assistant":
         return _text(f"[a {kind} block in a user turn] {_json(dict(item))}")
     if kind == "tool_use":
@@ -244,18 +249,9 @@ def _tool_result_content(content: Any) -> str | list[dict[str, Any]] | None:
     if isinstance(content, str):
         return content if content.strip() else None
     items = content if isinstance(content, list) else [content]
-    blocks = [block for block in map(_result_item, items) if block is not None]
+    shown = (_block(item, None, TOOL_RESULT_CONTENT_FIELDS) for item in items)
+    blocks = [block for block in shown if block is not None]
     return blocks or None
-
-
-def _result_item(item: Any) -> dict[str, Any] | None:
-    if not isinstance(item, Mapping):
-        return _loose_item(item)
-    kind = item.get("type")
-    fields = TOOL_RESULT_CONTENT_FIELDS.get(kind) if isinstance(kind, str) else None
-    if fields is None:
-        return _unknown_as_text(item)
-    return _text_block(item, fields) if kind == "text" else _kept(item, fields)
 
 
 def _content_text(content: Any) -> str:

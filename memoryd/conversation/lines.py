@@ -21,6 +21,7 @@ from memoryd.errors import InputError, MemorydError, UnsafePathError
 from memoryd.files.fsutil import append_all_or_nothing, flocked, fsync_folder_in
 from memoryd.files.paths import check_workspace, open_in
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
+from memoryd.value import Value
 from memoryd.workspace import Workspace
 
 TYPE_CHECKING = False
@@ -31,11 +32,11 @@ if TYPE_CHECKING:
 _LINE_FIELDS = ("index", "offset", "length", "tokens", "message", "problem")
 
 
-class Line:
+class Line(Value):
     """One complete line of a conversation file and what the summarizer needs of it.
 
     ``problem`` says why the line is not a usable message (malformed, opaque), or is None.
-    A value written out rather than a dataclass, as :class:`memoryd.workspace.Workspace`
+    A :class:`~memoryd.value.Value` rather than a dataclass, as :class:`memoryd.workspace.Workspace`
     (docs/design.md#startup)."""
 
     __slots__ = _LINE_FIELDS
@@ -55,21 +56,6 @@ class Line:
         self.tokens: Final = tokens
         self.message: Final = message
         self.problem: Final = problem
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in _LINE_FIELDS)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Line):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _LINE_FIELDS)
-        return f"Line({fields})"
 
     @property
     def end(self) -> int:

@@ -108,7 +108,6 @@ class Dispatcher:
     def _process(self, tracked: Tracked, now: float, publish: bool) -> None:
         tracked.last_processed = now
         if tracked.running:
-            tracked.dirty = True
             return
         try:
             update = tracked.reader.update()
@@ -278,7 +277,6 @@ class Dispatcher:
         *args: Any,
     ) -> Job:
         path = tracked.workspace.path
-        tracked.dirty = False
         job_id, future = self.pool.submit(fn, *args)
         checkin = started.last_checkin if started is not None else None
         due = now + tracked.settings.checkin_interval

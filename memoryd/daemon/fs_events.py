@@ -16,19 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 import structlog
-from watchdog.events import (
-    DirAttribEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileAttribEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-    FileSystemEventHandler,
-)
+from watchdog import events
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
 from watchdog.observers.polling import PollingObserver
@@ -42,15 +31,15 @@ log = structlog.get_logger()
 Kind = Literal["conversation", "store", "folder", "ignore"]
 INOTIFY_LIMIT_ERRNOS = (errno.ENOSPC, errno.EMFILE)
 WATCHED_EVENTS: list[type[FileSystemEvent]] = [
-    DirAttribEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileAttribEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
+    events.DirAttribEvent,
+    events.DirCreatedEvent,
+    events.DirDeletedEvent,
+    events.DirMovedEvent,
+    events.FileAttribEvent,
+    events.FileCreatedEvent,
+    events.FileDeletedEvent,
+    events.FileModifiedEvent,
+    events.FileMovedEvent,
 ]
 """The events that can mean something to memoryd: a file or folder created, deleted,
 moved, written or made readable.

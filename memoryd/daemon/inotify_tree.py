@@ -221,21 +221,21 @@ class BatchedInotifyFD(InotifyFD):
         return ready
 
 
+@dataclass(frozen=True, slots=True)
+class TreeScope:
+    """What a tree watch covers and how it tells of misses (see :class:`TreeWatchGroup`)."""
+
+    limit: int | None = None
+    walk: bool = True
+    missed: Callable[[str], None] | None = None
+
+
 class TreeEmitter(InotifyEmitter):
     """watchdog's inotify emitter with a :class:`TreeWatchGroup`."""
 
-    def __init__(
-        self,
-        *args: Any,
-        limit: int | None = None,
-        walk: bool = True,
-        missed: Callable[[str], None] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *args: Any, scope: TreeScope, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.limit = limit
-        self.walk = walk
-        self.missed = missed
+        self.scope = scope
 
     def on_thread_start(self) -> None:
         self._inotify = TreeWatchGroup(
@@ -244,9 +244,9 @@ class TreeEmitter(InotifyEmitter):
             is_recursive=self.watch.is_recursive,
             event_mask=self.get_event_mask_from_filter(),
             follow_symlink=self.watch.follow_symlink,
-            limit=self.limit,
-            walk=self.walk,
-            missed=self.missed,
+            limit=self.scope.limit,
+            walk=self.scope.walk,
+            missed=self.scope.missed,
         )
 
     @property
@@ -275,9 +275,7 @@ class TreeObserver(InotifyObserver):
             TreeEmitter,
             timeout=DEFAULT_OBSERVER_TIMEOUT,
             inotify_fd=self._inotify_fd,
-            limit=limit,
-            walk=walk,
-            missed=missed,
+            scope=TreeScope(limit, walk, missed),
         )
 
     def _groups(self) -> list[TreeWatchGroup]:

@@ -98,6 +98,45 @@ class JobObservation:
     masked_tokens: int = 0
 
 
+VIEW_GAUGES: tuple[tuple[str, str, Callable[[DaemonView], float]], ...] = (
+    (
+        "workspaces_backing_off",
+        "Workspaces waiting out a failure back-off.",
+        lambda view: sum(1 for w in view.workspaces if w.backing_off),
+    ),
+    (
+        "workspaces_over_budget",
+        "Workspaces above their trigger that the last job could not bring below it.",
+        lambda view: sum(1 for w in view.workspaces if w.over_budget),
+    ),
+    ("jobs_in_flight", "Jobs running in the pool.", lambda view: view.jobs_in_flight),
+    ("jobs_queued", "Jobs due, waiting for a worker.", lambda view: view.jobs_queued),
+    ("pool_workers", "Worker processes alive.", lambda view: view.pool_workers),
+    (
+        "inotify_fallback_roots",
+        "Roots polled because inotify ran out of watches.",
+        lambda view: view.polled_roots,
+    ),
+    (
+        "llm_budget_exhausted",
+        "1 while a daily LLM spend cap is reached (jobs use the extractive backend).",
+        lambda view: 1 if view.budget_exhausted else 0,
+    ),
+    (
+        "llm_spend_today_usd",
+        "LLM cost counted against today's (UTC) cap.",
+        lambda view: view.spend_usd_today,
+    ),
+    (
+        "llm_spend_today_tokens",
+        "LLM tokens counted against today's (UTC) cap.",
+        lambda view: view.spend_tokens_today,
+    ),
+)
+"""The single-value gauges read from the daemon's view at scrape time: name (after
+``memoryd_``), help, value."""
+
+
 def build_version() -> str:
     """The installed memoryd version ("unknown" when run from a tree that is not installed)."""
     try:
@@ -129,45 +168,8 @@ class _ViewCollector(Collector):
         for level in LEVELS:
             by_level.add_metric([level], levels.get(level, 0))
         yield by_level
-        yield GaugeMetricFamily(
-            "memoryd_workspaces_backing_off",
-            "Workspaces waiting out a failure back-off.",
-            value=sum(1 for w in view.workspaces if w.backing_off),
-        )
-        yield GaugeMetricFamily(
-            "memoryd_workspaces_over_budget",
-            "Workspaces above their trigger that the last job could not bring below it.",
-            value=sum(1 for w in view.workspaces if w.over_budget),
-        )
-        yield GaugeMetricFamily(
-            "memoryd_jobs_in_flight", "Jobs running in the pool.", value=view.jobs_in_flight
-        )
-        yield GaugeMetricFamily(
-            "memoryd_jobs_queued", "Jobs due, waiting for a worker.", value=view.jobs_queued
-        )
-        yield GaugeMetricFamily(
-            "memoryd_pool_workers", "Worker processes alive.", value=view.pool_workers
-        )
-        yield GaugeMetricFamily(
-            "memoryd_inotify_fallback_roots",
-            "Roots polled because inotify ran out of watches.",
-            value=view.polled_roots,
-        )
-        yield GaugeMetricFamily(
-            "memoryd_llm_budget_exhausted",
-            "1 while a daily LLM spend cap is reached (jobs use the extractive backend).",
-            value=1 if view.budget_exhausted else 0,
-        )
-        yield GaugeMetricFamily(
-            "memoryd_llm_spend_today_usd",
-            "LLM cost counted against today's (UTC) cap.",
-            value=view.spend_usd_today,
-        )
-        yield GaugeMetricFamily(
-            "memoryd_llm_spend_today_tokens",
-            "LLM tokens counted against today's (UTC) cap.",
-            value=view.spend_tokens_today,
-        )
+        for name, documentation, value in VIEW_GAUGES:
+            yield GaugeMetricFamily(f"memoryd_{name}", documentation, value=value(view))
         if self.per_workspace:
             ratio = GaugeMetricFamily(
                 "memoryd_workspace_usage_ratio",
@@ -202,11 +204,14 @@ class Metrics:
         Info("memoryd_build", "The running memoryd.", registry=registry).info(
             {"version": build_version(), "python": platform.python_version()}
         )
-        self.jobs = Counter(
-            "memoryd_jobs",
+
+        def counter(name: str, documentation: str, *labels: str) -> Counter:
+            return Counter(name, documentation, labels, namespace="memoryd", registry=registry)
+
+        self.jobs = counter(
+            "jobs",
             "Summarization jobs finished, by strategy, backend, outcome and reason.",
-            ["strategy", "backend", "outcome", "reason"],
-            registry=registry,
+            *("strategy", "backend", "outcome", "reason"),
         )
         self.job_duration = Histogram(
             "memoryd_job_duration_seconds",
@@ -221,59 +226,36 @@ class Metrics:
             buckets=DISPATCH_BUCKETS,
             registry=registry,
         )
-        self.llm_calls = Counter(
-            "memoryd_llm_calls", "Requests made to the LLM.", registry=registry
-        )
-        self.llm_tokens = Counter(
-            "memoryd_llm_tokens",
+        self.llm_calls = counter("llm_calls", "Requests made to the LLM.")
+        self.llm_tokens = counter(
+            "llm_tokens",
             "Tokens billed by the LLM, by kind (input, output, cache_read, cache_creation).",
-            ["kind"],
-            registry=registry,
+            "kind",
         )
-        self.llm_cost = Counter(
-            "memoryd_llm_cost_usd", "Cost of the LLM calls in US dollars.", registry=registry
-        )
-        self.masked_messages = Counter(
-            "memoryd_masked_messages",
+        self.llm_cost = counter("llm_cost_usd", "Cost of the LLM calls in US dollars.")
+        self.masked_messages = counter(
+            "masked_messages",
             "Messages whose old tool outputs became placeholders (docs/design.md#masking).",
-            registry=registry,
         )
-        self.masked_tokens = Counter(
-            "memoryd_masked_tokens",
-            "Tokens freed by masking old tool outputs.",
-            registry=registry,
-        )
-        self.salvaged = Counter(
-            "memoryd_salvaged_lines",
+        self.masked_tokens = counter("masked_tokens", "Tokens freed by masking old tool outputs.")
+        self.salvaged = counter(
+            "salvaged_lines",
             "Lines a non-locking writer put in a replaced file, carried into the new one.",
-            registry=registry,
         )
-        self.malformed = Counter(
-            "memoryd_malformed_lines",
-            "Lines that are not JSON objects, seen as they were appended.",
-            registry=registry,
+        self.malformed = counter(
+            "malformed_lines", "Lines that are not JSON objects, seen as they were appended."
         )
-        self.failures = Counter(
-            "memoryd_job_failures",
-            "Jobs that failed or whose worker crashed.",
-            ["strategy"],
-            registry=registry,
+        self.failures = counter(
+            "job_failures", "Jobs that failed or whose worker crashed.", "strategy"
         )
-        self.backoffs = Counter(
-            "memoryd_backoffs",
-            "Times a workspace started backing off after consecutive failures.",
-            registry=registry,
+        self.backoffs = counter(
+            "backoffs", "Times a workspace started backing off after consecutive failures."
         )
-        self.pool_rebuilds = Counter(
-            "memoryd_pool_rebuilds", "Process pools rebuilt after a worker died.", registry=registry
-        )
-        self.store_compactions = Counter(
-            "memoryd_store_compactions", "Memory store compactions run.", registry=registry
-        )
-        self.budget_downgrades = Counter(
-            "memoryd_llm_budget_downgraded_jobs",
+        self.pool_rebuilds = counter("pool_rebuilds", "Process pools rebuilt after a worker died.")
+        self.store_compactions = counter("store_compactions", "Memory store compactions run.")
+        self.budget_downgrades = counter(
+            "llm_budget_downgraded_jobs",
             "Jobs sent to the extractive backend because a daily LLM cap was reached.",
-            registry=registry,
         )
         self.last_success = Gauge(
             "memoryd_last_successful_job_timestamp_seconds",
@@ -299,10 +281,8 @@ class Metrics:
         if job.outcome in ("failed", "crashed"):
             self.failures.labels(job.strategy).inc()
         self.llm_calls.inc(job.llm_calls)
-        self.llm_tokens.labels("input").inc(job.input_tokens)
-        self.llm_tokens.labels("output").inc(job.output_tokens)
-        self.llm_tokens.labels("cache_read").inc(job.cache_read_tokens)
-        self.llm_tokens.labels("cache_creation").inc(job.cache_creation_tokens)
+        for kind in TOKEN_KINDS:
+            self.llm_tokens.labels(kind).inc(getattr(job, f"{kind}_tokens"))
         self.llm_cost.inc(job.cost_usd)
         self.masked_messages.inc(job.masked_messages)
         self.masked_tokens.inc(job.masked_tokens)

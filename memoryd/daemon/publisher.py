@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -23,6 +23,7 @@ from memoryd.published import events
 from memoryd.published.heartbeat import Heartbeat, HeartbeatManager
 from memoryd.published.state import WorkspaceState, build_state, numbers_key, write_state
 
+T = TypeVar("T")
 log = structlog.get_logger()
 
 Wake = Callable[[Tracked, float], None]
@@ -94,7 +95,8 @@ class Publisher:
         numbers = numbers_key(state.numbers())
         if numbers == tracked.state_numbers or now < tracked.write_retry_at:
             return
-        try:
+
+        def write() -> bool:
             # What the reader counted goes with it: a restart takes it back without
             # reading the conversation while the file is unchanged (docs/design.md#scale-start).
             counted = tracked.reader.counted()
@@ -102,33 +104,38 @@ class Publisher:
                 folders.write_state(state, counted)
             else:
                 write_state(tracked.workspace, state, counted)
-        except (OSError, MemorydError) as exc:
-            self.failed(tracked, "state.json", exc, now)
-            return
-        tracked.state_numbers = numbers
-        self.succeeded(tracked, "state.json")
+            return True
+
+        if self.write(tracked, "state.json", now, write):
+            tracked.state_numbers = numbers
 
     def emit(self, tracked: Tracked, type_: str, now: float, **details: Any) -> bool:
         """Append one event to the workspace's events.jsonl; False when it cannot."""
-        try:
+
+        def append() -> bool:
             events.emit(tracked.workspace, type_, **details)
-        except (OSError, MemorydError) as exc:
-            self.failed(tracked, "events.jsonl", exc, now)
-            return False
-        self.succeeded(tracked, "events.jsonl")
-        return True
+            return True
+
+        return self.write(tracked, "events.jsonl", now, append) is not None
 
     def heartbeat(
         self, tracked: Tracked, now: float, change: Callable[[HeartbeatManager], Heartbeat]
     ) -> Heartbeat | None:
         """Apply ``change`` to the workspace's HEARTBEAT.md; the heartbeat written, or None
         when it cannot be."""
+        return self.write(
+            tracked, "HEARTBEAT.md", now, lambda: change(HeartbeatManager(tracked.workspace))
+        )
+
+    def write(self, tracked: Tracked, what: str, now: float, write: Callable[[], T]) -> T | None:
+        """``write()``, one of the daemon's writes to ``tracked``'s file ``what``: what it
+        gave, or None when it failed (:meth:`failed`)."""
         try:
-            written = change(HeartbeatManager(tracked.workspace))
+            written = write()
         except (OSError, MemorydError) as exc:
-            self.failed(tracked, "HEARTBEAT.md", exc, now)
+            self.failed(tracked, what, exc, now)
             return None
-        self.succeeded(tracked, "HEARTBEAT.md")
+        self.succeeded(tracked, what)
         return written
 
     def failed(self, tracked: Tracked, what: str, exc: BaseException, now: float) -> None:

@@ -61,8 +61,6 @@ class Tracked:
     """Its job in flight, if any (the same record the dispatcher holds)."""
     job_reason: str = "trigger"
     """Why the last job was dispatched: "trigger" or "idle"."""
-    dirty: bool = False
-    """Something changed while a job ran: look again when it ends."""
     failures: int = 0
     retry_at: float = 0.0
     ineffective_tokens: int | None = None

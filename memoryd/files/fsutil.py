@@ -10,7 +10,7 @@ through the functions here that take ``root=`` — the workspace folder:
   nothing), :func:`flocked` (a lock file), and from :mod:`memoryd.files.paths`
   :func:`~memoryd.files.paths.open_in` (any other open),
   :func:`~memoryd.files.paths.folder_in` (a folder's descriptor, for ``dir_fd=`` calls),
-  :func:`~memoryd.files.paths.make_folder`, :func:`~memoryd.files.paths.read_in` (read a
+  :func:`~memoryd.files.paths.read_in` (read a
   file of the workspace, e.g. its config).
 
 They walk from a descriptor of ``root`` one component at a time with ``openat`` and

@@ -100,12 +100,6 @@ def folder_in(root: Path, folder: Path, *, create: bool = False) -> Iterator[int
         os.close(fd)
 
 
-def make_folder(root: Path, folder: Path) -> None:
-    """Create ``folder`` and its missing parents below ``root``, never through a symlink."""
-    with folder_in(root, folder, create=True):
-        pass
-
-
 def open_in(
     root: Path, path: Path, flags: int, mode: int = 0o644, *, make_parents: bool = False
 ) -> int:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import structlog
 
-from memoryd import strict_json
 from memoryd.errors import NoSummaryAnswer, SummarizerError
 
 log = structlog.get_logger()
@@ -69,6 +68,36 @@ class Failure:
     summary (:class:`~memoryd.errors.NoSummaryAnswer`)."""
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """What one :meth:`CompletionBackend.complete` call asks: the system prompt, the
+    user message in parts, the turns that follow it and whether to mark it for a cache."""
+
+    system: str
+    parts: list[str]
+    follow_up: tuple[str, ...]
+    cache: bool
+
+    def turns(self) -> list[dict[str, str]]:
+        """The turns after the user message, as either API takes them: assistant, user…"""
+        roles = ("assistant", "user")
+        return [{"role": roles[i % 2], "content": text} for i, text in enumerate(self.follow_up)]
+
+
+REFUSAL = Failure("refusal (the model declined to summarize)", retryable=False, no_summary=True)
+EMPTY_ANSWER = Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
+
+
+def cut_at_max_tokens(max_tokens: int) -> Failure:
+    """An answer that ended at its ``max_tokens`` budget: no summary, retried once."""
+    return Failure(
+        f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
+        retryable=True,
+        bad_answer=True,
+        no_summary=True,
+    )
+
+
 class ContextOverflow(SummarizerError):
     """The request does not fit the server's context: the caller must send less.
 
@@ -82,8 +111,12 @@ class ContextOverflow(SummarizerError):
         self.limit = limit
 
 
-class CompletionBackend(Protocol):
-    """One LLM API behind the prompts: a completion per call, retried under ``deadline``."""
+class CompletionBackend(ABC):
+    """One LLM API behind the prompts: a completion per call, retried under ``deadline``.
+
+    Every backend is one (:class:`~memoryd.llm.client.ProcessLocalClient`); it answers
+    :meth:`complete` in :meth:`_complete`, with the prompt's parts as a list.
+    """
 
     name: str
     model: str
@@ -91,7 +124,8 @@ class CompletionBackend(Protocol):
     """Requests sent so far (each attempt, the failed ones too)."""
 
     def context_note(self) -> str | None:
-        """The server's context as learned, with its source, when one was learned."""
+        """The server's context as learned, with its source; None when none was learned."""
+        return None
 
     def complete(
         self,
@@ -105,13 +139,24 @@ class CompletionBackend(Protocol):
         """One system + user prompt (``user`` in parts) answered; ``follow_up`` continues
         with alternating assistant and user turns; ``cache`` marks the prompt for a prompt
         cache where the API has one. Raises SummarizerError (ContextOverflow when the
-        request does not fit)."""
+        request does not fit) when no usable answer arrives within the retries and the
+        deadline."""
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be positive, not {max_tokens!r}")
+        parts = [user] if isinstance(user, str) else list(user)
+        return self._complete(Prompt(system, parts, tuple(follow_up), cache), max_tokens)
+
+    @abstractmethod
+    def _complete(self, prompt: Prompt, max_tokens: int) -> Completion:
+        """:meth:`complete`, its arguments checked."""
 
     def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
         """Estimated tokens of prompt one request may hold for an answer of
         ``answer_tokens``: at most ``max_input_tokens``, less when the server's context
-        is smaller."""
+        is known to be smaller."""
+        return max_input_tokens
 
+    @abstractmethod
     def close(self) -> None:
         """Close the SDK client's connections, if this process opened any."""
 
@@ -155,37 +200,6 @@ class AnswerGuard:
             retryable=True,
             bad_answer=True,
         )
-
-
-def not_a_stream(content_type: str, body: bytes, truncated: bool, expected: str) -> Failure:
-    """The failure naming what a server sent instead of a stream: its content type, its
-    size, and whether it is JSON (and which kind: an error, or ``expected``, a plain answer
-    to a request that asked for a stream). Never the body's text."""
-    kind = content_type.split(";", 1)[0].strip() or "no content type"
-    size = f"{len(body):,}{'+' if truncated else ''} bytes"
-    try:
-        value = strict_json.loads(body) if not truncated else None
-    except ValueError:
-        value = None
-    if isinstance(value, dict) and value.get("object", value.get("type")) == expected:
-        what = f"a plain {expected} (JSON, {size}) instead of a stream"
-    elif isinstance(value, dict) and "error" in value:
-        what = f"an error object (JSON, {size}) instead of a stream"
-    elif value is not None:
-        what = f"JSON that is no {expected} ({size}) instead of a stream"
-    else:
-        what = f"{size} of {kind} that is not JSON, instead of a stream"
-    return Failure(f"malformed answer: {what}", retryable=True, bad_answer=True)
-
-
-def read_bounded(chunks: Iterable[bytes], limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of ``chunks``, and whether there was more."""
-    data = bytearray()
-    for chunk in chunks:
-        data += chunk
-        if len(data) > limit:
-            return bytes(data[:limit]), True
-    return bytes(data), False
 
 
 def backoff_wait(
@@ -253,12 +267,6 @@ def complete_with_retries(
         )
         time.sleep(wait)
     raise AssertionError("unreachable: the last attempt always returns or raises")
-
-
-def token_count(usage: object, name: str) -> int | None:
-    """An integer field of an SDK's usage object, or None (absent, or not a count)."""
-    value = getattr(usage, name, None)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def seconds(value: float) -> str:

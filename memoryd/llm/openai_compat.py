@@ -34,27 +34,27 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-import httpx2
 import openai
 import structlog
 
 from memoryd.errors import ConfigError, SummarizerError
 from memoryd.llm import crowding, limits
-from memoryd.llm.client import ProcessLocalClient
+from memoryd.llm.client import ProcessLocalClient, SdkErrors, StatusError
 from memoryd.llm.completion import (
+    EMPTY_ANSWER,
+    REFUSAL,
     AnswerGuard,
     Completion,
     ContextOverflow,
     Failure,
-    seconds,
+    Prompt,
+    cut_at_max_tokens,
 )
 from memoryd.llm.openai_stream import Streamed, read_stream
 from memoryd.llm.overflow import Overflow, find_overflow, limit_after_overflow
-from memoryd.llm.retries import is_retryable_status, parse_retry_after
-from memoryd.llm.sse import StreamStopped
 from memoryd.llm.tls import tls_context
 from memoryd.tokens import estimate_text_tokens
 
@@ -74,7 +74,6 @@ TRUNCATED_SHARE = 0.5
 """A server that counts fewer than this share of the estimated prompt tokens cut it."""
 TRUNCATION_MIN = 2_048
 """Smaller prompts are not checked for a cut: the estimate is too rough there."""
-_TURNS = ("assistant", "user")
 _SHORT_NAME = re.compile(r"[A-Za-z_][\w.-]{0,63}")
 _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 
@@ -82,42 +81,38 @@ _THINKING = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL)
 class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
     """Streamed chat completions with our retries under a per-call deadline.
 
-    A :class:`~memoryd.llm.completion.CompletionBackend`. Built from plain
-    values, so it can be made (or unpickled) inside a worker process; the SDK client is
-    created on first use in the process that uses it. ``context_window`` (0: unknown) is
-    the server's context as configured; a smaller one learned in this process wins.
+    Its settings are :class:`~memoryd.llm.client.ProcessLocalClient`'s, and
+    ``context_window`` (0: unknown), the server's context as configured; a smaller one
+    learned in this process wins.
     """
+
+    name = "openai"
+    label = LABEL
+    sdk_errors = SdkErrors(openai.APITimeoutError, openai.APIConnectionError, openai.APIStatusError)
 
     def __init__(
         self,
         api_key: str | None,
-        base_url: str,
+        base_url: str | None,
         model: str,
         timeout: float,
         max_retries: int,
         default_headers: Mapping[str, str],
         deadline: float,
-        context_window: int = 0,
         backoff_base: float = 1.0,
+        context_window: int = 0,
     ) -> None:
+        super().__init__(
+            api_key, base_url, model, timeout, max_retries, default_headers, deadline, backoff_base
+        )
+        self.key = limits.server_key(self._server, self.model)
+        self._window = context_window if context_window > 0 else None
+
+    def _endpoint(self, api_key: str | None, base_url: str | None) -> tuple[str, str | None]:
         if not base_url:
             raise ConfigError('openai.base_url: required when summarizer.backend = "openai"')
-        if not model:
-            raise ConfigError('openai.model: required when summarizer.backend = "openai"')
-        self._api_key = api_key or PLACEHOLDER_KEY
-        self.base_url = base_url
-        self.key = limits.server_key(base_url, model)
         self._server = base_url.rstrip("/")
-        self._window = context_window if context_window > 0 else None
-        self._set_limits(
-            "openai", model, timeout, max_retries, default_headers, deadline, backoff_base
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"OpenAICompatBackend(model={self.model!r}, base_url={self.base_url!r}, "
-            f"timeout={self.timeout}, max_retries={self.max_retries}, deadline={self.deadline})"
-        )
+        return api_key or PLACEHOLDER_KEY, base_url
 
     @property
     def context_limit(self) -> int | None:
@@ -140,45 +135,37 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             return max_input_tokens
         return max(0, min(max_input_tokens, int((limit - answer_tokens) * FIT_SHARE)))
 
-    def complete(
-        self,
-        system: str,
-        user: str | Sequence[str],
-        max_tokens: int,
-        *,
-        follow_up: Sequence[str] = (),
-        cache: bool = False,
-    ) -> Completion:
-        """The answer to one prompt (see CompletionBackend); ``cache`` is ignored (no
-        prompt cache here). Raises ContextOverflow, unsent, when the prompt does not fit
-        the context believed in, or when the server proves it does not."""
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be positive, not {max_tokens!r}")
-        parts = [user] if isinstance(user, str) else list(user)
+    def _complete(self, prompt: Prompt, max_tokens: int) -> Completion:
+        """One request, retried; ``prompt.cache`` is ignored (no prompt cache here). Raises
+        ContextOverflow, unsent, when the prompt does not fit the context believed in, or
+        when the server proves it does not."""
         messages = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": "".join(parts)},
-            *({"role": _TURNS[i % 2], "content": text} for i, text in enumerate(follow_up)),
+            {"role": "system", "content": prompt.system},
+            {"role": "user", "content": "".join(prompt.parts)},
+            *prompt.turns(),
         ]
-        prompt = sum(estimate_text_tokens(m["content"]) + MESSAGE_OVERHEAD for m in messages)
+        tokens = sum(estimate_text_tokens(m["content"]) + MESSAGE_OVERHEAD for m in messages)
         limit = self.context_limit
-        if limit is not None and prompt + max_tokens > limit:
+        if limit is not None and tokens + max_tokens > limit:
             raise ContextOverflow(
-                f"{LABEL}: a request of ~{prompt:,} tokens plus {max_tokens:,} for the answer "
+                f"{LABEL}: a request of ~{tokens:,} tokens plus {max_tokens:,} for the answer "
                 f"does not fit the server's context of ~{limit:,} tokens",
                 limit,
             )
         return self._with_retries(
-            LABEL,
             lambda request_timeout, ends_at: crowding.attempt_in_turn(
                 self._server,
                 ends_at,
                 self.deadline,
-                lambda: self._attempt(messages, prompt, max_tokens, request_timeout, ends_at),
+                lambda: self._request(
+                    request_timeout,
+                    lambda: self._send(messages, tokens, max_tokens, request_timeout, ends_at),
+                    lambda error: self._status_overflow(error, tokens, max_tokens),
+                ),
             ),
         )
 
-    def _attempt(
+    def _send(
         self,
         messages: list[dict[str, str]],
         prompt: int,
@@ -187,46 +174,35 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         ends_at: float,
     ) -> Completion | Failure:
         guard = AnswerGuard(ends_at, self.deadline, max_tokens)
-        self.requests += 1
-        try:
-            # Plain dicts are what the SDK sends; its TypedDicts are the same shape.
-            with self._sdk_client().chat.completions.with_streaming_response.create(  # type: ignore[call-overload]
-                model=self.model,
-                messages=messages,
-                max_tokens=max_tokens,
-                stream=True,
-                stream_options={"include_usage": True},
-                timeout=request_timeout,
-            ) as response:
-                answer = read_stream(response.http_response, guard)
-        except (openai.APITimeoutError, httpx2.TimeoutException):
-            return Failure(f"timed out after {seconds(request_timeout)} s", retryable=True)
-        except openai.APIConnectionError as error:
-            cause = type(error.__cause__).__name__ if error.__cause__ else "unknown"
-            return Failure(f"connection error to {self.base_url} ({cause})", retryable=True)
-        except httpx2.TransportError as error:
-            return Failure(
-                f"connection error to {self.base_url} ({type(error).__name__})", retryable=True
-            )
-        except openai.APIStatusError as error:
-            if error.status_code in (400, 413, 422) and self._raise_if_overflow(
-                error.body, error.message, prompt, max_tokens
-            ):
-                crowding.mark_crowded(self._server)
-                return Failure(
-                    f"HTTP {error.status_code}: the server reported a full context without "
-                    f"its size, below the configured {self._window:,} (a shared cache?)",
-                    retryable=True,
-                    status=error.status_code,
-                )
-            return _status_failure(error)
-        except StreamStopped as stopped:
-            return stopped.failure
-        if isinstance(answer, Failure):
-            return answer
+        # Plain dicts are what the SDK sends; its TypedDicts are the same shape.
+        with self._sdk_client().chat.completions.with_streaming_response.create(  # type: ignore[call-overload]
+            model=self.model,
+            messages=messages,
+            max_tokens=max_tokens,
+            stream=True,
+            stream_options={"include_usage": True},
+            timeout=request_timeout,
+        ) as response:
+            answer = read_stream(response.http_response, guard)
         if answer.error is not None:  # an error event inside a stream that began 200
             return self._stream_error(answer.error, prompt, max_tokens)
         return self._judge(answer, prompt, max_tokens)
+
+    def _status_overflow(self, error: StatusError, prompt: int, max_tokens: int) -> Failure | None:
+        """An error answer that reports a full context: raises ContextOverflow when it
+        proves the request too large; a retried failure when it proves nothing (no size,
+        a window configured: the server is then crowded); None for any other error."""
+        if error.status_code not in (400, 413, 422) or not self._raise_if_overflow(
+            error.body, error.message, prompt, max_tokens
+        ):
+            return None
+        crowding.mark_crowded(self._server)
+        return Failure(
+            f"HTTP {error.status_code}: the server reported a full context without "
+            f"its size, below the configured {self._window:,} (a shared cache?)",
+            retryable=True,
+            status=error.status_code,
+        )
 
     def _stream_error(self, body: Mapping[str, Any], prompt: int, max_tokens: int) -> Failure:
         """An error event: an overflow when it proves one, else a transient failure.
@@ -252,9 +228,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
     def _judge(self, answer: Streamed, prompt: int, max_tokens: int) -> Completion | Failure:
         """The streamed answer as a summary, or why it is none."""
         if answer.refusal or answer.finish == "content_filter":
-            return Failure(
-                "refusal (the model declined to summarize)", retryable=False, no_summary=True
-            )
+            return REFUSAL
         if answer.finish is None:
             return Failure(
                 "the stream ended without a finish reason: the answer was cut off",
@@ -264,7 +238,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
             return self._length_failure(answer, prompt, max_tokens)
         text = _THINKING.sub("", answer.text).strip()
         if not text:
-            return Failure("empty answer", retryable=True, bad_answer=True, no_summary=True)
+            return EMPTY_ANSWER
         self._raise_if_truncated(answer.prompt_tokens, prompt)
         return Completion(
             text=text,
@@ -279,12 +253,7 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         answer (raises ContextOverflow); with one, a shared cache ran full (retried)."""
         counted, written = answer.prompt_tokens, answer.completion_tokens
         if counted is None or written is None or written >= max_tokens:
-            return Failure(
-                f"the answer was cut at max_tokens ({max_tokens:,}): no summary",
-                retryable=True,
-                bad_answer=True,
-                no_summary=True,
-            )
+            return cut_at_max_tokens(max_tokens)
         if self._window is not None:
             crowding.mark_crowded(self._server)
             return Failure(
@@ -343,36 +312,11 @@ class OpenAICompatBackend(ProcessLocalClient[openai.OpenAI]):
         limits.learn({self.key: limits.LearnedLimit(tokens, source, time.time())})
         log.info("context_limit_learned", server=self.key, context_tokens=tokens, source=source)
 
-    def _sdk_client(self) -> openai.OpenAI:
-        return self._client_for_this_process(
-            lambda: openai.OpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,
-                default_headers=self._default_headers,
-                http_client=openai.DefaultHttpxClient(timeout=self.timeout, verify=tls_context()),
-            )
+    def _new_client(self, settings: dict[str, Any]) -> openai.OpenAI:
+        return openai.OpenAI(
+            **settings,
+            http_client=openai.DefaultHttpxClient(timeout=self.timeout, verify=tls_context()),
         )
-
-
-def _status_failure(error: openai.APIStatusError) -> Failure:
-    status = error.status_code
-    headers = error.response.headers
-    return Failure(
-        f"HTTP {status} {_error_type(error)}",
-        retryable=is_retryable_status(status, headers.get("x-should-retry")),
-        status=status,
-        retry_after=parse_retry_after(headers, time.time()),
-    )
-
-
-def _error_type(error: openai.APIError) -> str:
-    """The error's type as the server named it (a short identifier), never its message."""
-    kind = error.type if isinstance(error.type, str) else None
-    if kind and _SHORT_NAME.fullmatch(kind):
-        return kind
-    return "error"
 
 
 def _overflow_reason(overflow: Overflow, limit: int) -> str:

@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memoryd import strict_json
-from memoryd.llm.completion import AnswerGuard, Failure, not_a_stream, read_bounded
-from memoryd.llm.sse import sse_events
+from memoryd.llm.completion import AnswerGuard
+from memoryd.llm.sse import StreamStopped, json_events, usage_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,28 +31,16 @@ class Streamed:
     error: Mapping[str, Any] | None = None
 
 
-def read_stream(response: Any, guard: AnswerGuard) -> Streamed | Failure:
+def read_stream(response: Any, guard: AnswerGuard) -> Streamed:
     """The text, usage and finish of a streamed answer, read within ``guard``'s bounds
-    (raises StreamStopped past them); a Failure naming what came back when it is no
-    stream at all, or an event that is not JSON."""
-    content_type = str(response.headers.get("content-type", ""))
-    if not content_type.startswith("text/event-stream"):
-        body, more = read_bounded(response.iter_bytes(), guard.max_chars)
-        return not_a_stream(content_type, body, more, "chat.completion")
+    (:func:`~memoryd.llm.sse.json_events`: raises StreamStopped past them, or for what is
+    no stream of JSON objects)."""
     texts: list[str] = []
     refusal = False
     finish: str | None = None
     usage: Mapping[str, Any] = {}
     model: str | None = None
-    for event in sse_events(response.iter_bytes(), guard):
-        if event.data.strip() == "[DONE]":
-            break
-        try:
-            chunk = strict_json.loads(event.data)
-        except ValueError:
-            return Failure("malformed answer: a stream event that is not JSON", True, True)
-        if not isinstance(chunk, Mapping):
-            return Failure("malformed answer: a stream event that is no object", True, True)
+    for event, chunk in json_events(response, guard, "chat.completion", end="[DONE]"):
         if event.name == "error" or "error" in chunk:
             return Streamed("".join(texts), finish, refusal, None, None, model, error=chunk)
         model = chunk.get("model") if isinstance(chunk.get("model"), str) else model
@@ -74,16 +61,12 @@ def read_stream(response: Any, guard: AnswerGuard) -> Streamed | Failure:
             finish = reason if isinstance(reason, str) and reason else finish
         stop = guard.check(added)
         if stop is not None:
-            return stop
+            raise StreamStopped(stop)
     return Streamed(
         text="".join(texts),
         finish=finish,
         refusal=refusal,
-        prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")),
+        prompt_tokens=usage_count(usage.get("prompt_tokens")),
+        completion_tokens=usage_count(usage.get("completion_tokens")),
         model=model or None,
     )
-
-
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

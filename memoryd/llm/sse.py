@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+from memoryd import strict_json
 from memoryd.llm.completion import AnswerGuard, Failure
 
 
@@ -62,6 +64,69 @@ def sse_events(chunks: Iterable[bytes], guard: AnswerGuard) -> Iterator[Event]:
         data.append(last[5:].removeprefix(" "))
     if data:
         yield Event(name, "\n".join(data))
+
+
+def json_events(
+    response: Any, guard: AnswerGuard, expected: str, end: str | None = None
+) -> Iterator[tuple[Event, dict[str, Any]]]:
+    """The events of a streamed answer (an HTTP response), each with its data as a JSON
+    object, up to an event whose data is ``end``. Raises StreamStopped when the response
+    is no stream at all (naming what came instead: ``expected`` is the kind of a plain
+    answer), when an event is no JSON object, and when the guard stops the reading."""
+    content_type = str(response.headers.get("content-type", ""))
+    if not content_type.startswith("text/event-stream"):
+        body, more = read_bounded(response.iter_bytes(), guard.max_chars)
+        raise StreamStopped(not_a_stream(content_type, body, more, expected))
+    for event in sse_events(response.iter_bytes(), guard):
+        if end is not None and event.data.strip() == end:
+            return
+        try:
+            data = strict_json.loads(event.data)
+        except ValueError:
+            raise StreamStopped(
+                Failure("malformed answer: a stream event that is not JSON", True, True)
+            ) from None
+        if not isinstance(data, dict):
+            raise StreamStopped(
+                Failure("malformed answer: a stream event that is no object", True, True)
+            )
+        yield event, data
+
+
+def usage_count(value: object) -> int | None:
+    """A token count of a stream's usage, or None (absent, or not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def not_a_stream(content_type: str, body: bytes, truncated: bool, expected: str) -> Failure:
+    """The failure naming what a server sent instead of a stream: its content type, its
+    size, and whether it is JSON (and which kind: an error, or ``expected``, a plain answer
+    to a request that asked for a stream). Never the body's text."""
+    kind = content_type.split(";", 1)[0].strip() or "no content type"
+    size = f"{len(body):,}{'+' if truncated else ''} bytes"
+    try:
+        value = strict_json.loads(body) if not truncated else None
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and value.get("object", value.get("type")) == expected:
+        what = f"a plain {expected} (JSON, {size}) instead of a stream"
+    elif isinstance(value, dict) and "error" in value:
+        what = f"an error object (JSON, {size}) instead of a stream"
+    elif value is not None:
+        what = f"JSON that is no {expected} ({size}) instead of a stream"
+    else:
+        what = f"{size} of {kind} that is not JSON, instead of a stream"
+    return Failure(f"malformed answer: {what}", retryable=True, bad_answer=True)
+
+
+def read_bounded(chunks: Iterable[bytes], limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of ``chunks``, and whether there was more."""
+    data = bytearray()
+    for chunk in chunks:
+        data += chunk
+        if len(data) > limit:
+            return bytes(data[:limit]), True
+    return bytes(data), False
 
 
 def _text(raw: bytes) -> str:

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -377,19 +377,8 @@ async def run_cancellable(search: functools.partial[list[T]]) -> list[T]:
 
 
 def _hit(hit: Hit) -> HitOut:
-    return HitOut(
-        # A folder name that is not UTF-8 is named with U+FFFD: JSON cannot carry its bytes.
-        workspace=valid_text(str(hit.workspace)),
-        id=hit.id,
-        role=hit.role,
-        timestamp=hit.timestamp,
-        archive=hit.archive,
-        offset=hit.offset,
-        length=hit.length,
-        snippet=hit.snippet,
-        score=hit.score,
-        all_words=hit.all_words,
-    )
+    """A hit as the tool returns it: the form ``memoryd recall --json`` prints."""
+    return cast(HitOut, hit.as_dict())
 
 
 def serve(scope: Scope, settings: Settings, daemon_budget: bool = False) -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated, Literal, NotRequired
+from typing import Annotated, Literal, NotRequired, cast
 
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from typing_extensions import TypedDict
 
 from memoryd.errors import MemorydError
-from memoryd.search.sessions.layout import storable
 from memoryd.search.sessions.search import Pick, SourceHit, expand_source, recall_source
 
 RoleArg = Annotated[
@@ -95,21 +94,11 @@ def source_search(
 
 
 def source_hit(hit: SourceHit) -> SourceHitOut:
-    """A hit as the tool returns it."""
-    return SourceHitOut(
-        source=hit.source,
-        session=hit.session,
-        project=hit.project,
-        id=hit.id,
-        role=hit.role,
-        timestamp=hit.timestamp,
-        file=storable(str(hit.file)),
-        offset=hit.offset,
-        length=hit.length,
-        snippet=hit.snippet,
-        score=hit.score,
-        copies=[storable(str(copy)) for copy in hit.copies],
-    )
+    """A hit as the tool returns it: the form ``memoryd recall --json`` prints, but for
+    ``all_words``."""
+    shown = hit.as_dict()
+    del shown["all_words"]
+    return cast(SourceHitOut, shown)
 
 
 def source_expand(

@@ -243,32 +243,32 @@ class HeartbeatManager:
         )
 
     def complete_task(self, result: str | None = None) -> Heartbeat:
-        """Mark the task completed, with a one-line ``result`` (default: the task itself);
-        the task and its start time are cleared, as no task is current any more."""
-        return self._update(
-            lambda old, now: replace(
-                old,
-                status="completed",
-                current_task=None,
-                started_at=None,
-                last_checkin=now,
-                last_result=result if result is not None else old.current_task,
-                last_error=None,
-            )
+        """Mark the task completed, with a one-line ``result`` (default: the task itself)."""
+        return self._end_task(
+            "completed", None, lambda old: old.current_task if result is None else result
         )
 
     def fail_task(self, error: str, result: str | None = None) -> Heartbeat:
-        """Mark the task failed with its reason: it is not current any more (SPEC's
-        lifecycle: failed, then idle). With ``result`` the task did end (a job that
-        compacted but left usage above its trigger): it is recorded as the last result."""
+        """Mark the task failed with its reason (the lifecycle: failed, then idle). With
+        ``result`` the task did end (a job that compacted but left usage above its
+        trigger): it is recorded as the last result."""
+        return self._end_task(
+            "failed", error, lambda old: old.last_result if result is None else result
+        )
+
+    def _end_task(
+        self, status: Status, error: str | None, result: Callable[[Heartbeat], str | None]
+    ) -> Heartbeat:
+        """End the task with ``status``: it and its start time are cleared, as no task is
+        current any more, and ``result(old)`` becomes the last result."""
         return self._update(
             lambda old, now: replace(
                 old,
-                status="failed",
+                status=status,
                 current_task=None,
                 started_at=None,
                 last_checkin=now,
-                last_result=result if result is not None else old.last_result,
+                last_result=result(old),
                 last_error=error,
             )
         )

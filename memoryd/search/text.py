@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 
 PASSAGE_CHARS = 1000
-"""A message up to ``PASSAGE_CHARS + PASSAGE_SLACK`` characters is one passage."""
-PASSAGE_SLACK = 250
+"""A message up to a quarter more than this is one passage (:func:`passage_spans`)."""
 OVERLAP_CHARS = 120
 """What each passage repeats of the previous one: a phrase this long is never cut."""
 MAX_PASSAGES = 1 << 16

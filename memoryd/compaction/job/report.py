@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import structlog
@@ -177,21 +177,11 @@ def after_commit(workspace: Workspace, what: str, write: Callable[[], object]) -
 
 
 def emit_masked(workspace: Workspace, job: str, span: MaskedSpan) -> None:
-    """The ``tool_outputs_masked`` event, after the commit (never fails the job;
-    docs/design.md#masking)."""
+    """The ``tool_outputs_masked`` event, the span's fields, after the commit (never fails
+    the job; docs/design.md#masking)."""
+    fields = asdict(span)
     after_commit(
         workspace,
         "events.jsonl",
-        lambda: events.emit(
-            workspace,
-            "tool_outputs_masked",
-            job=job,
-            messages=span.messages,
-            outputs=span.outputs,
-            inputs=span.inputs,
-            media=span.media,
-            tokens_freed=span.tokens_freed,
-            archive=span.archive,
-            summary_followed=span.summary_followed,
-        ),
+        lambda: events.emit(workspace, "tool_outputs_masked", job=job, **fields),
     )

@@ -22,9 +22,7 @@ from memoryd.boundaries import SplitPlan
 from memoryd.commit.recovery import recover
 from memoryd.commit.rewrite import FaultHook, archive_name
 from memoryd.commit.snapshot import read_snapshot
-
-# Re-exported: callers (the daemon, the CLI, the API, tests) import these from here.
-from memoryd.compaction.job.finish import Produced, commit_and_report, ineffective_text
+from memoryd.compaction.job.finish import JobContext, Produced, commit_summary, ineffective_text
 from memoryd.compaction.job.report import (
     JobClock,
     pins_over_trigger_reason,
@@ -37,7 +35,7 @@ from memoryd.compaction.job.request import (
     Progress,
 )
 from memoryd.compaction.masking.decide import masking_stage
-from memoryd.compaction.masking.stage import MaskingJob, masking_only
+from memoryd.compaction.masking.stage import masking_only
 from memoryd.compaction.strategies import Counts, HeadRequest, Strategy, strategy_for
 from memoryd.compaction.strategies.least_loss import least_for
 from memoryd.config.settings import Settings
@@ -172,7 +170,7 @@ def _run_locked(
     if stage is not None:
         mask_only = functools.partial(
             masking_only,
-            MaskingJob(workspace, request, clock, strategy.name, base, lines, snapshot, trigger),
+            JobContext(workspace, request, clock, strategy.name, base, lines, snapshot, trigger),
             stage,
             lambda reason: _failed(workspace, clock, settings, strategy.name, base, reason),
             progress,
@@ -249,19 +247,10 @@ def _run_locked(
         with checkins:
             head = _produce_head(workspace, request, strategy, lines, pinned, progress)
             head = replace(head, masking=stage, least=least)
-            return commit_and_report(
-                workspace,
-                request,
-                strategy,
-                lines,
-                pinned,
-                head,
-                snapshot,
-                base,
-                clock,
-                progress,
-                fault,
+            job = JobContext(
+                workspace, request, clock, strategy.name, base, lines, snapshot, trigger
             )
+            return commit_summary(job, strategy, pinned, head, progress, fault)
     except SummarizerError as exc:
         log.warning("summarize_failed", workspace=str(workspace.path), reason=str(exc))
         return _failed(workspace, clock, settings, strategy.name, base, str(exc), exc)
