@@ -20,7 +20,6 @@ from memoryd.transcript.output_places import definitions, named_phrase
 from memoryd.transcript.toolcalls import Outcome, ToolCall
 
 MAX_LINE_CHARS = 200
-MAX_STEP_CHARS = 160
 MAX_ERROR_CHARS = 90
 BRIEF_ERROR_CHARS = 50
 MAX_BOTH_CHARS = 60
@@ -28,18 +27,6 @@ MAX_BOTH_CHARS = 60
 short together, else its last."""
 SHOWN_FAILURES = 4
 SHOWN_DEFINITIONS = 4
-LAST_STEP = "Last step: "
-"""What starts the ``in_progress`` item that states the agent's last step."""
-SHELL_SCORE = 5
-EDIT_SCORE = 3
-SHOW_SCORE = 4
-TOOL_SCORE = 2
-FAILED_BONUS = 2
-FULL_PENALTY = 2
-"""How much less telling a call in full counts than listing it."""
-NAMED_PENALTY = 10
-"""How much less naming the places a call's output shows counts than listing it: only in
-the room every item told in full leaves."""
 _TIMING = re.compile(r"\s+in [\d.]+\s*s(?:econds)?\b.*$")
 _ASSERTION = "AssertionError"
 """What a failing test raises: a tally does not repeat it."""
