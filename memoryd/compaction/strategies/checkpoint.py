@@ -50,7 +50,7 @@ from memoryd.summary.checkpoint import (
     render_lists,
 )
 from memoryd.summary.chunking import compact_to_checkpoint
-from memoryd.summary.reconcile import lists_text, reconcile_lists
+from memoryd.summary.reconcile import reconcile_lists
 from memoryd.summary.retention import Beside, extract_details
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
@@ -170,8 +170,8 @@ class CheckpointStrategy(Strategy):
                 calls = summarizer.requests
             # Every item of the previous checkpoint: its details must survive this one too.
             before = None
-            if previous is not None and earlier is not None:
-                before = "\n".join([lists_text(earlier), *previous.details])
+            if previous is not None:
+                before = "\n".join([*(x.text for x in as_items(previous)), *previous.details])
             details = extract_details(messages, before)
             lists, kept_verbatim, retention = reconcile_lists(
                 lists,
