@@ -458,6 +458,21 @@ def test_extractive_checkpoint_sorts_sentences_by_their_cues() -> None:
     assert "Thanks a lot!" not in json.dumps(lists.model_dump())
 
 
+def test_extractive_checkpoint_folds_an_item_said_again_into_its_latest_place() -> None:
+    """The previous checkpoint's items and the new ones are folded: a decision said again
+    is listed once, after the ones said between."""
+    first = extractive_checkpoint((), CUED, 1024)
+    again = [
+        make_message(5, "assistant", "We decided to ship on Friday."),
+        make_message(6, "assistant", "We decided to use SQLite for storage."),
+    ]
+    second = as_lists(extractive_checkpoint(first, again, 1024))
+    assert second.decisions == [
+        "We decided to ship on Friday.",
+        "We decided to use SQLite for storage.",
+    ]
+
+
 def test_extractive_checkpoint_removes_a_pending_item_once_it_is_done() -> None:
     """A later "the migration script is done" removes the pending item on that topic and
     lists it as completed; the rest of the previous checkpoint stays."""
