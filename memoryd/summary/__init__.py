@@ -2,7 +2,8 @@
 
 - :mod:`~memoryd.summary.items`, :mod:`~memoryd.summary.folding`: a summary as items, and
   the previous head's items folded into the new one;
-- :mod:`~memoryd.summary.checkpoint`: the structured checkpoint, its model and its text;
+- :mod:`~memoryd.summary.checkpoint`: the structured checkpoint, its items rendered as
+  five lists (``checkpoint.json``, an LLM's JSON answer, the head message's text);
 - :mod:`~memoryd.compaction.strategies.head`: the summary message and its head;
 - :mod:`~memoryd.summary.retention`, :mod:`~memoryd.summary.verbatim`: what a summary
   kept of the details, and the section that puts back what it lost;

@@ -15,7 +15,7 @@ import structlog
 from memoryd.config.settings import Settings
 from memoryd.errors import ConfigError
 from memoryd.summary import prompts
-from memoryd.summary.checkpoint import CheckpointSummary
+from memoryd.summary.checkpoint import as_items, as_lists
 from memoryd.summary.checkpoint_prompt import (
     build_compaction_prompt,
     checkpoint_repair_prompt,
@@ -23,6 +23,7 @@ from memoryd.summary.checkpoint_prompt import (
 )
 from memoryd.summary.extractive import extractive_summary
 from memoryd.summary.extractive_checkpoint import extractive_checkpoint
+from memoryd.summary.items import HeadItem
 from memoryd.tokens import LLMUsage, estimate_text_tokens
 
 if TYPE_CHECKING:
@@ -126,29 +127,32 @@ class Summarizer:
 
     def checkpoint(
         self,
-        previous: CheckpointSummary | None,
+        previous: Sequence[HeadItem] | None,
         messages: Sequence[Mapping[str, Any]],
         budget: int,
-    ) -> CheckpointSummary:
-        """``messages`` folded into ``previous``; ``budget`` is the room of the lists, in
-        tokens of the checkpoint's text (the LLM is asked for short lists instead)."""
+    ) -> list[HeadItem]:
+        """``messages`` folded into the ``previous`` checkpoint's items (None: the first
+        checkpoint); ``budget`` is the room of the lists, in tokens of the checkpoint's
+        text (the LLM is asked for short lists instead). An LLM answers the five lists as
+        JSON; they come back as items."""
         if self.backend is None:
-            return extractive_checkpoint(previous, messages, budget)
-        system, user = build_compaction_prompt(previous, messages)
+            return extractive_checkpoint(previous or (), messages, budget)
+        lists = as_lists(previous) if previous is not None else None
+        system, user = build_compaction_prompt(lists, messages)
         completion = self.backend.complete(system, user, CHECKPOINT_MAX_TOKENS)
         self._count(completion)
         self._last_checkpoint = (system, user)
-        return parse_compaction_result(completion.text)
+        return as_items(parse_compaction_result(completion.text))
 
     def repair_checkpoint(
-        self, lists: CheckpointSummary, missing: Sequence[str]
-    ) -> CheckpointSummary | None:
+        self, items: Sequence[HeadItem], missing: Sequence[str]
+    ) -> list[HeadItem] | None:
         """One more request: the last checkpoint prompt, its lists, and what they lost;
         None when there is no LLM to ask (the lost details are kept beside the lists)."""
         if self.backend is None or self._last_checkpoint is None:
             return None
         system, user = self._last_checkpoint
-        answer = json.dumps(lists.model_dump(), ensure_ascii=False)
+        answer = json.dumps(as_lists(items).model_dump(), ensure_ascii=False)
         completion = self.backend.complete(
             system,
             user,
@@ -156,7 +160,7 @@ class Summarizer:
             follow_up=(answer, checkpoint_repair_prompt(missing)),
         )
         self._count(completion)
-        return parse_compaction_result(completion.text)
+        return as_items(parse_compaction_result(completion.text))
 
     def input_room(self, max_input_tokens: int, answer_tokens: int) -> int:
         """Estimated tokens one request may hold for an answer of ``answer_tokens``: at

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from memoryd import strict_json
 from memoryd.errors import CheckpointParseError
-from memoryd.summary.checkpoint import MAX_ITEMS, SECTIONS, Checkpoint, CheckpointSummary
+from memoryd.summary.checkpoint import MAX_ITEMS, Checkpoint, CheckpointSummary
+from memoryd.summary.items import SECTIONS
 from memoryd.summary.prompts import TOOL_OUTPUT_CHARS, escape_delimiters, render_transcript
 
 _SYSTEM = """You maintain a structured checkpoint of a long-running conversation between a \

@@ -14,8 +14,8 @@ from memoryd.errors import SummarizerError
 from memoryd.llm.completion import ContextOverflow
 from memoryd.summary import prompts
 from memoryd.summary.backends import CHECKPOINT_MAX_TOKENS, PROMPTS, Summarizer, Summary
-from memoryd.summary.checkpoint import Checkpoint, CheckpointSummary
 from memoryd.summary.checkpoint_prompt import build_compaction_prompt
+from memoryd.summary.items import HeadItem
 from memoryd.tokens import estimate_message_tokens, estimate_text_tokens
 
 log = structlog.get_logger()
@@ -205,19 +205,20 @@ def _smaller(
 
 def compact_to_checkpoint(
     summarizer: Summarizer,
-    previous: CheckpointSummary | Checkpoint | None,
+    previous: Sequence[HeadItem] | None,
     messages: Sequence[Mapping[str, Any]],
     max_input_tokens: int,
     budget: int,
-) -> tuple[CheckpointSummary, int]:
-    """Fold ``messages`` into ``previous`` chunk by chunk; returns the lists and the calls.
+) -> tuple[list[HeadItem], int]:
+    """Fold ``messages`` into the ``previous`` checkpoint's items chunk by chunk; returns
+    the items and the calls.
 
     Each chunk fits the summarizer's input budget; its result is the previous checkpoint
     of the next chunk, so nothing is left out; ``budget`` is the room of the lists
     (:meth:`Summarizer.checkpoint`). A ContextOverflow re-chunks what is left. Raises
     SummarizerError (or its subclass CheckpointParseError for a malformed answer).
     """
-    current = previous.summary if isinstance(previous, Checkpoint) else previous
+    current: Sequence[HeadItem] | None = previous
     answer = CHECKPOINT_MAX_TOKENS
     system, user = build_compaction_prompt(None, [])
     reserve = INSTRUCTION_MARGIN + estimate_text_tokens(system) + estimate_text_tokens(user)
@@ -234,4 +235,4 @@ def compact_to_checkpoint(
     # No message at all is still one call: the previous checkpoint, tidied.
     calls, _ = _each_chunk(chunk_messages(messages, room) or [[]], room, fold, smaller)
     assert current is not None
-    return current, calls
+    return list(current), calls

@@ -2,7 +2,9 @@
 
 A narrative or rolling head is a task line, then sections of one-line items, each of a
 kind (failure, decision, change, finding, next step, routine call) and, where it has
-one, the id of the archived message it came from (``(#msg-0007)``). The text is the
+one, the id of the archived message it came from (``(#msg-0007)``). A checkpoint's items
+have a list's name for kind (:data:`SECTIONS`); its five lists are their rendering
+(:mod:`memoryd.summary.checkpoint`). The text is the
 store: :func:`parse_head` reads a head back into items and :func:`render_head` writes
 them, so a fold (:mod:`memoryd.summary.folding`) merges items instead of summarizing
 the text again. A head without sections (an older one, an LLM's prose) is read line by
@@ -26,6 +28,9 @@ TITLES = {
     "next": "Next steps:",
     "routine": "Routine:",
 }
+SECTIONS = ("completed", "in_progress", "pending", "blockers", "decisions")
+"""The kinds of a checkpoint's items, one per list, in the order the lists are shown;
+not in :data:`TITLES`, so a narrative or rolling head never reads one."""
 HEADERS = {"narrative": "Key points, oldest first:", "rolling": "Earlier, in brief:"}
 VERBATIM_TITLE = "Details kept verbatim:"
 """The retention check's section (:mod:`memoryd.summary.verbatim`): read as routine."""

@@ -8,7 +8,7 @@ details than they do, with its lines that add one); the "Details kept verbatim" 
 (:mod:`memoryd.summary.verbatim`) for what is still missing; and the carried items
 (docs/design.md#summary-items): every item of the previous head and of the draft that is
 not routine is in the head, or is put back and the head fitted to its cap by the item
-rules of :func:`~memoryd.summary.folding.fit`. A checkpoint's lists go through the same
+rules of :func:`~memoryd.summary.folding.fit`. A checkpoint's items go through the same
 repair and the same scoring (:func:`reconcile_lists`); what they still lose is kept
 verbatim beside them.
 """
@@ -24,9 +24,8 @@ import structlog
 from memoryd.errors import SummarizerError
 from memoryd.receipts.records import RetentionFigures
 from memoryd.summary.backends import Summarizer
-from memoryd.summary.checkpoint import SECTIONS, CheckpointSummary
 from memoryd.summary.folding import fit, missing_items, restored
-from memoryd.summary.items import Head, parse_head, render_head, render_item
+from memoryd.summary.items import Head, HeadItem, parse_head, render_head, render_item
 from memoryd.summary.retention import Beside, Detail, RetentionScore, TextIndex, score
 from memoryd.summary.verbatim import fit as fit_details
 from memoryd.summary.verbatim import with_free_room, with_verbatim_section
@@ -251,25 +250,25 @@ def _with_carried_items(
     return render_head(head, style)
 
 
-def lists_text(lists: CheckpointSummary) -> str:
+def lists_text(items: Sequence[HeadItem]) -> str:
     """A checkpoint's items, one a line, as the retention check reads them (pure)."""
-    return "\n".join(item for name in SECTIONS for item in getattr(lists, name))
+    return "\n".join(item.text for item in items)
 
 
 def reconcile_lists(
-    lists: CheckpointSummary,
+    lists: list[HeadItem],
     details: Sequence[Detail],
     beside: Beside | None,
     min_retention: float,
-    room: Callable[[CheckpointSummary], int],
+    room: Callable[[Sequence[HeadItem]], int],
     summarizer: Summarizer | None = None,
-) -> tuple[CheckpointSummary, list[str], RetentionFigures]:
-    """The same step over a checkpoint's lists: the lists, the details they lost to keep
+) -> tuple[list[HeadItem], list[str], RetentionFigures]:
+    """The same step over a checkpoint's items: the items, the details they lost to keep
     verbatim beside them, and the figures.
 
     Below ``min_retention`` the ``summarizer`` is asked once for the lists again, keeping
     what they lost; the answer is used when it keeps more. What is still missing is kept
-    verbatim while it fits in ``room(lists)`` tokens (a longer missing path stands for the
+    verbatim while it fits in ``room(items)`` tokens (a longer missing path stands for the
     shorter ones it holds); 0 switches the repairs off (docs/design.md#retention).
     """
     scores = _Scores(details, beside)

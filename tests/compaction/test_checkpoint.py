@@ -23,7 +23,13 @@ from memoryd.config.settings import load_settings
 from memoryd.conversation.lines import append_message, parse_line, split_lines
 from memoryd.errors import CheckpointParseError
 from memoryd.published.heartbeat import HeartbeatManager
-from memoryd.summary.checkpoint import CHECKPOINT_PREFIX, Checkpoint, CheckpointSummary
+from memoryd.summary.checkpoint import (
+    CHECKPOINT_PREFIX,
+    Checkpoint,
+    CheckpointSummary,
+    as_items,
+    as_lists,
+)
 from memoryd.summary.checkpoint_prompt import build_compaction_prompt, parse_compaction_result
 from memoryd.summary.extractive_checkpoint import extractive_checkpoint
 from memoryd.workspace import Workspace
@@ -443,7 +449,7 @@ CUED = [
 def test_extractive_checkpoint_sorts_sentences_by_their_cues() -> None:
     """done -> completed, blocked -> blockers, decided -> decisions, need to -> pending,
     working on -> in progress; a sentence without a cue is left out."""
-    lists = extractive_checkpoint(None, CUED, 1024)
+    lists = as_lists(extractive_checkpoint((), CUED, 1024))
     assert lists.completed == ["The login page is done."]
     assert lists.blockers == ["We are blocked on the API key from ops."]
     assert lists.decisions == ["We decided to use SQLite for storage."]
@@ -452,14 +458,31 @@ def test_extractive_checkpoint_sorts_sentences_by_their_cues() -> None:
     assert "Thanks a lot!" not in json.dumps(lists.model_dump())
 
 
+def test_extractive_checkpoint_folds_an_item_said_again_into_its_latest_place() -> None:
+    """The previous checkpoint's items and the new ones are folded: a decision said again
+    is listed once, after the ones said between."""
+    first = extractive_checkpoint((), CUED, 1024)
+    again = [
+        make_message(5, "assistant", "We decided to ship on Friday."),
+        make_message(6, "assistant", "We decided to use SQLite for storage."),
+    ]
+    second = as_lists(extractive_checkpoint(first, again, 1024))
+    assert second.decisions == [
+        "We decided to ship on Friday.",
+        "We decided to use SQLite for storage.",
+    ]
+
+
 def test_extractive_checkpoint_removes_a_pending_item_once_it_is_done() -> None:
     """A later "the migration script is done" removes the pending item on that topic and
     lists it as completed; the rest of the previous checkpoint stays."""
-    first = extractive_checkpoint(None, CUED, 1024)
-    second = extractive_checkpoint(
-        first,
-        [make_message(5, "assistant", "The migration script is finished and merged.")],
-        1024,
+    first = as_lists(extractive_checkpoint((), CUED, 1024))
+    second = as_lists(
+        extractive_checkpoint(
+            as_items(first),
+            [make_message(5, "assistant", "The migration script is finished and merged.")],
+            1024,
+        )
     )
     assert second.pending == []
     assert second.completed == [

@@ -20,6 +20,7 @@ from memoryd.llm import limits
 from memoryd.llm.completion import Completion, ContextOverflow
 from memoryd.llm.openai_compat import PLACEHOLDER_KEY, OpenAICompatBackend
 from memoryd.summary.backends import Summarizer
+from memoryd.summary.checkpoint import as_lists
 from memoryd.summary.chunking import compact_to_checkpoint, summarize_messages
 from memoryd.summary.prompts import narrative_prompt, render_transcript
 from memoryd.tokens import estimate_message_tokens
@@ -403,9 +404,9 @@ def test_a_checkpoint_through_a_small_server_re_chunks_after_the_overflow(
     the next; no request after the learning one is refused."""
     with FakeOpenAI(flavour="vllm", n_ctx=16_384, default=Reply.ok(CHECKPOINT_ANSWER)) as server:
         summarizer = Summarizer(make_backend(server, deadline=30))
-        lists, calls = compact_to_checkpoint(summarizer, None, _large_input(30_000), 150_000, 700)
+        items, calls = compact_to_checkpoint(summarizer, None, _large_input(30_000), 150_000, 700)
         requests = server.requests
     fits = [server.prompt_tokens(r.body) + 4096 <= 16_384 for r in requests]
     assert fits == [False] + [True] * (len(requests) - 1)
     assert calls == len(requests) - 1 > 1
-    assert lists.pending == ["Fix the parser."]
+    assert as_lists(items).pending == ["Fix the parser."]

@@ -11,11 +11,11 @@ from conftest import make_message
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memoryd.summary.checkpoint import SECTIONS, CheckpointSummary, render_lists
-from memoryd.summary.extractive_checkpoint import extractive_checkpoint
+from memoryd.summary.checkpoint import CheckpointSummary, as_items, as_lists, render_lists
+from memoryd.summary.extractive_checkpoint import LAST_STEP, extractive_checkpoint
+from memoryd.summary.items import SECTIONS
 from memoryd.tokens import estimate_text_tokens
-from memoryd.transcript.checkpoint_calls import (
-    LAST_STEP,
+from memoryd.transcript.call_lines import (
     call_key,
     call_line,
     call_name,
@@ -204,7 +204,7 @@ def test_the_lists_of_a_loop_are_its_calls_its_last_step_and_its_last_failure() 
         ("Now the tests.", "pytest -q", FAILED_RUN),
         ("I'll read the loader.", "nl -ba src/app/load.py", LISTING),
     )
-    lists = extractive_checkpoint(None, messages, 1024)
+    lists = as_lists(extractive_checkpoint((), messages, 1024))
     assert lists.completed == [
         "`python run.py`: LoadError (after KeyError) at /repo/src/app/load.py line 14 in load;"
         " via /repo/run.py line 3",
@@ -226,10 +226,10 @@ def test_a_failure_run_again_with_success_or_reported_fixed_blocks_nothing() -> 
         ("Now the tests.", "pytest -q", FAILED_RUN),
         ("And again.", "pytest -q", PASSED_RUN),
     )
-    assert extractive_checkpoint(None, again, 1024).blockers == []
+    assert as_lists(extractive_checkpoint((), again, 1024)).blockers == []
     reported = loop(("Now the tests.", "pytest -q", FAILED_RUN))
     reported.append(make_message(3, "assistant", "I fixed the loader; all tests pass."))
-    lists = extractive_checkpoint(None, reported, 1024)
+    lists = as_lists(extractive_checkpoint((), reported, 1024))
     assert lists.blockers == [] and lists.in_progress == []
     assert lists.completed == [
         "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py",
@@ -238,13 +238,15 @@ def test_a_failure_run_again_with_success_or_reported_fixed_blocks_nothing() -> 
 
 
 def test_a_later_checkpoint_moves_the_last_step_on_and_tells_a_call_made_again_once() -> None:
-    first = extractive_checkpoint(
-        None,
-        loop(
-            ("Let me reproduce it.", "python run.py", TRACEBACK),
-            ("Now the tests.", "pytest -q", FAILED_RUN),
-        ),
-        1024,
+    first = as_lists(
+        extractive_checkpoint(
+            (),
+            loop(
+                ("Let me reproduce it.", "python run.py", TRACEBACK),
+                ("Now the tests.", "pytest -q", FAILED_RUN),
+            ),
+            1024,
+        )
     )
     assert first.blockers == [
         "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py"
@@ -253,7 +255,7 @@ def test_a_later_checkpoint_moves_the_last_step_on_and_tells_a_call_made_again_o
         *turn(5, "Next, the listing.", "ls src", "load.py\n[exit code 0]"),
         *turn(7, "The tests once more.", "python run.py", "ValueError: bad\nexit code 1"),
     ]
-    second = extractive_checkpoint(first, later, 1024)
+    second = as_lists(extractive_checkpoint(as_items(first), later, 1024))
     assert second.completed == [
         "`pytest -q`: 2 failed: test_load, test_save[x]; names tests/test_a.py",
         "`ls src`",
@@ -269,8 +271,8 @@ def test_the_lists_fit_their_budget_and_tell_the_latest_calls_in_full_first() ->
     messages = loop(*turns, ("Let me check the tree.", "git status", "clean\n[exit code 0]"))
     listed_before, told_all_briefly = 0, False
     for budget in range(40, 1600, 40):
-        lists = extractive_checkpoint(None, messages, budget)
-        assert estimate_text_tokens(render_lists(lists)) <= budget
+        lists = as_lists(extractive_checkpoint((), messages, budget))
+        assert estimate_text_tokens(render_lists(as_items(lists))) <= budget
         listed = [x for x in lists.completed if x.startswith("`python run_")]
         assert len(listed) >= listed_before
         listed_before = len(listed)
@@ -293,11 +295,12 @@ def test_the_places_an_output_names_come_only_in_the_room_every_full_line_leaves
     )
     search = settled(call("Bash", command="grep -rl load src"), listed)
     failing = settled(call("Bash", command="python run.py"), TRACEBACK)
-    roomy = extractive_checkpoint(None, messages, 1024)
+    roomy = as_lists(extractive_checkpoint((), messages, 1024))
     assert roomy.completed == [call_line([search], named=True)]
     assert roomy.completed[0].startswith("`grep -rl load src`: names src/pkg/module_0.py, ")
     assert roomy.blockers == [call_line([failing], named=True)]
     spare = len(roomy.completed[0]) - len(call_line([search]))
-    tight = extractive_checkpoint(None, messages, (len(render_lists(roomy)) - spare) // 4)
+    tight_budget = (len(render_lists(as_items(roomy))) - spare) // 4
+    tight = as_lists(extractive_checkpoint((), messages, tight_budget))
     assert tight.completed == [call_line([search])]
     assert tight.blockers == roomy.blockers

@@ -18,13 +18,13 @@ from conftest import SettingsFactory, make_message
 
 from memoryd.compaction.job.request import JobRequest
 from memoryd.compaction.job.run import run_job
-from memoryd.summary.checkpoint import SECTIONS, CheckpointSummary, render_lists
+from memoryd.summary.checkpoint import CheckpointSummary, as_items, as_lists, render_lists
 from memoryd.summary.extractive import extractive_summary
 from memoryd.summary.extractive_checkpoint import extractive_checkpoint
-from memoryd.summary.items import parse_head
+from memoryd.summary.items import SECTIONS, parse_head
 from memoryd.summary.retention import extract_details, score
 from memoryd.tokens import estimate_text_tokens
-from memoryd.transcript.checkpoint_calls import call_key
+from memoryd.transcript.call_lines import call_key
 from memoryd.transcript.toolcalls import command_label
 
 SEEDS = range(6)
@@ -180,7 +180,7 @@ def test_commands_and_exceptions_of_the_summarized_part_are_in_the_summary() -> 
 def test_checkpoint_lists_hold_what_the_agent_did_and_reported_never_instructions(
     transcript: Transcript,
 ) -> None:
-    lists = extractive_checkpoint(None, transcript.messages, 1024)
+    lists = as_lists(extractive_checkpoint((), transcript.messages, 1024))
     every = [x for name in SECTIONS for x in getattr(lists, name)]
     reports = [x for x in lists.completed if call_key(x) is None]
     assert reports and all(x.startswith(("I fixed", "Done:")) for x in reports)
@@ -223,7 +223,7 @@ def test_extractive_checkpoint_lists_what_the_agent_reported_not_what_it_was_tol
         ),
         make_message(3, "assistant", "I fixed the race in the upload test. Next I will submit."),
     ]
-    lists = extractive_checkpoint(None, messages, 1024)
+    lists = as_lists(extractive_checkpoint((), messages, 1024))
     assert lists.completed == ["`pytest`", "I fixed the race in the upload test."]
     assert lists.pending == ["Next I will submit."]
     everything = json.dumps(lists.model_dump())
@@ -271,4 +271,4 @@ def test_the_checkpoint_of_a_generated_tool_loop_reads_like_an_engineers_notes(
     ]
     assert score(details, head["content"]).missing == ()
     section = "Details kept verbatim: " + "; ".join(saved["details"])
-    assert estimate_text_tokens(f"{render_lists(lists)}\n{section}") <= 1024
+    assert estimate_text_tokens(f"{render_lists(as_items(lists))}\n{section}") <= 1024

@@ -9,11 +9,14 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memoryd.summary.checkpoint import CheckpointSummary, as_items, as_lists, render_lists
 from memoryd.summary.extractive import extractive_summary
 from memoryd.summary.folding import fit, fold, missing_items
 from memoryd.summary.items import (
     KINDS,
     RESOLVED_BY_LATER_CALL,
+    SECTIONS,
+    TITLES,
     Head,
     HeadItem,
     parse_head,
@@ -201,3 +204,41 @@ def tool_round(n: int, failing: bool) -> list[dict[str, object]]:
         {"id": f"m{n}-0", "role": "assistant", "content": [use]},
         {"id": f"m{n}-1", "role": "user", "content": [result]},
     ]
+
+
+_LIST = st.lists(st.text(min_size=1, max_size=30), max_size=4)
+
+
+@given(st.fixed_dictionaries({name: _LIST for name in SECTIONS}))
+def test_a_checkpoints_lists_are_a_rendering_of_its_items(lists: dict[str, list[str]]) -> None:
+    """Five lists become items of their lists' kinds, and the items give the same lists
+    back, in the same order."""
+    summary = CheckpointSummary(**lists)
+    items = as_items(summary)
+    assert {item.kind for item in items} <= set(SECTIONS)
+    assert as_lists(items) == summary
+    assert as_lists(reversed(items)).model_dump() == {k: v[::-1] for k, v in lists.items()}
+
+
+def test_the_checkpoint_text_renders_items_list_by_list_in_the_stored_format() -> None:
+    items = [
+        HeadItem("decisions", "Use SQLite."),
+        HeadItem("completed", "Set up the repository."),
+        HeadItem("completed", "`pytest -q`: 3 passed"),
+        HeadItem("blockers", "Waiting for the staging database."),
+    ]
+    assert render_lists(items) == (
+        "Completed:\n- Set up the repository.\n- `pytest -q`: 3 passed\n"
+        "In progress: none\nPending: none\n"
+        "Blockers:\n- Waiting for the staging database.\n"
+        "Decisions:\n- Use SQLite."
+    )
+
+
+def test_a_narrative_head_never_reads_as_checkpoint_items() -> None:
+    """The checkpoint's kinds have no section title of a narrative head: the text of a
+    checkpoint read as a head gives no item of a checkpoint's kind."""
+    text = render_lists([HeadItem(name, f"An item of {name}.") for name in SECTIONS])
+    head = parse_head(text)
+    assert head.items and not {item.kind for item in head.items} & set(SECTIONS)
+    assert not set(SECTIONS) & set(TITLES)

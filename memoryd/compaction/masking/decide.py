@@ -5,7 +5,7 @@ Before a strategy summarizes for usage, old tool outputs leave the context first
 LLM call: a ``tool_result`` block's content (images included), or a text-mode agent's
 command output pasted back as a user message, becomes one text placeholder naming the
 call, its size in tokens, its outcome (the call-line digest of
-:func:`memoryd.transcript.checkpoint_calls.call_line`) and ``memoryd expand``. The
+:func:`memoryd.transcript.call_lines.call_line`) and ``memoryd expand``. The
 masked line keeps its ``id``, ``tool_use_id``, ``is_error`` and every other field and
 gains ``"isMasked": true``; its original goes to the archive in the job's one commit.
 

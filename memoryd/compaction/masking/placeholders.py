@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 
 from memoryd.tokens import estimate_text_tokens
-from memoryd.transcript.checkpoint_calls import call_line
+from memoryd.transcript.call_lines import call_line
 from memoryd.transcript.outcomes import FAILURE_NOTE, PLACEHOLDER_LEAD
 from memoryd.transcript.output_places import definitions, named_paths
 from memoryd.transcript.toolcalls import ToolCall, outcome_of

@@ -41,10 +41,11 @@ from memoryd.files.regular import read_file
 from memoryd.summary.backends import Summarizer, make_summarizer
 from memoryd.summary.checkpoint import (
     CHECKPOINT_PREFIX,
-    SECTIONS,
     Checkpoint,
     CheckpointStats,
     CompactionInfo,
+    as_items,
+    as_lists,
     render_checkpoint,
     render_lists,
 )
@@ -107,14 +108,6 @@ def checkpoint_split(messages: Sequence[MessageLike]) -> SplitPlan | None:
     return plan_for(messages, keep_from)
 
 
-def _previous_text(previous: Checkpoint | None) -> str | None:
-    """Every item of the previous checkpoint: its details must survive this one too."""
-    if previous is None:
-        return None
-    items = [item for name in SECTIONS for item in getattr(previous, name)]
-    return "\n".join([*items, *previous.details])
-
-
 def _embeds_checkpoint(line: Line) -> bool:
     """True for a head message that carries a structured checkpoint (this strategy's)."""
     return line.message is not None and isinstance(line.message.get("checkpoint"), dict)
@@ -137,6 +130,7 @@ class CheckpointStrategy(Strategy):
         """Fold the prefix into the previous checkpoint's lists; the head carries the result."""
         prefix, plan = request.prefix, request.plan
         previous = load_checkpoint(request.workspace, prefix[0] if prefix else None)
+        earlier = as_items(previous) if previous is not None else None
         to_compact = prefix[1:] if plan.folds_previous_summary else prefix
         messages = transcript_messages(to_compact)
         folded_count = 0
@@ -152,7 +146,7 @@ class CheckpointStrategy(Strategy):
         budget = request.settings.summarizer.max_summary_tokens
         compact = functools.partial(
             compact_to_checkpoint,
-            previous=previous,
+            previous=earlier,
             messages=messages,
             max_input_tokens=request.settings.summarizer.max_input_tokens,
             budget=int(budget * LISTS_SHARE),
@@ -174,7 +168,11 @@ class CheckpointStrategy(Strategy):
                 checker = Summarizer()
                 lists, _ = compact(checker)
                 calls = summarizer.requests
-            details = extract_details(messages, _previous_text(previous))
+            # Every item of the previous checkpoint: its details must survive this one too.
+            before = None
+            if previous is not None:
+                before = "\n".join([*(x.text for x in as_items(previous)), *previous.details])
+            details = extract_details(messages, before)
             lists, kept_verbatim, retention = reconcile_lists(
                 lists,
                 details,
@@ -201,7 +199,7 @@ class CheckpointStrategy(Strategy):
         checkpoint = Checkpoint(
             version=(previous.version if previous is not None else 0) + 1,
             updated_at=iso_ms(now),
-            **lists.model_dump(),
+            **as_lists(lists).model_dump(),
             compaction_info=CompactionInfo(
                 messages_compacted=len(to_compact),
                 oldest_message_timestamp=min(timestamps, default=None),

@@ -1,28 +1,25 @@
-"""A tool loop as a checkpoint's items (pure; docs/design.md#agent-transcripts).
+"""A tool call as one line (pure; docs/design.md#agent-transcripts).
 
-What an engineer notes of an agent's tool loop: each distinct call once, with what came
-of it (``completed``); the step the agent was on when the checkpoint was taken, in its
-own words, and the call it made (``in_progress``); the last command that failed and was
-not run again with success (``blockers``). A call's line is its command in backticks, or
-what another tool did (``edited src/a.py``), then its outcome: the test tally and the
-failing tests, the exception with where it was raised, the error line or the exit
-status; for a file shown, the names it defines. Each line also has a brief form (the
-tally, the exception's name), for when the budget holds no more.
+What an engineer notes of a call: its command in backticks, or what another tool did
+(``edited src/a.py``), then its outcome: the test tally and the failing tests, the
+exception with where it was raised, the error line or the exit status; for a file shown,
+the names it defines. A line also has a brief form (the tally, the exception's name), for
+when the budget holds no more, and a named one (the places its output names). A
+checkpoint lists calls by these lines (:mod:`memoryd.summary.extractive_checkpoint`); a
+masked output's placeholder starts with one (:mod:`memoryd.compaction.masking.placeholders`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from memoryd.transcript.messages import MessageView, sentences, shorten
+from memoryd.transcript.messages import shorten
 from memoryd.transcript.outcomes import shows_only
 from memoryd.transcript.output_places import definitions, named_phrase
 from memoryd.transcript.toolcalls import Outcome, ToolCall
 
 MAX_LINE_CHARS = 200
-MAX_STEP_CHARS = 160
 MAX_ERROR_CHARS = 90
 BRIEF_ERROR_CHARS = 50
 MAX_BOTH_CHARS = 60
@@ -30,18 +27,6 @@ MAX_BOTH_CHARS = 60
 short together, else its last."""
 SHOWN_FAILURES = 4
 SHOWN_DEFINITIONS = 4
-LAST_STEP = "Last step: "
-"""What starts the ``in_progress`` item that states the agent's last step."""
-SHELL_SCORE = 5
-EDIT_SCORE = 3
-SHOW_SCORE = 4
-TOOL_SCORE = 2
-FAILED_BONUS = 2
-FULL_PENALTY = 2
-"""How much less telling a call in full counts than listing it."""
-NAMED_PENALTY = 10
-"""How much less naming the places a call's output shows counts than listing it: only in
-the room every item told in full leaves."""
 _TIMING = re.compile(r"\s+in [\d.]+\s*s(?:econds)?\b.*$")
 _ASSERTION = "AssertionError"
 """What a failing test raises: a tally does not repeat it."""
@@ -52,41 +37,6 @@ _CALL_LINE = re.compile(
 )
 """A line of :func:`call_line`: the call it stands for (its command or what the tool
 did), how often it was made, its outcome."""
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """An item that may enter a checkpoint's list, if it fits."""
-
-    section: str
-    position: float
-    score: int
-    text: str
-    key: str
-    """Items with the same key are the same item (the call a call line stands for)."""
-    brief: str = ""
-    """The item in fewer words, when there is room for no more ("" : the text)."""
-    full_score: int = 0
-    """The score of telling the item in full rather than briefly."""
-    named: str = ""
-    """The item with the places its output names (``""``: none to add)."""
-    named_score: int = 0
-    """The score of telling those places too."""
-
-
-@dataclass(slots=True)
-class Loop:
-    """What the tool loop of some messages puts in a checkpoint."""
-
-    completed: list[Candidate] = field(default_factory=list)
-    in_progress: list[Candidate] = field(default_factory=list)
-    blockers: list[Candidate] = field(default_factory=list)
-    has_step: bool = False
-    """Whether the messages end in a step of the loop (their last step replaces any before)."""
-    failed: bool = False
-    """Whether a call failed in these messages."""
-    keys: frozenset[str] = frozenset()
-    """The keys of every call made in these messages."""
 
 
 def outcome_phrase(
@@ -145,7 +95,7 @@ def call_name(call: ToolCall) -> str:
     return call.action or call.label
 
 
-def _reads(call: ToolCall) -> bool:
+def reads_only(call: ToolCall) -> bool:
     """Whether a call only shows something (a file, a folder, a diff)."""
     if call.command is None:
         return not call.edits
@@ -162,7 +112,7 @@ def call_line(calls: Sequence[ToolCall], brief: bool = False, named: bool = Fals
     line = call_name(calls[0])
     if len(calls) > 1:
         line += f" ({len(calls)}x)"
-    reads = _reads(calls[0])
+    reads = reads_only(calls[0])
     first = outcome_phrase(calls[0].outcome, brief, reads, False) if len(calls) > 1 else ""
     last = outcome_phrase(calls[-1].outcome, brief, reads, False)
     said = last or first
@@ -199,80 +149,3 @@ def call_key(item: str) -> str | None:
     """The call a line made by :func:`call_line` stands for; None for another item (pure)."""
     found = _CALL_LINE.match(item)
     return found["key"] if found else None
-
-
-def _failed(call: ToolCall) -> bool:
-    """Whether a call failed: its exit status or error flag, or tests that failed."""
-    return call.outcome is not None and (call.outcome.failed or bool(call.outcome.failures))
-
-
-def _score(calls: Sequence[ToolCall]) -> int:
-    first = calls[0]
-    if first.command is None:
-        weight = EDIT_SCORE if any(c.edits for c in calls) else TOOL_SCORE
-    elif first.edits:
-        weight = EDIT_SCORE
-    else:
-        weight = SHOW_SCORE if _reads(first) else SHELL_SCORE
-    return weight + (FAILED_BONUS if any(_failed(c) for c in calls) else 0)
-
-
-def loop_items(views: Sequence[MessageView], fixed: int, reported: float = -1.0) -> Loop:
-    """The items of the tool loop in ``views`` (pure); ``fixed`` is the score of the
-    items that must be there (the last step, the blocker).
-
-    Each distinct call is one line in ``completed``, but the calls of the last assistant
-    message (when the messages end in the loop) go to ``in_progress`` with what the
-    agent said of that step, and the last call that failed to ``blockers``, unless it
-    was run again with success or the agent reported work done after it (at the
-    position ``reported``).
-    """
-    groups: dict[str, list[ToolCall]] = {}
-    places: dict[str, float] = {}
-    for view in views:
-        for index, call in enumerate(view.calls):
-            name = call_name(call)
-            groups.setdefault(name, []).append(call)
-            places[name] = view.position + 0.5 + index / 1000
-    loop = Loop(keys=frozenset(groups), failed=any(_failed(c) for g in groups.values() for c in g))
-    if not groups:
-        return loop
-    last = next((v for v in reversed(views) if v.speaker == "assistant"), None)
-    step = last if last is not None and last.calls else None
-    failing = max(
-        (c for g in groups.values() for c in g if _failed(c)),
-        key=lambda c: c.position,
-        default=None,
-    )
-    blocker = None
-    if failing is not None and failing.position + 0.5 > reported:
-        # Unless the same call succeeded since.
-        blocker = call_name(failing) if _failed(groups[call_name(failing)][-1]) else None
-    step_keys = {call_name(c) for c in step.calls} if step is not None else set()
-    for name, calls in groups.items():
-        line, brief = call_line(calls), call_line(calls, brief=True)
-        named = call_line(calls, named=True)
-        score = _score(calls)
-        full = score - FULL_PENALTY
-        candidate = Candidate(
-            "completed", places[name], score, line, name, brief, full, named, score - NAMED_PENALTY
-        )
-        if name == blocker:
-            loop.blockers.append(_fixed(candidate, "blockers", fixed))
-        elif name in step_keys:
-            loop.in_progress.append(_fixed(candidate, "in_progress", fixed))
-        else:
-            loop.completed.append(candidate)
-    if step is not None:
-        loop.has_step = True
-        said = " ".join(sentences(step.text))
-        if said:
-            text = shorten(LAST_STEP + said, MAX_STEP_CHARS)
-            loop.in_progress.append(Candidate("in_progress", step.position, fixed, text, text))
-    return loop
-
-
-def _fixed(candidate: Candidate, section: str, score: int) -> Candidate:
-    """The step or the blocker: always there, with the places its output names."""
-    text = candidate.named or candidate.text
-    return Candidate(section, candidate.position, score, text, candidate.key)
