@@ -24,14 +24,22 @@ PRELOAD = [
 """Imported once in the forkserver, so that every worker (and every pool rebuilt after a
 crash) starts without importing memoryd again, the modules its first job imports after
 its commit (the recall index) included."""
-SDK_PRELOAD = ["anthropic", "memoryd.llm.anthropic", "httpcore2", "h11", "truststore"]
-"""With the anthropic backend: the SDK, and the HTTP stack it imports at its first
-request. Without the latter, a burst's first round made every fresh worker import them
-at once (docs/design.md#burst). A name that cannot be imported is skipped by the
-forkserver."""
+SDK_PRELOAD = [
+    "anthropic",
+    "memoryd.llm.anthropic",
+    "httpcore2",
+    "h11",
+    "truststore",
+    "memoryd.llm.tls_ready",
+]
+"""With the anthropic backend: the SDK, the HTTP stack it imports at its first request,
+and the TLS context its clients share (built once, inherited by every worker). Without
+the HTTP stack and the context, a burst's first round made every fresh worker import and
+build them at once (docs/design.md#burst). A name that cannot be imported is skipped by
+the forkserver."""
 SDK_PRELOADS = {
     "anthropic": SDK_PRELOAD,
-    "openai": ["openai", "memoryd.llm.openai_compat", "httpcore2", "h11"],
+    "openai": ["openai", "memoryd.llm.openai_compat", "httpcore2", "h11", "memoryd.llm.tls_ready"],
 }
 """What each LLM backend's jobs import, preloaded alike."""
 KILL_WAIT = 2.0
