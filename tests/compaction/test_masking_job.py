@@ -286,8 +286,8 @@ def test_a_masking_that_cannot_get_under_budget_says_so_loudly(
 ) -> None:
     """``token_limit = 1``: masking runs and no summary can follow. The job is
     ineffective, never "completed": HEARTBEAT.md says failed with the usage still above
-    the trigger, the receipt, the event and the log say ineffective; the masking itself
-    is committed, nothing lost."""
+    the trigger, the receipt, the event and the log say ineffective, and the daemon waits
+    for growth before the next job; the masking itself is committed, nothing lost."""
     transcript = generate("autonomous", 5, 40)
     folder = write_workspace(tmp_path / "ws", transcript)
     original = lines(folder / "conversation.jsonl")
@@ -299,6 +299,8 @@ def test_a_masking_that_cannot_get_under_budget_says_so_loudly(
     with capture_logs() as logs:
         result = job(folder, config)
     assert result.outcome == "ineffective", (result.outcome, result.reason)
+    # The daemon waits for growth after it, as after any ineffective job.
+    assert result.ineffective
     assert result.masked_messages > 0
     assert "usage still above the 80% trigger" in result.reason
     heartbeat = HeartbeatManager(Workspace(folder)).get_status()
