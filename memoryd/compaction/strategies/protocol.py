@@ -5,6 +5,7 @@ See :mod:`memoryd.compaction.strategies` for the four questions a strategy answe
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -110,7 +111,7 @@ class Head:
     """The retention check's scores (docs/design.md#retention)."""
 
 
-class Strategy:
+class Strategy(ABC):
     """One strategy; see the module docstring for the four questions. What most answer
     alike is answered here: due above ``summarize_at``, nothing saved beside the
     conversation."""
@@ -135,18 +136,19 @@ class Strategy:
         conversation has grown)."""
         return usage_due(counts, self.settings.token_limit, self.trigger, tokens_at_ineffective)
 
+    @abstractmethod
     def split(self, lines: Sequence[MessageLike]) -> SplitPlan | str:
         """The prefix to replace, or why there is none (pure)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def produce_head(self, request: HeadRequest) -> Head:
         """The new head message (calls the summarizer; raises SummarizerError)."""
-        raise NotImplementedError
 
     def save(self, workspace: Workspace, head: Head) -> None:
         """Keep what the strategy stores beside the conversation (after the commit):
         nothing, unless the strategy says otherwise (the summary lives in the
         conversation alone)."""
+        return
 
 
 def usage_due(
