@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
 from memoryd.commit.rewrite import ArchivePlan, archive_name, rewrite
-from memoryd.commit.snapshot import read_snapshot
+from memoryd.commit.snapshot import Snapshot, read_snapshot
 from memoryd.defaults import (
     DEFAULT_KEEP_BOOKMARKS,
     DEFAULT_MAX_ENTRY_BYTES,
@@ -150,27 +151,36 @@ def read_entries(workspace: Path, store: str, last: int | None = None) -> list[d
     return newest_entries(load_store(workspace, store), last)
 
 
-def _compact_store(
-    ws: Workspace,
-    store: str,
-    threshold: int,
-    keep_bookmarks: int,
-    dry_run: bool,
-    now: float,
-    drain_seconds: float,
-) -> tuple[CompactionPlan, str | None]:
-    """Plan, and unless ``dry_run`` commit, one store; returns the plan and the archive."""
+@dataclass(frozen=True, slots=True)
+class _StorePlan:
+    """One store as read for a compaction: its snapshot (None: no file), entries and plan."""
+
+    name: str
+    snapshot: Snapshot | None
+    entries: list[Entry]
+    plan: CompactionPlan
+
+
+def _plan_store(ws: Workspace, store: str, threshold: int, keep_bookmarks: int) -> _StorePlan:
+    """Read and plan one store, changing nothing; raises what reading it raises."""
     path = _store_path(ws, store)
     try:
         snapshot, data = read_snapshot(path, root=ws.path)
     except UnsafePathError:
         if os.path.lexists(path):
             raise
-        return plan_compaction(store, [], threshold, keep_bookmarks), None
+        return _StorePlan(store, None, [], plan_compaction(store, [], threshold, keep_bookmarks))
     entries = parse_store(data)
-    plan = plan_compaction(store, entries, threshold, keep_bookmarks)
-    if dry_run or not plan.replacements:
-        return plan, None
+    return _StorePlan(
+        store, snapshot, entries, plan_compaction(store, entries, threshold, keep_bookmarks)
+    )
+
+
+def _commit_store(
+    ws: Workspace, read: _StorePlan, snapshot: Snapshot, now: float, drain_seconds: float
+) -> str | None:
+    """Rewrite one planned store; returns its archive, relative to the workspace."""
+    store, plan = read.name, read.plan
     archive = ArchivePlan(
         folder=ws.archive_dir,
         name=archive_name(f"memory-{store}", datetime.fromtimestamp(now, UTC)),
@@ -178,7 +188,7 @@ def _compact_store(
     )
     result = rewrite(
         snapshot,
-        rewritten_head(entries, plan),
+        rewritten_head(read.entries, plan),
         lock=ws.lock,
         archive=archive,
         drain_seconds=drain_seconds,
@@ -199,7 +209,7 @@ def _compact_store(
         emit(ws, "malformed_line", now=now, file=relative, line=line_no)
     if result.salvaged_lines:
         emit(ws, "salvaged_lines", now=now, file=relative, lines=result.salvaged_lines)
-    return plan, archived
+    return archived
 
 
 def compact(
@@ -234,15 +244,18 @@ def compact(
     created: dict[str, int] = {}
     archives: dict[str, str] = {}
     malformed: dict[str, list[int]] = {}
-    for name in targets:
-        plan, archived = _compact_store(
-            ws, name, threshold, keep_bookmarks, dry_run, moment, drain_seconds
-        )
+    # Every store is read before any is rewritten: one that cannot be read (a FIFO, a
+    # symlink out of the workspace) refuses the command with nothing changed.
+    plans = [_plan_store(ws, name, threshold, keep_bookmarks) for name in targets]
+    for read in plans:
+        name, plan = read.name, read.plan
         before[name] = plan.entries_before
         after[name] = plan.entries_after
         created[name] = plan.summaries_created
-        if archived is not None:
-            archives[name] = archived
+        if not dry_run and plan.replacements and read.snapshot is not None:
+            archived = _commit_store(ws, read, read.snapshot, moment, drain_seconds)
+            if archived is not None:
+                archives[name] = archived
         if plan.malformed_lines:
             malformed[name] = list(plan.malformed_lines)
     compacted = any(created.values())

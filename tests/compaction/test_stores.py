@@ -224,6 +224,28 @@ def test_compacting_all_stores_skips_sacred_ones_and_leaves_small_stores_alone(
         assert Workspace(ws).store(store).read_bytes() == data
 
 
+@pytest.mark.parametrize("odd", ["fifo", "symlink_out"])
+def test_a_store_that_cannot_be_read_refuses_compact_before_any_store_is_rewritten(
+    ws: Path, tmp_path: Path, odd: str
+) -> None:
+    """bookmarks would be compacted, but todos (read after it) is a FIFO or a symlink out
+    of the workspace: exit 2 naming todos, and not a byte of the workspace changed."""
+    write_bookmarks(ws, 30)
+    todos = Workspace(ws).store("todos")
+    if odd == "fifo":
+        os.mkfifo(todos)
+    else:
+        outside = tmp_path / "outside.jsonl"
+        outside.write_bytes(b'{"title": "t", "completed": true}\n' * 40)
+        todos.symlink_to(outside)
+    before = tree(ws)
+    with pytest.raises(InputError, match=r"todos\.jsonl") as refused:
+        run_cli(["memory", "compact", "--threshold", "25", "--workspace", str(ws)])
+    assert refused.value.exit_code == 2
+    assert tree(ws) == before
+    assert archives(ws) == []
+
+
 def test_a_custom_threshold_decides_when_a_store_is_compacted(ws: Path) -> None:
     """20 bookmarks stay untouched at the default threshold (50) and compact at 15."""
     write_bookmarks(ws, 20)
