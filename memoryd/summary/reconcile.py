@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import structlog
 
-from memoryd.errors import SummarizerError
+from memoryd.errors import NoSummaryAnswer, SummarizerError
 from memoryd.receipts.records import RetentionFigures
 from memoryd.summary.backends import Summarizer
 from memoryd.summary.folding import fit, missing_items, restored
@@ -54,8 +54,28 @@ class Floor:
         summary (the answer was cut at max_tokens (256), 2 attempts): offline items
         used``."""
         if self.no_summary is not None:
-            return f"llm gave no summary ({self.no_summary}): offline items used"
+            return no_summary_note(self.no_summary)
         return f"llm summary kept {round(self.llm_score * 100)}% of details: offline items used"
+
+
+def no_summary_note(why: str) -> str:
+    """The job's note when the LLM gave no summary at all and the offline items were used."""
+    return f"llm gave no summary ({why}): offline items used"
+
+
+def or_offline(
+    summarizer: Summarizer, answer: Callable[[], T], offline: Callable[[], T]
+) -> tuple[T, str | None]:
+    """``answer()``, or, when the model gave no summary at all (every answer cut at
+    ``max_tokens``, empty, a refusal), ``offline()`` and why: never worse than offline.
+    The offline summarizer's own failure is raised."""
+    try:
+        return answer(), None
+    except NoSummaryAnswer as exc:
+        if summarizer.backend is None:
+            raise
+        log.warning("llm_gave_no_summary", backend=summarizer.name, requests=summarizer.requests)
+        return offline(), exc.why
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from memoryd.compaction.strategies.head import (
 )
 from memoryd.compaction.strategies.protocol import Head, HeadRequest, Strategy
 from memoryd.conversation.lines import Line
-from memoryd.errors import MemorydError, NoSummaryAnswer
+from memoryd.errors import MemorydError
 from memoryd.files.fsutil import atomic_write
 from memoryd.files.regular import read_file
 from memoryd.summary.backends import Summarizer, make_summarizer
@@ -50,7 +50,8 @@ from memoryd.summary.checkpoint import (
     render_lists,
 )
 from memoryd.summary.chunking import compact_to_checkpoint
-from memoryd.summary.reconcile import reconcile_lists
+from memoryd.summary.items import HeadItem
+from memoryd.summary.reconcile import no_summary_note, or_offline, reconcile_lists
 from memoryd.summary.retention import Beside, extract_details
 from memoryd.tokens import estimate_text_tokens
 from memoryd.workspace import Workspace
@@ -151,23 +152,16 @@ class CheckpointStrategy(Strategy):
             max_input_tokens=request.settings.summarizer.max_input_tokens,
             budget=int(budget * LISTS_SHARE),
         )
-        no_summary = None
         with contextlib.closing(summarizer), billed_on_failure(summarizer):
-            checker: Summarizer = summarizer
-            try:
-                lists, calls = compact(summarizer)
-            except NoSummaryAnswer as exc:
-                # Never worse than offline, as for a summary (docs/design.md#retention): a
-                # model that gives no checkpoint at all leaves the offline lists.
-                if summarizer.backend is None:
-                    raise
-                log.warning(
-                    "llm_gave_no_summary", backend=summarizer.name, requests=summarizer.requests
-                )
-                no_summary = f"llm gave no summary ({exc.why}): offline items used"
-                checker = Summarizer()
-                lists, _ = compact(checker)
-                calls = summarizer.requests
+
+            def offline() -> tuple[list[HeadItem], int]:
+                lists, _ = compact(Summarizer())
+                return lists, summarizer.requests
+
+            (lists, calls), no_summary = or_offline(
+                summarizer, lambda: compact(summarizer), offline
+            )
+            checker = summarizer if no_summary is None else Summarizer()
             # Every item of the previous checkpoint: its details must survive this one too.
             before = None
             if previous is not None:
@@ -235,7 +229,7 @@ class CheckpointStrategy(Strategy):
                 for part in (
                     f"compacted {plan.summarized_count} messages into checkpoint "
                     f"v{checkpoint.version}",
-                    no_summary,
+                    no_summary_note(no_summary) if no_summary is not None else None,
                 )
                 if part
             ),

@@ -16,11 +16,11 @@ import structlog
 
 from memoryd.compaction.strategies.protocol import Head, HeadRequest
 from memoryd.conversation.lines import Line
-from memoryd.errors import NoSummaryAnswer, SummarizerError
+from memoryd.errors import SummarizerError
 from memoryd.summary.backends import Summarizer, Summary, make_summarizer
 from memoryd.summary.chunking import summarize_messages
 from memoryd.summary.extractive import extractive_summary
-from memoryd.summary.reconcile import carried_text, reconcile
+from memoryd.summary.reconcile import carried_text, or_offline, reconcile
 from memoryd.summary.retention import Beside, extract_details
 from memoryd.tokens import LLMUsage, estimate_text_tokens
 from memoryd.transcript.messages import read_messages, task_phrase
@@ -142,25 +142,15 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
     )
     messages = transcript_messages(to_summarize)
     budget = settings.summarizer.max_summary_tokens
-    offline = None
-    if summarizer.backend is not None:
-        offline = functools.partial(extractive_summary, messages, folded, budget, style)
+    offline = functools.partial(extractive_summary, messages, folded, budget, style)
     with contextlib.closing(summarizer), billed_on_failure(summarizer):
-        no_summary = None
-        try:
-            summary = summarize_messages(
+        summary, no_summary = or_offline(
+            summarizer,
+            lambda: summarize_messages(
                 summarizer, messages, folded, budget, settings.summarizer.max_input_tokens, style
-            )
-        except NoSummaryAnswer as exc:
-            # Never worse than offline: a model that cannot summarize this (every answer
-            # cut at max_tokens, empty, a refusal) leaves the offline items as the head.
-            if offline is None:
-                raise
-            log.warning(
-                "llm_gave_no_summary", backend=summarizer.name, requests=summarizer.requests
-            )
-            no_summary = exc.why
-            summary = Summary(offline(), summarizer.name, calls=summarizer.requests)
+            ),
+            lambda: Summary(offline(), summarizer.name, calls=summarizer.requests),
+        )
         if not summary.text.strip():
             raise SummarizerError("the summarizer returned an empty summary")
         request.progress("checking that the summary kept the details")
@@ -174,7 +164,7 @@ def summary_head(request: HeadRequest, style: Style) -> Head:
             budget,
             settings.summarizer.min_retention,
             summarizer=summarizer if no_summary is None else None,
-            offline=offline if no_summary is None else None,
+            offline=offline if summarizer.backend is not None and no_summary is None else None,
             previous=folded,
             style=style,
             no_summary=no_summary,
