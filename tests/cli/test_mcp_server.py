@@ -5,18 +5,14 @@ paths outside the served folder are refused with an error result."""
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from cli_helpers import cli
 from conftest import SettingsFactory, encode_lines, generated_messages
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
+from mcp_client import error_text, structured, with_server
 
 from memoryd import __version__
 from memoryd.compaction.job.request import JobRequest
@@ -51,47 +47,6 @@ def archived(folder: Path, message_id: str) -> str:
             if json.loads(line).get("id") == message_id:
                 return line
     raise AssertionError(f"{message_id} is not archived")
-
-
-def with_server(
-    tmp_path: Path, *scope: str
-) -> Callable[[Callable[[Client], Awaitable[None]]], None]:
-    """Run a session against ``memoryd mcp <scope>`` started by the SDK's stdio client."""
-    home = tmp_path / "home"
-    (home / ".config").mkdir(parents=True, exist_ok=True)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "memoryd", "mcp", *scope],
-        env={
-            "PYTHONPATH": str(REPO),
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        },
-        cwd=str(tmp_path),
-    )
-
-    def run(session: Callable[[Client], Awaitable[None]]) -> None:
-        async def main() -> None:
-            with anyio.fail_after(60):
-                async with Client(params) as client:
-                    await session(client)
-
-        anyio.run(main)
-
-    return run
-
-
-def structured(result: Any) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    content: dict[str, Any] = result.structured_content
-    return content
-
-
-def error_text(result: Any) -> str:
-    assert result.is_error
-    text: str = result.content[0].text
-    return text
 
 
 @pytest.mark.slow

@@ -115,7 +115,7 @@ def test_mcp_recall_over_a_root_with_a_workspace_whose_name_is_not_utf8(tmp_path
     """The MCP recall tool over the root answers with the hits of both workspaces; the odd
     name comes back in the hit's ``workspace`` with U+FFFD for its bad byte (JSON cannot
     carry the byte), never an error."""
-    from test_mcp_server import structured, with_server
+    from mcp_client import structured, with_server
 
     root = tmp_path / "root"
     workspace(root / os.fsdecode(b"bad-\xff"))

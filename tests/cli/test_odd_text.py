@@ -14,8 +14,8 @@ from cli_helpers import cli
 from conftest import SettingsFactory, generated_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp_client import structured, with_server
 from structlog.testing import capture_logs
-from test_mcp_server import structured, with_server
 
 from memoryd.compaction.job.request import JobRequest
 from memoryd.compaction.job.run import run_job

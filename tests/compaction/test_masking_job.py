@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from agent_transcripts import generate, write_workspace
+from archive_checks import lines, originals_kept
 from cli_helpers import cli
 from conftest import SettingsFactory
 from fake_anthropic import FakeAnthropic
@@ -33,28 +34,6 @@ from memoryd.workspace import Workspace
 
 API_KEY = "sk-test-masking"
 STRATEGIES = ("narrative", "rolling", "checkpoint")
-
-
-def lines(path: Path) -> list[bytes]:
-    return path.read_bytes().splitlines(keepends=True)
-
-
-def archived(folder: Path) -> list[bytes]:
-    archive = folder / ".memoryd" / "archive"
-    return (
-        [x for p in sorted(archive.glob("*.jsonl")) for x in lines(p)] if archive.exists() else []
-    )
-
-
-def originals_kept(folder: Path, original: list[bytes]) -> None:
-    """Every original line once, byte for byte, in the live file or the archive; the other
-    lines are a summary head and masked placeholders of archived originals."""
-    live = lines(folder / "conversation.jsonl")
-    everything = [*live, *archived(folder)]
-    masked_ids = {json.loads(x)["id"] for x in everything if b'"isMasked"' in x}
-    plain = [x for x in everything if b'"isMasked"' not in x and not json.loads(x).get("isSummary")]
-    assert Counter(plain) == Counter(original)
-    assert masked_ids <= {json.loads(x)["id"] for x in archived(folder)}
 
 
 def job(folder: Path, config: Settings, **extra: Any) -> JobResult:

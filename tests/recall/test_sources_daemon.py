@@ -15,7 +15,7 @@ from agent_sessions import claude_session, codex_session, line, tree, words_for
 from cli_helpers import cli
 from daemon_harness import wait_until
 from mcp import Client
-from test_mcp_server import error_text, structured, with_server
+from mcp_client import error_text, structured, with_server
 
 from memoryd.config.settings import load_settings
 from memoryd.daemon.sources import SourceTailer

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from agent_shapes import TASK, agent_conversations, tool_loop
 from api_rules import request_problem, thinking_for
+from archive_checks import originals_kept
 from cli_helpers import cli
 from conftest import SettingsFactory, encode_lines, make_message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from media_files import encoded, image_block, jpeg_behind_exif, pdf_block, pillow_pdf, screenshot
-from test_masking_job import originals_kept
 
 from memoryd.boundaries import running_tool_call
 from memoryd.compaction.job.request import JobRequest
