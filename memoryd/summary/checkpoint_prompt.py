@@ -52,17 +52,6 @@ Answer with one JSON object and nothing else, exactly these keys, each a list of
 {{"completed": [], "in_progress": [], "pending": [], "blockers": [], "decisions": []}}"""
 
 
-# The "<" of any <checkpoint> or </checkpoint> tag (any case, spaces, attributes, no ">"):
-# escape_delimiters knows only the summary prompts' tags, and an item or a message holding
-# this one could close the checkpoint block early or open a forged one.
-_CHECKPOINT_TAG_START = re.compile(r"<(?=\s*/?\s*checkpoint\b)", re.IGNORECASE)
-
-
-def _escape(text: str) -> str:
-    """Neutralise every delimiter of the compaction prompt in ``text``."""
-    return _CHECKPOINT_TAG_START.sub("&lt;", escape_delimiters(text))
-
-
 def build_compaction_prompt(
     checkpoint: CheckpointSummary | Checkpoint | None, messages: Sequence[Mapping[str, Any]]
 ) -> tuple[str, str]:
@@ -78,11 +67,11 @@ def build_compaction_prompt(
         lists = {name: getattr(checkpoint, name) for name in SECTIONS}
         current = (
             "The current checkpoint:\n<checkpoint>\n"
-            + _escape(json.dumps(lists, indent=2, ensure_ascii=False))
+            + escape_delimiters(json.dumps(lists, indent=2, ensure_ascii=False))
             + "\n</checkpoint>"
         )
     if messages:
-        transcript = _escape(render_transcript(messages, TOOL_OUTPUT_CHARS))
+        transcript = escape_delimiters(render_transcript(messages, TOOL_OUTPUT_CHARS))
         new = f"The new messages, oldest first:\n<transcript>\n{transcript}\n</transcript>"
     else:
         new = "There are no new messages: return the current checkpoint, tidied."
@@ -99,7 +88,7 @@ def checkpoint_repair_prompt(missing: Sequence[str]) -> str:
     ``missing`` are details of the transcript, quoted inside a delimited block like any
     other conversation text.
     """
-    listed = _escape("\n".join(f"- {item}" for item in missing))
+    listed = escape_delimiters("\n".join(f"- {item}" for item in missing))
     return (
         "Your checkpoint leaves out these details of the messages:\n\n"
         f"<missing_details>\n{listed}\n</missing_details>\n\n"

@@ -33,6 +33,7 @@ from memoryd.summary.items import (
     parse_head,
     render_head,
 )
+from memoryd.transcript.cues import DECISION
 from memoryd.transcript.messages import (
     MAX_TASK_CHARS,
     SENTENCE_END,
@@ -51,8 +52,8 @@ from memoryd.transcript.toolcalls import ToolCall
 __all__ = ["HEADERS", "SENTENCE_END", "extractive_summary", "score"]
 
 _CUE_TABLE: tuple[tuple[int, bool, str, tuple[str, ...]], ...] = (
-    (6, True, r"\b(decided|decision|agreed|we'?ll go with|going with|settled on|chose|choose)\b",
-     ("decid", "decision", "agreed", "go with", "going with", "settled on", "chose")),
+    (6, True, DECISION.pattern,
+     ("decid", "decision", "agreed", "go with", "going with", "settled on", "chose", "choose")),
     (5, False, r"\b(action item|todo|to-do|follow[- ]up|next step|deadline|due)\b",
      ("action item", "todo", "to-do", "follow", "next step", "deadline", "due")),
     (5, True, r"\b(root cause|the (bug|issue|problem|cause|fix) (is|was)|caused by|turns out)\b",

@@ -23,6 +23,7 @@ from memoryd.summary.checkpoint import ITEM_LEAD, render_lists
 from memoryd.summary.folding import fold
 from memoryd.summary.items import SECTIONS, HeadItem
 from memoryd.transcript.call_lines import call_key, call_line, call_name, reads_only
+from memoryd.transcript.cues import DECISION
 from memoryd.transcript.messages import (
     MessageView,
     read_messages,
@@ -38,7 +39,7 @@ CUES: dict[str, re.Pattern[str]] = {
     "blockers": re.compile(
         r"\b(blocked|blocker|waiting (on|for)|can'?t proceed|cannot proceed|stuck)\b", re.I
     ),
-    "decisions": re.compile(r"\b(decided|decision|agreed|we'?ll go with|going with|chose)\b", re.I),
+    "decisions": DECISION,
     "completed": re.compile(
         r"\b(done|completed|finished|fixed|merged|shipped|resolved|implemented|added|updated"
         r"|created|removed|renamed|tests? pass(es|ed)?|all tests|now pass(es)?|succeeded"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from memoryd.transcript.cues import DECISION
 from memoryd.transcript.outcomes import changes_files
 
 KINDS = ("failure", "decision", "change", "finding", "next", "routine")
@@ -50,9 +51,6 @@ _USED = re.compile(r"^(?:The assistant (?:used |ran )?)")
 _FAILURE_HINT = re.compile(
     r"\bexit [1-9]\d*\b|\bFAILED\b|\bTraceback\b|\b[A-Z]\w*(?:Error|Exception)\b"
     r"|\bfail(?:s|ed|ing|ure)\b",
-)
-_DECISION_HINT = re.compile(
-    r"\b(decided|decision|agreed|we'?ll go with|going with|settled on|chose)\b", re.I
 )
 _CHANGE_HINT = re.compile(
     r"^(?:The assistant used )?(?:Edit|Write|MultiEdit|apply_?patch|str_replace_editor (?:create"
@@ -116,7 +114,7 @@ def classify(text: str) -> str:
     (:func:`memoryd.transcript.outcomes.changes_files`) a change."""
     if (_FAILURE_HINT.search(text) and "→" in text) or text.startswith(("FAILED", "Failed")):
         return "failure"
-    if _DECISION_HINT.search(text):
+    if DECISION.search(text):
         return "decision"
     ticked = _TICKED.search(text) if CALL_LEAD.match(text) else None
     if _CHANGE_HINT.search(text) or (ticked is not None and changes_files(ticked[1])):

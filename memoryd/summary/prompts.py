@@ -21,6 +21,7 @@ TRANSCRIPT_TAG = "transcript"
 PREVIOUS_SUMMARY_TAG = "previous_summary"
 CHUNK_SUMMARY_TAG = "chunk_summary"
 MISSING_TAG = "missing_details"
+CHECKPOINT_TAG = "checkpoint"
 ROLLING_MAX_WORDS = 500
 TOOL_OUTPUT_CHARS = 2_000
 """Characters of one tool output an LLM is shown: its start and end, and the error lines
@@ -29,11 +30,14 @@ MAX_KEPT_ERROR_LINES = 5
 STYLES = ("narrative", "rolling")
 TASKS = {"narrative": "Summarize the conversation", "rolling": "Update the running summary"}
 
-# The "<" of any opening or closing tag of ours, with stray spaces, attributes, any letter
-# case, or no ">" at all: each of them could end a block early in the model's eyes.
+# The "<" of any opening or closing tag of ours (the summary prompts' and the checkpoint
+# prompt's), with stray spaces, attributes, any letter case, or no ">" at all: each of
+# them could end a block early in the model's eyes.
 _OUR_TAG_START = re.compile(
     r"<(?=\s*/?\s*(?:"
-    + "|".join((TRANSCRIPT_TAG, PREVIOUS_SUMMARY_TAG, CHUNK_SUMMARY_TAG, MISSING_TAG))
+    + "|".join(
+        (TRANSCRIPT_TAG, PREVIOUS_SUMMARY_TAG, CHUNK_SUMMARY_TAG, MISSING_TAG, CHECKPOINT_TAG)
+    )
     + r")\b)",
     re.IGNORECASE,
 )

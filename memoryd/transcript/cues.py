@@ -34,12 +34,13 @@ def _phrases(phrases: Sequence[str]) -> re.Pattern[str]:
     return re.compile(r"\b(" + "|".join(map(re.escape, phrases)) + r")\b", re.IGNORECASE)
 
 
-_DECISION = _phrases(_DECISION_PHRASES)
+DECISION = _phrases(_DECISION_PHRASES)
+"""A decision: the one pattern every summarizer and the item reader use."""
 _PREFERENCE = _phrases(_PREFERENCE_PHRASES)
 _ACTION = _phrases(_ACTION_PHRASES)
 _DONE = _phrases(_DONE_PHRASES)
 _CUES = (
-    (_DECISION, _DECISION_PHRASES),
+    (DECISION, _DECISION_PHRASES),
     (_PREFERENCE, _PREFERENCE_PHRASES),
     (_ACTION, _ACTION_PHRASES),
     (_DONE, _DONE_PHRASES),
