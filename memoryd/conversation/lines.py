@@ -19,7 +19,7 @@ from pathlib import Path
 from memoryd import strict_json
 from memoryd.errors import InputError, MemorydError, UnsafePathError
 from memoryd.files.fsutil import append_all_or_nothing, flocked, fsync_folder_in
-from memoryd.files.paths import check_workspace, open_in
+from memoryd.files.paths import check_workspace, open_file_in
 from memoryd.tokens import MESSAGE_OVERHEAD, estimate_message_tokens
 from memoryd.value import Value
 from memoryd.workspace import Workspace
@@ -220,7 +220,7 @@ def append_message(
     try:
         with flocked(ws.lock, root=ws.path):
             flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
-            fd = open_in(ws.path, ws.conversation, flags, 0o644)
+            fd = open_file_in(ws.path, ws.conversation, flags)
             try:
                 st = os.fstat(fd)
                 if not stat.S_ISREG(st.st_mode):

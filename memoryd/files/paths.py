@@ -126,12 +126,13 @@ def open_in(
 
 
 def open_file_in(root: Path, path: Path, flags: int, *, make_parents: bool = False) -> int:
-    """:func:`open_in` for a file that must be a regular one: a socket there (ENXIO) is
-    refused in the words a FIFO is (the caller checks the rest with ``fstat``)."""
+    """:func:`open_in` for a file that must be a regular one: a socket there (ENXIO) or a
+    folder opened for writing (EISDIR) is refused in the words a FIFO is (the caller checks
+    the rest with ``fstat``)."""
     try:
         return open_in(root, path, flags, 0o644, make_parents=make_parents)
     except OSError as exc:
-        if exc.errno == errno.ENXIO:
+        if exc.errno in (errno.ENXIO, errno.EISDIR):
             raise UnsafePathError(f"{path}: is not a regular file") from None
         raise
 

@@ -1,7 +1,7 @@
 """A FIFO, a socket, a symlink to /dev/zero or a folder where a workspace's file belongs:
-every reader refuses it at once (a FIFO with no writer used to block the daemon's loop,
-``status`` and ``heartbeat show`` for ever), with the one-line refusal of a path, or
-treats it as missing where the file is only derived data."""
+every reader and every append refuses it at once (a FIFO with no writer used to block the
+daemon's loop, ``status`` and ``heartbeat show`` for ever), with the one-line refusal of
+a path (exit 2), or treats it as missing where the file is only derived data."""
 
 from __future__ import annotations
 
@@ -194,3 +194,49 @@ def test_a_configuration_file_that_is_not_a_file_is_refused(
     special(clean_environment / "memoryd" / "config.toml")
     with pytest.raises(ConfigError, match="not a regular file"):
         load_settings(env={"XDG_CONFIG_HOME": str(clean_environment)})
+
+
+@pytest.mark.parametrize("target", ["conversation", "store"])
+def test_an_append_refuses_it_with_exit_2_and_writes_nothing(
+    ws: Workspace,
+    special: Callable[[Path], None],
+    kind: str,
+    target: str,
+    capsys: pytest.CaptureFixture[str],
+    clean_environment: Path,
+) -> None:
+    """``append`` and ``memory write`` refuse whatever stands where their file belongs in
+    the words of a path (a folder opened for writing and a socket included), never as an
+    error of the system (exit 1)."""
+    path = ws.conversation if target == "conversation" else ws.store("todos")
+    entry = '{"title": "t"}'
+    if target == "conversation":
+        path.unlink()
+    special(path)
+    argv = (
+        ["append", "--role", "user", "--content", "hi", str(ws.path)]
+        if target == "conversation"
+        else ["memory", "write", "--store", "todos", "--entry", entry, "--workspace", str(ws.path)]
+    )
+    before = _files(ws.path)
+    code, printed = cli(*argv)
+    refusal = capsys.readouterr().err
+    assert code == 2, refusal
+    assert printed == ""
+    expected = "is a symlink" if kind == "/dev/zero" else "is not a regular file"
+    assert refusal == f"memoryd: {path}: {expected}" + (
+        "; memoryd never writes through a symlink inside a workspace\n"
+        if kind == "/dev/zero"
+        else "\n"
+    )
+    assert _files(ws.path) == before
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every regular file below ``folder`` with its bytes, but the writers' lock (taken,
+    empty, by any writer)."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.name != "lock"
+    }
