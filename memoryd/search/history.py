@@ -20,6 +20,7 @@ from pathlib import Path
 from memoryd import strict_json
 from memoryd.errors import MemorydError
 from memoryd.files.paths import resolve_inside
+from memoryd.files.regular import open_for_reading
 from memoryd.workspace import CONVERSATION, Workspace
 
 TYPE_CHECKING = False
@@ -93,14 +94,11 @@ def read_lines(workspace: Workspace, source: str) -> Iterator[RawLine]:
     """
     path = source_path(workspace, source)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = open_for_reading(path, follow_symlinks=False)
     except FileNotFoundError:
         return
     except OSError as exc:
         raise MemorydError(f"{path}: cannot read: {exc.strerror}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen: a folder opens, reads fail
-        os.close(fd)
-        raise MemorydError(f"{path}: is not a regular file")
     with os.fdopen(fd, "rb") as file:
         offset = 0
         for data in file:

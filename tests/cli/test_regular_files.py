@@ -240,3 +240,19 @@ def _files(folder: Path) -> dict[str, bytes]:
         for p in folder.rglob("*")
         if p.is_file() and not p.is_symlink() and p.name != "lock"
     }
+
+
+def test_expand_refuses_a_conversation_that_is_not_a_file_with_exit_2(
+    ws: Workspace,
+    special: Callable[[Path], None],
+    kind: str,
+    capsys: pytest.CaptureFixture[str],
+    clean_environment: Path,
+) -> None:
+    """``expand`` reads the history through the same refusal as every other reader."""
+    ws.conversation.unlink()
+    special(ws.conversation)
+    code, printed = cli("expand", str(ws.path), "a")
+    refusal = capsys.readouterr().err
+    assert (code, printed) == (2, "")
+    assert refusal == f"memoryd: {ws.conversation}: is not a regular file\n"

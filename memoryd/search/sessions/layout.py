@@ -15,7 +15,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from memoryd.errors import InputError
+from memoryd.errors import InputError, UnsafePathError
+from memoryd.files.regular import open_for_reading
 from memoryd.value import Value
 
 TYPE_CHECKING = False
@@ -78,12 +79,10 @@ def _sniff(path: Path) -> str | None:
     from memoryd.search.sessions.record import load
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        fd = open_for_reading(path, follow_symlinks=False)
+    except (OSError, UnsafePathError):
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         head = os.pread(fd, SNIFF_BYTES, 0)
     except OSError:
         return None

@@ -5,9 +5,11 @@ FIFO, never through a symlink, never a line held whole past a limit
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
+
+from memoryd.errors import UnsafePathError
+from memoryd.files.regular import open_for_reading
 
 CHUNK = 4 << 20
 MAX_LINE = 64 << 20
@@ -21,9 +23,12 @@ class Changed(Exception):
 def open_regular(path: Path, inode: tuple[int, int] | None = None) -> int:
     """A read descriptor of the regular file at ``path`` (no symlink, no FIFO); raises
     Changed when it is something else or not the file ``inode`` names, OSError when gone."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = open_for_reading(path, follow_symlinks=False)
+    except UnsafePathError:
+        raise Changed(str(path)) from None
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or (inode is not None and inode != (st.st_dev, st.st_ino)):
+    if inode is not None and inode != (st.st_dev, st.st_ino):
         os.close(fd)
         raise Changed(str(path))
     return fd
