@@ -95,12 +95,12 @@ def test_expand_names_a_conversation_that_is_a_folder_and_refuses_an_unknown_id(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``conversation.jsonl`` a folder: one line naming its path (not a descriptor
-    number), exit 1. An id that is in no message: one line, exit 2, as any argument
-    given wrong."""
+    number), exit 2 as every refusal of a path. An id that is in no message: one line,
+    exit 2, as any argument given wrong."""
     odd = tmp_path / "odd"
     (odd / "conversation.jsonl").mkdir(parents=True)
     (odd / ".memoryd" / "archive").mkdir(parents=True)
-    assert cli("expand", str(odd), "m1") == (1, "")
+    assert cli("expand", str(odd), "m1") == (2, "")
     err = capsys.readouterr().err
     assert err == f"memoryd: {odd / 'conversation.jsonl'}: is not a regular file\n"
     good = workspace(tmp_path / "good")
