@@ -18,6 +18,8 @@ import os
 import zlib
 from pathlib import Path
 
+from memoryd.errors import MemorydError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -76,15 +78,8 @@ def _store(entry: Path, held: tuple[int, bytes, dict[str, Any]]) -> None:
         data = marshal.dumps(held)
     except ValueError:
         return  # a date or a time: parsed each time
-    temp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-    try:
+    from memoryd.files.fsutil import atomic_write
+
+    with contextlib.suppress(OSError, MemorydError):
         entry.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(temp, entry)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        atomic_write(entry, data, 0o600, root=entry.parent, durable=False)

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from memoryd.daemon.fs_events import FsChange
+from memoryd.errors import MemorydError
+from memoryd.files.fsutil import atomic_write
 from memoryd.search.sessions.places import STATUS_FILE, state_dir
 
 if TYPE_CHECKING:
@@ -223,10 +225,7 @@ class SourceTailer:
         }
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            temp = folder / f".{STATUS_FILE}.{os.getpid()}.tmp"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w") as file:
-                json.dump(record, file)
-            os.replace(temp, folder / STATUS_FILE)
-        except OSError as exc:
-            log.warning("source_status_unwritten", error=exc.strerror or str(exc))
+            data = json.dumps(record).encode()
+            atomic_write(folder / STATUS_FILE, data, 0o600, root=folder, durable=False)
+        except (OSError, MemorydError) as exc:
+            log.warning("source_status_unwritten", error=getattr(exc, "strerror", None) or str(exc))
