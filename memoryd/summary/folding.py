@@ -26,6 +26,7 @@ from memoryd.summary.items import (
     item_key,
     render_item,
 )
+from memoryd.transcript.messages import shorten
 
 DROP_ORDER = ("next", "finding", "change", "decision", "failure")
 """Open items that are not routine, the first to give way first (once nothing routine and
@@ -176,7 +177,7 @@ def fit(head: Head, budget: int, style: str) -> Head:
     room = budget * 4 - 3
     task = head.task
     if task:
-        task = _shorten(task, max(MIN_TASK_CHARS, room // 8))
+        task = shorten(task, max(MIN_TASK_CHARS, room // 8))
     items = list(head.items)
     if head_chars(Head(task, tuple(items)), style) <= room:
         return Head(task, tuple(items))
@@ -224,7 +225,7 @@ def fit(head: Head, budget: int, style: str) -> Head:
         sizes.remove(victim)
     kept = [item for item in plain if id(item) not in gone]
     if sizes.chars > room and task:
-        task = _shorten(task, max(8, room - len(HEADERS["narrative"]) - 10))
+        task = shorten(task, max(8, room - len(HEADERS["narrative"]) - 10))
     return Head(task, (aggregate, *kept) if aggregate is not None else tuple(kept))
 
 
@@ -233,16 +234,6 @@ def _victims(items: Sequence[HeadItem]) -> Iterable[HeadItem]:
     yield from [item for item in items if item.resolved is not None]
     for kind in DROP_ORDER:
         yield from [item for item in items if item.resolved is None and item.kind == kind]
-
-
-def _shorten(text: str, limit: int) -> str:
-    one = " ".join(text.split())
-    if len(one) <= limit:
-        return one
-    cut = one[: max(1, limit - 1)]
-    if " " in cut:
-        cut = cut[: cut.rfind(" ")]
-    return cut.rstrip(",;: ") + "…"
 
 
 def missing_items(carried: Sequence[HeadItem], answer: Sequence[HeadItem]) -> list[HeadItem]:
