@@ -167,7 +167,12 @@ def _plan_store(ws: Workspace, store: str, threshold: int, keep_bookmarks: int) 
     try:
         snapshot, data = read_snapshot(path, root=ws.path)
     except UnsafePathError:
-        if os.path.lexists(path):
+        # Only a store that is not there is empty; a file or a symlink where the stores'
+        # folder belongs is refused, as a write or a read refuses it.
+        folder = path.parent
+        if os.path.lexists(path) or (
+            os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir())
+        ):
             raise
         return _StorePlan(store, None, [], plan_compaction(store, [], threshold, keep_bookmarks))
     entries = parse_store(data)

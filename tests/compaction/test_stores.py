@@ -246,6 +246,27 @@ def test_a_store_that_cannot_be_read_refuses_compact_before_any_store_is_rewritt
     assert archives(ws) == []
 
 
+@pytest.mark.parametrize("odd", ["file", "symlink"])
+def test_compact_refuses_a_file_or_a_symlink_where_the_stores_folder_belongs(
+    ws: Path, tmp_path: Path, odd: str
+) -> None:
+    """As ``memory write`` and ``memory read`` do (exit 2, the folder named), not as if
+    the stores were empty; and nothing outside is touched."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "bookmarks.jsonl").write_bytes(b'{"title": "b"}\n' * 60)
+    if odd == "file":
+        (ws / "memory").write_bytes(b"not a folder\n")
+    else:
+        (ws / "memory").symlink_to(outside)
+    before, outside_before = tree(ws), tree(outside)
+    expected = "is not a folder" if odd == "file" else "is a symlink"
+    with pytest.raises(InputError, match=expected) as refused:
+        run_cli(["memory", "compact", "--threshold", "5", "--workspace", str(ws)])
+    assert refused.value.exit_code == 2
+    assert (tree(ws), tree(outside)) == (before, outside_before)
+
+
 def test_a_custom_threshold_decides_when_a_store_is_compacted(ws: Path) -> None:
     """20 bookmarks stay untouched at the default threshold (50) and compact at 15."""
     write_bookmarks(ws, 20)
