@@ -78,7 +78,7 @@ def _store(entry: Path, held: tuple[int, bytes, dict[str, Any]]) -> None:
         data = marshal.dumps(held)
     except ValueError:
         return  # a date or a time: parsed each time
-    from memoryd.files.fsutil import atomic_write
+    from memoryd.files.fsutil import atomic_write  # here: a cache hit never writes
 
     with contextlib.suppress(OSError, MemorydError):
         entry.parent.mkdir(parents=True, exist_ok=True)

@@ -181,18 +181,19 @@ def _plan_store(ws: Workspace, store: str, threshold: int, keep_bookmarks: int) 
     )
 
 
-def _commit_store(
-    ws: Workspace, read: _StorePlan, snapshot: Snapshot, now: float, drain_seconds: float
-) -> str | None:
-    """Rewrite one planned store; returns its archive, relative to the workspace."""
+def _commit_store(ws: Workspace, read: _StorePlan, now: float, drain_seconds: float) -> str | None:
+    """Rewrite one planned store; returns its archive, relative to the workspace (None: a
+    store that is not there, or nothing archived)."""
     store, plan = read.name, read.plan
+    if read.snapshot is None:
+        return None
     archive = ArchivePlan(
         folder=ws.archive_dir,
         name=archive_name(f"memory-{store}", datetime.fromtimestamp(now, UTC)),
         parts=archived_parts(plan),
     )
     result = rewrite(
-        snapshot,
+        read.snapshot,
         rewritten_head(read.entries, plan),
         lock=ws.lock,
         archive=archive,
@@ -257,10 +258,11 @@ def compact(
         before[name] = plan.entries_before
         after[name] = plan.entries_after
         created[name] = plan.summaries_created
-        if not dry_run and plan.replacements and read.snapshot is not None:
-            archived = _commit_store(ws, read, read.snapshot, moment, drain_seconds)
-            if archived is not None:
-                archives[name] = archived
+        archived = None
+        if not dry_run and plan.replacements:
+            archived = _commit_store(ws, read, moment, drain_seconds)
+        if archived is not None:
+            archives[name] = archived
         if plan.malformed_lines:
             malformed[name] = list(plan.malformed_lines)
     compacted = any(created.values())

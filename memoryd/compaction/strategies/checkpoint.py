@@ -152,16 +152,17 @@ class CheckpointStrategy(Strategy):
             max_input_tokens=request.settings.summarizer.max_input_tokens,
             budget=int(budget * LISTS_SHARE),
         )
+        offline_summarizer = Summarizer()
         with contextlib.closing(summarizer), billed_on_failure(summarizer):
 
             def offline() -> tuple[list[HeadItem], int]:
-                lists, _ = compact(Summarizer())
+                lists, _ = compact(offline_summarizer)
                 return lists, summarizer.requests
 
             (lists, calls), no_summary = or_offline(
                 summarizer, lambda: compact(summarizer), offline
             )
-            checker = summarizer if no_summary is None else Summarizer()
+            checker = summarizer if no_summary is None else offline_summarizer
             # Every item of the previous checkpoint: its details must survive this one too.
             before = None
             if previous is not None:
